@@ -1,0 +1,31 @@
+# `make demo` and `make test` both create .venv and install on first use.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+TORCH   := torch==2.13.0
+
+.PHONY: demo test lint install clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first and pinned: an unpinned torch pulls gigabytes of CUDA wheels
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/hetsync compare --scenario default --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

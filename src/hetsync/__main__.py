@@ -1,0 +1,5 @@
+import sys
+
+from hetsync.cli import main
+
+sys.exit(main())

@@ -1,0 +1,130 @@
+"""Max–min fair sharing of link capacities among flows (progressive filling).
+
+A flow uses a fixed set of links and gets one rate. An allocation is max–min
+fair when no flow's rate can be raised without lowering the rate of a flow
+that has an equal or smaller rate; equivalently, every flow crosses a
+*bottleneck*: a saturated link on which no other flow gets more than it does.
+The fair allocation is unique and is computed by progressive filling
+(water-filling): raise all rates together; when a link fills up, freeze the
+flows crossing it at the current level and continue with the others.
+
+In closed form, one round finds the link whose remaining capacity divided by
+its number of unfrozen flows (its *share*) is smallest, freezes every
+unfrozen flow crossing such a link at that share, and subtracts what they use
+from the links they cross. Each round is a handful of vectorized numpy
+operations costing O(L + F_u·K) for L links and F_u unfrozen flows of K links
+each; the number of rounds is the number of distinct bottleneck levels (links
+whose shares tie within a relative 1e-12 are filled in the same round), so a
+homogeneous cluster needs one or two rounds and the worst case is
+min(L, F) rounds.
+
+``maxmin_rates`` is the validated entry point. ``progressive_fill`` is the
+unchecked core for a caller (the fluid network) that keeps its flows'
+links as separate columns and its per-link flow counts up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# Links whose shares are within this relative distance of the smallest one
+# are filled in the same round: a numerical tie, not a separate level.
+_TIE_RTOL = 1e-12
+
+
+def maxmin_rates(capacity_Bps: np.ndarray, flow_links: np.ndarray) -> np.ndarray:
+    """Return the max–min fair rate of every flow.
+
+    Args:
+        capacity_Bps: float array ``[L]``, capacity of each link in bytes/s;
+            ``inf`` means unlimited, ``0`` a link that carries nothing.
+        flow_links: int array ``[F, K]`` (``K >= 1``), the links each flow
+            uses. A link listed twice in one row is used twice (the flow's
+            rate counts twice against it).
+
+    Returns:
+        float array ``[F]`` of rates in bytes/s. A flow all of whose links are
+        unlimited gets ``inf``; a flow crossing a zero-capacity link gets 0.
+
+    Raises:
+        ValueError: on a wrong shape or dtype, a negative or NaN capacity, or
+            a link index outside ``[0, L)``.
+    """
+    cap = np.asarray(capacity_Bps, dtype=np.float64)
+    links = np.asarray(flow_links)
+    if cap.ndim != 1:
+        raise ValueError(f"capacity_Bps must be 1-D, got shape {cap.shape}")
+    if links.ndim != 2 or links.shape[1] < 1:
+        raise ValueError(f"flow_links must have shape [F, K] with K >= 1, got {links.shape}")
+    if links.size and links.dtype.kind not in "iu":
+        raise ValueError(f"flow_links must hold integer link indices, got dtype {links.dtype}")
+    if np.isnan(cap).any() or (cap < 0).any():
+        raise ValueError("capacity_Bps must be nonnegative (inf allowed, NaN not)")
+    n_links = cap.shape[0]
+    if links.size and (links.min() < 0 or links.max() >= n_links):
+        raise ValueError(f"flow_links holds a link index outside [0, {n_links})")
+
+    rates = np.empty(links.shape[0], dtype=np.float64)
+    if rates.size == 0:
+        return rates
+    columns = [np.ascontiguousarray(links[:, k], dtype=np.intp) for k in range(links.shape[1])]
+    link_flows = np.bincount(links.ravel(), minlength=n_links).astype(np.float64)
+    progressive_fill(cap, columns, link_flows, rates)
+    return rates
+
+
+def progressive_fill(
+    capacity_Bps: np.ndarray,
+    link_columns: Sequence[np.ndarray],
+    link_flows: np.ndarray,
+    rates: np.ndarray,
+) -> None:
+    """Write the max–min fair rates into ``rates``; no input checking.
+
+    Args:
+        capacity_Bps: float64 array ``[L]`` of link capacities (``inf`` allowed).
+        link_columns: K int arrays of length F; ``link_columns[k][f]`` is the
+            k-th link of flow f.
+        link_flows: array ``[L]``, how many (flow, column) pairs use each link,
+            i.e. the bincount of all columns together; not modified.
+        rates: float64 array ``[F]``, overwritten with the rates.
+    """
+    rates.fill(np.inf)  # flows never frozen cross unlimited links only
+    n_links = capacity_Bps.shape[0]
+    remaining = capacity_Bps
+    crossing = link_flows  # unfrozen flows crossing each link
+    unfrozen: np.ndarray | None = None  # mask of unfrozen flows; None: all
+    # x/0 is inf (a link without unfrozen flows never limits) and 0/0 NaN
+    # (an unused zero-capacity link), which is skipped.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while True:
+            share = remaining / crossing
+            level = float(share[share.argmin()])
+            if level != level:  # argmin stops at the first NaN
+                level = float(np.fmin.reduce(share))
+            if not level < np.inf:
+                return
+            bottleneck = share <= level * (1.0 + _TIE_RTOL)
+            hit = bottleneck[link_columns[0]]
+            for col in link_columns[1:]:
+                hit |= bottleneck[col]
+            if unfrozen is None:
+                unfrozen = ~hit
+            else:
+                hit &= unfrozen
+                unfrozen ^= hit
+            np.putmask(rates, hit, level)
+            if not np.count_nonzero(unfrozen):
+                return
+            weight = hit.astype(np.float64)
+            freed = np.bincount(link_columns[0], weight, n_links)
+            for col in link_columns[1:]:
+                freed += np.bincount(col, weight, n_links)
+            crossing = crossing - freed
+            remaining = remaining - freed * level
+            # Every flow crossing a bottleneck link is frozen now. Elsewhere the
+            # share exceeded the level by the tie tolerance, so what remains
+            # is positive.
+            np.putmask(remaining, bottleneck, np.inf)

@@ -1,0 +1,188 @@
+"""The ``hetsync`` command line.
+
+Exit status: 0 success, 2 bad input (a one-line message naming what is
+wrong), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hetsync.errors import BadInput
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise BadInput(f"{self.prog}: {message}")
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", "-s", default="default", help="built-in name or YAML file (default: default)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set workers=16 (repeatable)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hetsync", description="Synchronization policies for heterogeneous clusters.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
+    _scenario_args(p)
+    p.add_argument("--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)")
+    p.add_argument("--out", "-o", default="runs/compare", help="output folder (default: runs/compare)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    p = sub.add_parser("simulate", help="simulate one policy on one scenario")
+    _scenario_args(p)
+    p.add_argument("--policy", "-p", required=True, help="policy spec, e.g. ssp:s=3")
+    p.add_argument("--out", "-o", default="runs/simulate", help="output folder (default: runs/simulate)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    sub.add_parser("policies", help="list the policies with their parameters")
+    sub.add_parser("scenarios", help="list the built-in scenarios")
+
+    p = sub.add_parser("bench", help="benchmarks that print measured ratios")
+    bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
+    b = bench.add_parser("sim", help="simulator speed on large-1024 with ASP")
+    b.add_argument("--scenario", default="large-1024")
+    b.add_argument("--policy", default="asp")
+    b.add_argument("--max-steps", type=int, default=None, help="override max_steps (per worker)")
+    b.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from hetsync.scenario import load_scenario, parse_override
+
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    return load_scenario(args.scenario, **overrides)
+
+
+def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hetsync import report, runner
+
+    console = Console()
+    scenario = _load(args)
+    if specs is None:
+        specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
+    labels = runner.policy_labels(scenario, specs)
+    out = Path(args.out)
+    console.print(
+        f"[bold]{scenario.name}[/]: {scenario.workers} workers, {scenario.workload}, "
+        f"policies {', '.join(labels)} → {out}/"
+    )
+    columns = (TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        tasks = {label: bar.add_task(label, total=1.0) for label in labels}
+
+        def tick(label: str, fraction: float) -> None:
+            bar.update(tasks[label], completed=fraction)
+
+        def done(summary: dict[str, Any]) -> None:
+            bar.update(tasks[summary["label"]], completed=1.0)
+
+        runs = runner.compare(scenario, specs, out, progress=tick, on_result=done)
+    console.print(report.summary_table(runs))
+    written = [out / "summary.json"] + [out / r["trace"] for r in runs]
+    if not args.no_plots:
+        written += report.write_report(runs, out)
+    console.print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    return _cmd_compare(args, specs=[args.policy])
+
+
+def _cmd_policies() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hetsync.policies import REGISTRY
+
+    table = Table(title="policies", show_lines=False)
+    table.add_column("name", style="bold")
+    table.add_column("what it does")
+    table.add_column("parameters")
+    for name, cls in REGISTRY.items():
+        params = "\n".join(f"{p.name}={p.default}  {p.help}" for p in cls.params) or "—"
+        table.add_row(name, cls.summary, params)
+    Console().print(table)
+    return 0
+
+
+def _cmd_scenarios() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hetsync.scenario import builtin_scenarios, load_scenario
+
+    table = Table(title="built-in scenarios")
+    table.add_column("name", style="bold")
+    table.add_column("workers", justify="right")
+    table.add_column("workload")
+    table.add_column("description")
+    for name in builtin_scenarios():
+        sc = load_scenario(name)
+        table.add_row(name, str(sc.workers), sc.workload, sc.description)
+    Console().print(table)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from hetsync import bench
+
+    if args.bench == "sim":
+        rows = bench.bench_sim(args.scenario, args.policy, max_steps=args.max_steps)
+    else:  # pragma: no cover - argparse restricts the choices
+        raise BadInput(f"unknown benchmark {args.bench!r}")
+    bench.print_rows(rows, title=f"bench {args.bench}")
+    if args.json is not None:
+        bench.write_rows(rows, args.json)
+    return 0
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "compare":
+        return _cmd_compare(args)
+    if args.command == "simulate":
+        return _cmd_simulate(args)
+    if args.command == "policies":
+        return _cmd_policies()
+    if args.command == "scenarios":
+        return _cmd_scenarios()
+    return _cmd_bench(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except BadInput as e:
+        print(f"hetsync: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("hetsync: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

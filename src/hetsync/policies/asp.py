@@ -1,0 +1,45 @@
+"""ASP — asynchronous parallel (Hogwild-style parameter server; Dean et al.
+2012, Downpour SGD).
+
+Nobody waits. A worker computes a gradient on whatever model it holds and
+pushes it; the server applies it on arrival with weight 1/N (learning rate
+``lr``, so N pushes move the model about as far as one BSP step), and the
+pusher pulls the latest model and carries on. Throughput is the sum of the
+workers' rates, paid for with staleness: a slow worker's gradient was
+computed on a model several versions old.
+"""
+
+from __future__ import annotations
+
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Event,
+    Policy,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+)
+
+
+class ASP(Policy):
+    name = "asp"
+    summary = "asynchronous: apply every gradient on arrival (weight 1/N), nobody waits"
+
+    def start(self, now_s: float) -> list[Command]:
+        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+
+    def on_event(self, event: Event) -> list[Command]:
+        if isinstance(event, ComputeDone):
+            return [Push(worker=event.worker, kind="grad")]
+        if isinstance(event, PushArrived):
+            return [
+                Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr),
+                Pull(worker=event.worker),
+            ]
+        if isinstance(event, PullDone):
+            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
+        return []

@@ -1,0 +1,82 @@
+"""Backup workers(b) — synchronous SGD that ignores the b slowest (Chen,
+Pan, Monga, Bengio, Jozefowicz, "Revisiting Distributed Synchronous SGD",
+arXiv 1604.00981, 2016).
+
+Each round every worker computes a gradient on the current global version v.
+The server applies the batch-weighted mean of the first N − b gradients
+computed on v to arrive (learning rate ``lr``) and bumps the version; the
+contributors pull v+1 at once. Gradients that arrive later, computed on an
+older version, are dropped (and counted); their senders then pull the newest
+model and join the current round. Straggling b workers no longer hold the
+round, at the price of b wasted gradients per round.
+"""
+
+from __future__ import annotations
+
+from hetsync.errors import BadInput
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Drop,
+    Event,
+    Param,
+    Policy,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+    WorkerLeft,
+)
+
+
+class BackupWorkers(Policy):
+    name = "backup"
+    summary = "synchronous rounds closed by the first N-b gradients; late ones are dropped"
+    params = (
+        Param(name="b", type=int, default=1, help="backup workers: gradients ignored per round", minimum=0),
+    )
+
+    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, **params)
+        self.b: int = self.values["b"]
+        if self.b >= self.n:
+            raise BadInput(f"policy 'backup' parameter 'b' must be < workers ({self.n}), got {self.b}")
+        self.alive = set(range(self.n))
+        self.version = 0
+        self.round: list[PushArrived] = []
+
+    def _needed(self) -> int:
+        return max(1, len(self.alive) - self.b)
+
+    def start(self, now_s: float) -> list[Command]:
+        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+
+    def on_event(self, event: Event) -> list[Command]:
+        if isinstance(event, ComputeDone):
+            return [Push(worker=event.worker, kind="grad")]
+        if isinstance(event, PushArrived):
+            if event.base_version < self.version:
+                return [Drop(push_ids=(event.push_id,), reason="late"), Pull(worker=event.worker)]
+            self.round.append(event)
+            return self._maybe_close()
+        if isinstance(event, PullDone):
+            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
+        if isinstance(event, WorkerLeft):
+            self.alive.discard(event.worker)
+            self.round = [p for p in self.round if p.worker in self.alive]
+            return self._maybe_close()
+        return []
+
+    def _maybe_close(self) -> list[Command]:
+        if not self.round or len(self.round) < self._needed():
+            return []
+        total = sum(p.samples for p in self.round)
+        contributions = tuple((p.push_id, p.samples / total) for p in self.round)
+        contributors = sorted(p.worker for p in self.round)
+        self.round = []
+        self.version += 1
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
+            Pull(worker=w) for w in contributors
+        ]

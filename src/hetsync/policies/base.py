@@ -1,0 +1,221 @@
+"""The sans-IO policy core: events in, commands out.
+
+A policy is a synchronization model written once and run by every driver (the
+virtual-time simulator, the torch.distributed runtime). It never reads a
+clock, sleeps, opens a socket or touches torch: time arrives as
+``event.now_s``, randomness as the ``numpy.random.Generator`` in its context,
+and models and gradients are opaque to it (it names pushes by the id the
+driver gave them).
+
+Data plane, as every driver executes it (parameter-server topology):
+
+- ``Compute(worker, batch_size)``: the worker computes one gradient on its
+  local model with a fresh mini-batch. With ``local_lr`` set, it also takes
+  the SGD step locally (local SGD, WBSP). Answered by ``ComputeDone``.
+- ``Push(worker, kind)``: the worker uploads to the server either its latest
+  gradient (``"grad"``) or its model delta since its last push or pull
+  (``"delta"``). The driver numbers the push; ``PushArrived`` carries the id.
+- ``Apply(contributions, lr)``: the server folds pushes into the global
+  model, ``θ ← θ + Σ wᵢ·uᵢ`` with ``uᵢ = −lr·gᵢ`` for gradients and
+  ``uᵢ = Δᵢ`` for deltas, and the version counter goes up by one.
+- ``Drop(push_ids)``: pushes the policy discards, so they are counted.
+- ``Pull(worker)``: the worker downloads the global model as it is when the
+  pull starts and replaces its local model with it on arrival
+  (``PullDone``). Local steps not yet pushed are lost and counted as dropped.
+- ``SetTimer(at_s, tag)``: answered by ``TimerFired``.
+
+A worker that has no command in progress is *waiting*; that is how barriers
+are expressed: the policy simply does not give it work yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+PushKind = Literal["grad", "delta"]
+
+
+# --------------------------------------------------------------------- events
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    now_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComputeDone(Event):
+    worker: int
+    step: int  # the worker's step number, 0-based
+    batch_size: int
+    base_version: int  # global version the worker's model derives from
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PushArrived(Event):
+    worker: int
+    push_id: int
+    kind: PushKind
+    base_version: int
+    steps: int  # local steps this push carries
+    samples: int  # samples in those steps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullDone(Event):
+    worker: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimerFired(Event):
+    tag: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerLeft(Event):
+    worker: int
+
+
+# ------------------------------------------------------------------- commands
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compute(Command):
+    worker: int
+    batch_size: int
+    local_lr: float | None = None  # take the SGD step locally with this rate
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"Compute.batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Push(Command):
+    worker: int
+    kind: PushKind = "grad"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Apply(Command):
+    contributions: tuple[tuple[int, float], ...]  # (push_id, weight)
+    lr: float = 0.0  # used for gradient contributions
+
+    def __post_init__(self) -> None:
+        if not self.contributions:
+            raise ValueError("Apply.contributions must not be empty")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop(Command):
+    push_ids: tuple[int, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pull(Command):
+    worker: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTimer(Command):
+    at_s: float
+    tag: str
+
+
+# --------------------------------------------------------------------- policy
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyContext:
+    """What a policy knows about the job when it is created."""
+
+    workers: int
+    batch_size: int
+    lr: float
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"PolicyContext.workers must be >= 1, got {self.workers}")
+        if self.batch_size < 1:
+            raise ValueError(f"PolicyContext.batch_size must be >= 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise ValueError(f"PolicyContext.lr must be > 0, got {self.lr}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """A tunable policy parameter, as listed by ``hetsync policies``."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    minimum: float | None = None
+
+
+class Policy:
+    """Base class: subclasses set the class attributes and the two handlers.
+
+    ``start`` returns the first commands; ``on_event`` returns the commands
+    an event triggers. Commands are executed by the driver in list order.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+        self.ctx = ctx
+        self.n = ctx.workers
+        self.values = resolve_params(self.name, self.params, params)
+
+    def start(self, now_s: float) -> list[Command]:
+        raise NotImplementedError
+
+    def on_event(self, event: Event) -> list[Command]:
+        raise NotImplementedError
+
+    # Bounds the contract test checks; None where the policy promises none.
+    def step_gap_bound(self) -> int | None:
+        """Largest allowed (own step number − slowest worker's completed steps)
+        when a worker starts a step."""
+        return None
+
+    @property
+    def label(self) -> str:
+        shown = [f"{p.name}={self.values[p.name]}" for p in self.params]
+        return f"{self.name}({','.join(shown)})" if shown else self.name
+
+
+def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any]) -> dict[str, Any]:
+    """Apply defaults, coerce types and check bounds; errors name the parameter."""
+    from hetsync.errors import BadInput
+
+    known = {p.name: p for p in spec}
+    for key in given:
+        if key not in known:
+            allowed = ", ".join(known) or "none"
+            raise BadInput(f"policy {policy!r} has no parameter {key!r} (parameters: {allowed})")
+    out: dict[str, Any] = {}
+    for p in spec:
+        raw = given.get(p.name, p.default)
+        try:
+            value = p.type(raw)
+        except (TypeError, ValueError):
+            raise BadInput(
+                f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}"
+            ) from None
+        if p.type is int and isinstance(raw, float) and raw != int(raw):
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be an integer, got {raw!r}")
+        if p.minimum is not None and value < p.minimum:
+            raise BadInput(
+                f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}"
+            )
+        out[p.name] = value
+    return out

@@ -1,0 +1,68 @@
+"""BSP — bulk synchronous parallel (Valiant 1990; the data-parallel default).
+
+Every round, all live workers compute one gradient on the same global version
+v and push it. The server waits until it holds a gradient from every live
+worker, applies their batch-weighted mean (weights bᵢ / Σb, learning rate
+``lr``: one round moves the model like one SGD step with batch Σb), and every
+worker pulls version v+1. Fast workers wait at the barrier for the slowest;
+that idle time is what every other policy in hetsync tries to win back.
+
+A worker that leaves is no longer waited for; a round it had already
+contributed to keeps its gradient.
+"""
+
+from __future__ import annotations
+
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Event,
+    Policy,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+    WorkerLeft,
+)
+
+
+class BSP(Policy):
+    name = "bsp"
+    summary = "bulk synchronous: wait for all N gradients, apply their mean, all pull"
+
+    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, **params)
+        self.alive = set(range(self.n))
+        self.round: list[PushArrived] = []
+
+    def start(self, now_s: float) -> list[Command]:
+        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+
+    def step_gap_bound(self) -> int | None:
+        return 0
+
+    def on_event(self, event: Event) -> list[Command]:
+        if isinstance(event, ComputeDone):
+            return [Push(worker=event.worker, kind="grad")]
+        if isinstance(event, PushArrived):
+            self.round.append(event)
+            return self._maybe_close()
+        if isinstance(event, PullDone):
+            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
+        if isinstance(event, WorkerLeft):
+            self.alive.discard(event.worker)
+            self.round = [p for p in self.round if p.worker in self.alive]
+            return self._maybe_close()
+        return []
+
+    def _maybe_close(self) -> list[Command]:
+        if not self.round or {p.worker for p in self.round} != self.alive:
+            return []
+        total = sum(p.samples for p in self.round)
+        contributions = tuple((p.push_id, p.samples / total) for p in self.round)
+        self.round = []
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
+            Pull(worker=w) for w in sorted(self.alive)
+        ]

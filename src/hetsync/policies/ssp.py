@@ -1,0 +1,73 @@
+"""SSP(s) — stale synchronous parallel (Ho et al., "More Effective
+Distributed ML via a Stale Synchronous Parallel Parameter Server", NIPS 2013).
+
+ASP with a bounded clock gap. Every worker counts the steps the server has
+applied from it (its clock). A worker may start its step c only when every
+live worker's clock is at least c − s; otherwise it blocks until the slowest
+catches up. Gradients are applied on arrival with weight 1/N (as ASP); a
+worker pulls the newest model just before each step it is allowed to take,
+so a step blocked at the bound starts from the freshest model. s = 0 gives
+BSP-like lockstep, s = ∞ is ASP.
+"""
+
+from __future__ import annotations
+
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Event,
+    Param,
+    Policy,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+    WorkerLeft,
+)
+
+
+class SSP(Policy):
+    name = "ssp"
+    summary = "stale synchronous: asynchronous, but no worker more than s steps ahead"
+    params = (Param(name="s", type=int, default=3, help="staleness bound in steps", minimum=0),)
+
+    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx, **params)
+        self.s: int = self.values["s"]
+        self.clock = [0] * self.n
+        self.alive = set(range(self.n))
+        self.blocked: set[int] = set()
+
+    def step_gap_bound(self) -> int | None:
+        return self.s
+
+    def start(self, now_s: float) -> list[Command]:
+        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+
+    def _slowest(self) -> int:
+        return min(self.clock[w] for w in self.alive)
+
+    def _release(self) -> list[Command]:
+        slowest = self._slowest()
+        ready = sorted(w for w in self.blocked if self.clock[w] - slowest <= self.s)
+        self.blocked.difference_update(ready)
+        return [Pull(worker=w) for w in ready]
+
+    def on_event(self, event: Event) -> list[Command]:
+        if isinstance(event, ComputeDone):
+            return [Push(worker=event.worker, kind="grad")]
+        if isinstance(event, PushArrived):
+            w = event.worker
+            self.clock[w] += 1
+            self.blocked.add(w)
+            apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
+            return [apply, *self._release()]
+        if isinstance(event, PullDone):
+            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
+        if isinstance(event, WorkerLeft):
+            self.alive.discard(event.worker)
+            self.blocked.discard(event.worker)
+            return self._release() if self.alive else []
+        return []

@@ -1,0 +1,577 @@
+"""Reports on finished runs: a terminal table and PNG charts.
+
+Everything here reads what the drivers wrote (see ``docs/formats.md``): the
+summary records of ``summary.json`` (a list of dicts) and the JSON-lines event
+traces. Nothing is simulated.
+
+* :func:`summary_table` builds a ``rich`` table, one row per run.
+* :func:`plot_accuracy`, :func:`plot_shares` and :func:`plot_timeline` each
+  write one PNG; :func:`write_report` writes all of them for a comparison.
+* :func:`safe_name` turns a run label into a file-name fragment.
+* :func:`timeline_window` is the time window :func:`plot_timeline` shows by
+  default.
+
+Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
+backend is touched. A run keeps the same colour in every chart: the tab10
+colour of its position in ``runs``.
+
+Traces of large runs can be hundreds of megabytes, so they are streamed line
+by line and only records of the displayed workers inside the displayed window
+are kept. A cheap regular-expression look at each line skips most records of
+other workers and other times before any JSON is parsed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import PercentFormatter
+from rich.table import Table
+from rich.text import Text
+
+from hetsync.errors import BadInput
+
+__all__ = [
+    "plot_accuracy",
+    "plot_shares",
+    "plot_timeline",
+    "safe_name",
+    "summary_table",
+    "timeline_window",
+    "write_report",
+]
+
+DPI = 130
+"""Resolution of every PNG written here."""
+
+TIMELINE_STEPS = 12
+"""The default timeline window lasts until the slowest displayed worker has
+computed this many steps."""
+
+# Okabe-Ito colours (distinguishable with colour-vision deficiencies).
+COMPUTE_COLOR = "#009E73"
+PUSH_COLOR = "#0072B2"
+PULL_COLOR = "#56B4E9"
+WAIT_COLOR = "#BBBBBB"
+_WAIT_BACKGROUND = "#F1F1F1"
+_WAIT_HATCH_COLOR = "#C8C8C8"
+_LABEL_COLORS = [to_hex(c) for c in colormaps["tab10"].colors]  # one per run, in order
+_MISSING = "—"
+_LEGEND_INSIDE_MAX = 4
+
+
+# ---------------------------------------------------------------------------
+# names and small helpers
+
+
+def safe_name(label: str) -> str:
+    """Return a file-name fragment for a run label.
+
+    The rule: lowercase the label; keep ASCII letters, digits, ``.`` and
+    ``_``; replace every run of other characters (``-`` included) by a single
+    ``-``; strip ``-`` from both ends. A label with nothing left becomes
+    ``run``. Examples: ``ssp(s=3)`` -> ``ssp-s-3``,
+    ``Local SGD (H=4, avg)`` -> ``local-sgd-h-4-avg``, ``bsp`` -> ``bsp``.
+    """
+    name = re.sub(r"[^a-z0-9._]+", "-", label.lower()).strip("-")
+    return name or "run"
+
+
+def _label_colors(runs: Sequence[dict[str, Any]]) -> list[str]:
+    return [_LABEL_COLORS[i % len(_LABEL_COLORS)] for i in range(len(runs))]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _fmt_seconds(value: Any) -> str:
+    if not _finite(value):
+        return _MISSING
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _fmt_share(value: Any) -> str:
+    return f"{100 * value:.1f}%" if _finite(value) else _MISSING
+
+
+def _fmt_rate(value: Any) -> str:
+    if not _finite(value):
+        return _MISSING
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def _fmt_int(value: Any) -> str:
+    return f"{int(value):,}" if _finite(value) else _MISSING
+
+
+def _fmt_accuracy(value: Any) -> str:
+    return f"{value:.3f}" if _finite(value) else _MISSING
+
+
+def _distinct(runs: Sequence[dict[str, Any]], key: str) -> str:
+    values = list(dict.fromkeys(str(r.get(key)) for r in runs if r.get(key) is not None))
+    return ", ".join(values) if values else "?"
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(out, dpi=DPI)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# table
+
+
+def summary_table(runs: list[dict[str, Any]]) -> Table:
+    """Return a table with one row per run summary record.
+
+    The best (smallest) time to target is bold green; ``—`` marks a value
+    that does not apply, e.g. a run that never reached the target.
+    """
+    targets = _distinct(runs, "target_accuracy")
+    table = Table(
+        title=f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target accuracy {targets}",
+        caption=f"{_MISSING} = not reached / not applicable; shares are of N × wall time",
+        header_style="bold",
+    )
+    table.add_column("run", no_wrap=True)
+    for header in (
+        "TTA (s)",
+        "final acc",
+        "compute",
+        "comm",
+        "wait",
+        "samples/s",
+        "steps",
+        "updates",
+        "dropped",
+        "max stale",
+        "wall (s)",
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
+
+    ttas = [r.get("time_to_target_s") for r in runs]
+    best = min((t for t in ttas if _finite(t)), default=None)
+    for run, tta in zip(runs, ttas, strict=True):
+        tta_cell = Text(_fmt_seconds(tta))
+        if best is not None and tta == best:
+            tta_cell.stylize("bold green")
+        table.add_row(
+            str(run.get("label", "?")),
+            tta_cell,
+            _fmt_accuracy(run.get("final_accuracy")),
+            _fmt_share(run.get("compute_share")),
+            _fmt_share(run.get("comm_share")),
+            _fmt_share(run.get("wait_share")),
+            _fmt_rate(run.get("samples_per_s")),
+            _fmt_int(run.get("steps")),
+            _fmt_int(run.get("updates")),
+            _fmt_int(run.get("dropped_steps")),
+            _fmt_int(run.get("max_staleness")),
+            _fmt_seconds(run.get("wall_time_s")),
+        )
+    return table
+
+
+# ---------------------------------------------------------------------------
+# accuracy and shares
+
+
+def _first_reach(curve: Sequence[Sequence[float]], tta: float) -> float | None:
+    """Accuracy of the first evaluation at or after ``tta`` (None if none)."""
+    for t, acc in curve:
+        if t >= tta - 1e-9:
+            return acc
+    return None
+
+
+def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
+    """Plot test accuracy against time for every run; return the PNG path.
+
+    A dashed line marks the target accuracy and a dot the time each run first
+    reached it (``time_to_target_s``); runs that never did get no dot and say
+    so in the legend.
+    """
+    # Up to four runs, the legend fits inside the axes; more go to the right.
+    outside = len(runs) > _LEGEND_INSIDE_MAX
+    fig = Figure(figsize=(10.5 if outside else 8, 5), layout="constrained")
+    ax = fig.add_subplot()
+    x_max = 0.0
+    any_points = False
+    for run, color in zip(runs, _label_colors(runs), strict=True):
+        curve = [(float(t), float(a)) for t, a in run.get("accuracy_curve") or []]
+        tta = run.get("time_to_target_s")
+        if not curve:
+            note = "no evaluations"
+        elif _finite(tta):
+            note = f"target at {_fmt_seconds(tta)} s"
+        else:
+            note = "target not reached"
+        ax.plot(
+            [t for t, _ in curve],
+            [a for _, a in curve],
+            color=color,
+            linewidth=1.8,
+            label=f"{run.get('label', '?')}  ({note})",
+        )
+        any_points = any_points or bool(curve)
+        if curve and _finite(tta):
+            reached = _first_reach(curve, tta)
+            if reached is not None:
+                ax.plot(
+                    [tta],
+                    [reached],
+                    marker="o",
+                    markersize=8,
+                    color=color,
+                    markeredgecolor="white",
+                    markeredgewidth=1.5,
+                    zorder=5,
+                )
+        x_max = max([x_max, run.get("wall_time_s") or 0.0, *(t for t, _ in curve)])
+
+    targets = sorted({float(r["target_accuracy"]) for r in runs if _finite(r.get("target_accuracy"))})
+    for target in targets:
+        ax.axhline(target, color="0.35", linestyle="--", linewidth=1.1, zorder=1)
+        ax.annotate(
+            f"target {target:g}",
+            xy=(0, target),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize=9,
+            color="0.3",
+        )
+
+    virtual = bool(runs) and all(r.get("driver") == "sim" for r in runs)
+    ax.set_xlabel("time (s, virtual)" if virtual else "time (s)")
+    ax.set_ylabel("test accuracy")
+    ax.set_xlim(0, x_max if x_max > 0 else 1.0)
+    if not any_points:
+        ax.set_ylim(0, 1)
+    ax.set_title(f"Test accuracy · {_distinct(runs, 'scenario')}", loc="left")
+    ax.grid(True, color="0.9", linewidth=0.8)
+    ax.set_axisbelow(True)
+    if outside:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    elif runs:
+        ax.legend(loc="best", fontsize=9, framealpha=0.92)
+    return _save(fig, path)
+
+
+def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
+    """Plot each run's compute / comm / wait share as a stacked bar; return the path.
+
+    Bars are horizontal, first run at the top; segments wide enough to hold a
+    label are annotated with their percentage.
+    """
+    n = len(runs)
+    fig = Figure(figsize=(8, 1.6 + 0.5 * max(n, 1)), layout="constrained")
+    ax = fig.add_subplot()
+    parts = (
+        ("compute", "compute_share", COMPUTE_COLOR, "white"),
+        ("comm", "comm_share", PUSH_COLOR, "white"),
+        ("wait", "wait_share", WAIT_COLOR, "black"),
+    )
+    rows = range(n)
+    left = [0.0] * n
+    for name, key, color, text_color in parts:
+        widths = [100 * r[key] if _finite(r.get(key)) else 0.0 for r in runs]
+        bars = ax.barh(rows, widths, left=left, height=0.62, color=color, label=name)
+        labels = [f"{w:.1f}%" if w >= 6 else "" for w in widths]
+        ax.bar_label(bars, labels=labels, label_type="center", color=text_color, fontsize=9)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+
+    ax.set_yticks(list(rows), [str(r.get("label", "?")) for r in runs])
+    for tick, color in zip(ax.get_yticklabels(), _label_colors(runs), strict=True):
+        tick.set_color(color)
+        tick.set_fontweight("bold")
+    ax.set_ylim(max(n, 1) - 0.5, -0.5)
+    ax.set_xlim(0, 100)
+    ax.xaxis.set_major_formatter(PercentFormatter(decimals=0))
+    ax.set_xlabel("share of N × wall time")
+    ax.set_title(f"Where worker time goes · {_distinct(runs, 'scenario')}", loc="left")
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.legend(
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        ncol=3,
+        frameon=False,
+        fontsize=9,
+        handlelength=1.2,
+        columnspacing=1.2,
+        borderaxespad=0.2,
+    )
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------------------
+# traces and the timeline
+
+_INTERVALS = frozenset({"compute", "push", "pull"})
+_EV_RE = re.compile(r'"ev"\s*:\s*"(\w+)"')
+_W_RE = re.compile(r'"w"\s*:\s*(\d+)')
+_T_RE = re.compile(r'"t"\s*:\s*(-?[0-9][0-9.eE+-]*)')
+
+
+def _records(path: Path, kinds: frozenset[str], max_workers: int, before: float = math.inf) -> Iterator[dict[str, Any]]:
+    """Yield the trace records of the given kinds, streaming the file.
+
+    Records of workers ``>= max_workers``, and interval or ``apply`` records
+    that start at or after ``before``, are skipped. The regular expressions
+    only skip lines early; the checks after parsing decide.
+    """
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            ev = _EV_RE.search(line)
+            if ev is not None:
+                kind = ev.group(1)
+                if kind not in kinds:
+                    continue
+                if kind in _INTERVALS:
+                    w = _W_RE.search(line)
+                    if w is not None and int(w.group(1)) >= max_workers:
+                        continue
+                if kind in _INTERVALS or kind == "apply":
+                    t = _T_RE.search(line)
+                    if t is not None and _float_or(t.group(1), math.inf) >= before:
+                        continue
+            elif not line.strip():
+                continue
+            rec = json.loads(line)
+            kind = rec.get("ev")
+            if kind not in kinds:
+                continue
+            if kind in _INTERVALS and rec["w"] >= max_workers:
+                continue
+            if (kind in _INTERVALS or kind == "apply") and rec["t"] >= before:
+                continue
+            yield rec
+
+
+def _float_or(text: str, default: float) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return default
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a trace learns about the displayed workers."""
+
+    steps: int
+    run_end: float | None = None
+    last_seen: float = 0.0
+    earliest_ends: dict[int, list[float]] = field(default_factory=dict)
+
+    def add(self, rec: dict[str, Any]) -> None:
+        if rec["ev"] == "end":
+            self.run_end = float(rec.get("wall_time_s", rec["t"]))
+            return
+        end = float(rec["end"])
+        self.last_seen = max(self.last_seen, end)
+        # Max-heap (negated) of the `steps` earliest compute ends of the worker.
+        heap = self.earliest_ends.setdefault(rec["w"], [])
+        if len(heap) < self.steps:
+            heapq.heappush(heap, -end)
+        elif end < -heap[0]:
+            heapq.heapreplace(heap, -end)
+
+    def window(self) -> tuple[float, float]:
+        run_end = self.run_end if self.run_end is not None else self.last_seen
+        # A worker that computed fewer steps in the whole run needs the run end.
+        ends = [-h[0] if len(h) == self.steps else run_end for h in self.earliest_ends.values()]
+        end = min(run_end, 1.02 * max(ends)) if ends else run_end
+        return (0.0, end if end > 0 else 1.0)
+
+
+def timeline_window(
+    trace_path: str | Path, *, max_workers: int = 16, steps: int = TIMELINE_STEPS
+) -> tuple[float, float]:
+    """Return the default ``(start, end)`` window of :func:`plot_timeline`.
+
+    The window starts at 0 and ends just after (2 %) the slowest of workers
+    ``0 .. max_workers-1`` has finished ``steps`` compute steps, or at the run
+    end if that comes first (or if a displayed worker computed fewer steps in
+    the whole run). Workers that never computed are ignored. The run end is
+    the ``end`` record's ``wall_time_s``, else the last compute end seen.
+    """
+    scan = _Scan(steps=steps)
+    for rec in _records(Path(trace_path), frozenset({"compute", "end"}), max_workers):
+        scan.add(rec)
+    return scan.window()
+
+
+@dataclass
+class _Timeline:
+    """Intervals and update times of the displayed workers inside the window."""
+
+    workers: int | None = None
+    bars: dict[str, dict[int, list[tuple[float, float]]]] = field(
+        default_factory=lambda: {kind: {} for kind in _INTERVALS}
+    )
+    applies: list[float] = field(default_factory=list)
+
+
+def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Timeline:
+    lo, hi = window
+    out = _Timeline()
+    kinds = frozenset({"start", "apply", *_INTERVALS})
+    for rec in _records(path, kinds, max_workers, before=hi):
+        kind = rec["ev"]
+        if kind == "start":
+            out.workers = rec.get("workers")
+        elif kind == "apply":
+            if rec["t"] >= lo:
+                out.applies.append(float(rec["t"]))
+        elif rec["end"] > lo:
+            t = float(rec["t"])
+            out.bars[kind].setdefault(rec["w"], []).append((t, float(rec["end"]) - t))
+    return out
+
+
+def plot_timeline(
+    trace_path: str | Path,
+    path: str | Path,
+    *,
+    title: str,
+    max_workers: int = 16,
+    window_s: tuple[float, float] | None = None,
+) -> Path:
+    """Draw a per-worker Gantt chart of a trace; return the PNG path.
+
+    One row per worker (worker 0 at the top) for the first ``max_workers``
+    workers: compute, push and pull intervals as bars, waiting as the hatched
+    background; ticks in a strip above mark global model updates (``apply``).
+    ``window_s`` is the time window shown; by default :func:`timeline_window`.
+    The file is streamed (twice when the window is chosen automatically).
+    """
+    trace = Path(trace_path)
+    window = window_s or timeline_window(trace, max_workers=max_workers)
+    lo, hi = window
+    if not hi > lo:
+        raise BadInput(f"timeline window must be (start, end) with end > start, got {window_s}")
+    data = _collect(trace, max_workers, window)
+
+    seen = max((w + 1 for per_worker in data.bars.values() for w in per_worker), default=0)
+    shown = min(data.workers, max_workers) if data.workers else min(max(seen, 1), max_workers)
+    if data.workers and data.workers > shown:
+        which = "worker 0" if shown == 1 else f"workers 0–{shown - 1}"
+        title = f"{title} · {which} of {data.workers}"
+
+    row_inches = 0.34
+    fig = Figure(figsize=(11, 1.9 + row_inches * shown), layout="constrained")
+    top, ax = fig.subplots(2, 1, sharex=True, height_ratios=[0.3, max(row_inches * shown, 0.6)])
+    _draw_updates(top, data.applies, window)
+    height = 0.72
+    for w in range(shown):
+        y = w - height / 2
+        ax.broken_barh(
+            [(lo, hi - lo)],
+            (y, height),
+            facecolor=_WAIT_BACKGROUND,
+            edgecolor=_WAIT_HATCH_COLOR,
+            hatch="////",
+            linewidth=0,
+        )
+        for kind, color in (("push", PUSH_COLOR), ("pull", PULL_COLOR)):
+            ax.broken_barh(data.bars[kind].get(w, []), (y, height), facecolor=color)
+        ax.broken_barh(
+            data.bars["compute"].get(w, []),
+            (y, height),
+            facecolor=COMPUTE_COLOR,
+            edgecolor="white",
+            linewidth=0.6,
+        )
+
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(shown - 0.5, -0.5)
+    ax.set_yticks(range(shown), [f"w{w}" for w in range(shown)], fontsize=9)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("time (s)")
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    top.set_title(title, loc="left")
+    fig.legend(
+        handles=[
+            Patch(facecolor=COMPUTE_COLOR, label="compute"),
+            Patch(facecolor=PUSH_COLOR, label="push"),
+            Patch(facecolor=PULL_COLOR, label="pull"),
+            Patch(
+                facecolor=_WAIT_BACKGROUND,
+                edgecolor=_WAIT_HATCH_COLOR,
+                hatch="////",
+                label="wait",
+            ),
+        ],
+        loc="outside lower center",
+        ncol=4,
+        frameon=False,
+        fontsize=9,
+    )
+    return _save(fig, path)
+
+
+def _draw_updates(ax: Axes, applies: list[float], window: tuple[float, float]) -> None:
+    # Updates closer than about a pixel are drawn once: dense runs stay fast.
+    lo, hi = window
+    pixel = (hi - lo) / 2000
+    ticks = sorted({lo + pixel * round((t - lo) / pixel) for t in applies})
+    ax.vlines(ticks, 0, 1, color="0.25", linewidth=0.8)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([0.5], ["updates"], fontsize=9)
+    ax.tick_params(axis="y", length=0)
+    ax.tick_params(axis="x", bottom=False)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+
+
+# ---------------------------------------------------------------------------
+# everything
+
+
+def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write ``accuracy.png``, ``shares.png`` and one timeline per run.
+
+    Timelines are ``timeline-<safe_name(label)>.png``, drawn from the trace
+    named by ``run["trace"]`` (relative to ``out_dir``); a run whose
+    ``trace`` is null gets none. Returns the paths written.
+    """
+    out = Path(out_dir)
+    paths = [plot_accuracy(runs, out / "accuracy.png"), plot_shares(runs, out / "shares.png")]
+    used: set[str] = set()
+    for run in runs:
+        if not run.get("trace"):
+            continue
+        name = base = safe_name(str(run.get("label", "run")))
+        suffix = 2
+        while name in used:
+            name, suffix = f"{base}-{suffix}", suffix + 1
+        used.add(name)
+        title = f"{run.get('label', '?')} · {run.get('scenario', '?')}"
+        paths.append(plot_timeline(out / run["trace"], out / f"timeline-{name}.png", title=title))
+    return paths

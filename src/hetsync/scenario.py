@@ -1,0 +1,390 @@
+"""Scenarios: a cluster profile plus a learning job, read from YAML.
+
+A scenario names the workers and how fast each one is, the network, the
+workload and the stop condition. Built-in scenarios ship inside the package
+(``hetsync/scenarios/*.yaml``); any other YAML file with the same keys works
+too. Every key is checked: an unknown key or a bad value raises
+:class:`~hetsync.errors.BadInput` with a message that names the key.
+
+Per-worker keys (``slowdown``, ``delay_s``, ``bandwidth_Bps``,
+``saturation_batch``, ``max_batch``) take a scalar (every worker the same), a
+list with one value per worker, or a generator mapping:
+
+- ``{linspace: [a, b]}``: evenly spaced from a (worker 0) to b (worker N−1);
+- ``{uniform: [a, b]}``: drawn uniformly, from the scenario seed;
+- ``{cycle: [v0, v1, ...]}``: the pattern repeated over the workers;
+- ``{workers: [i, j, ...] | half | all, value: v, default: d}``: v on the
+  named workers (``half``: the second half), d (default 0 or 1) elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from hetsync.errors import BadInput
+
+BUILTIN_PACKAGE = "hetsync.scenarios"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackgroundLoad:
+    """Time-varying load on some workers, like a stress tool switched on and
+    off: while on, their steps take ``factor`` times longer. A square wave of
+    period ``period_s``, on for ``on_s`` of it, with a per-worker phase."""
+
+    workers: tuple[int, ...]
+    period_s: float
+    on_s: float
+    factor: float
+    phases_s: tuple[float, ...]  # one per loaded worker
+
+    def factor_at(self, worker: int, now_s: float) -> float:
+        try:
+            k = self.workers.index(worker)
+        except ValueError:
+            return 1.0
+        return self.factor if (now_s + self.phases_s[k]) % self.period_s < self.on_s else 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    name: str
+    description: str = ""
+    workers: int
+    # the learning job
+    workload: str = "digits-mlp"
+    workload_args: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 32
+    lr: float = 0.1
+    label_skew: float = 0.0
+    target_accuracy: float = 0.9
+    max_time_s: float | None = None
+    max_steps: int | None = None
+    eval_every_s: float | None = None
+    seed: int = 0
+    policies: tuple[str, ...] = ("bsp", "asp", "ssp")
+    # compute timing (DESIGN.md §4)
+    device: str = "cpu"
+    fixed_s: float = 0.0
+    per_sample_s: float = 0.001
+    slowdown: tuple[float, ...] = ()
+    jitter: float = 0.0
+    straggler_prob: float = 0.0
+    straggler_factor: float = 1.0
+    delay_s: tuple[float, ...] = ()
+    saturation_batch: tuple[int, ...] = ()
+    max_batch: tuple[int, ...] = ()
+    background_load: BackgroundLoad | None = None
+    # network
+    bandwidth_Bps: tuple[float, ...] = ()
+    server_bandwidth_Bps: float | None = None
+    latency_s: float = 0.0
+    model_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        n = self.workers
+        _check(n >= 1, "workers", n, "must be >= 1")
+        _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
+        _check(self.lr > 0, "lr", self.lr, "must be > 0")
+        _check(0 <= self.label_skew <= 1, "label_skew", self.label_skew, "must be in [0, 1]")
+        _check(
+            0 < self.target_accuracy <= 1,
+            "target_accuracy",
+            self.target_accuracy,
+            "must be in (0, 1]",
+        )
+        _check(
+            self.max_time_s is not None or self.max_steps is not None,
+            "max_time_s",
+            None,
+            "or max_steps must be set (the stop condition)",
+        )
+        if self.max_time_s is not None:
+            _check(0 < self.max_time_s < math.inf, "max_time_s", self.max_time_s, "must be > 0")
+        if self.max_steps is not None:
+            _check(self.max_steps >= 1, "max_steps", self.max_steps, "must be >= 1")
+        if self.eval_every_s is not None:
+            _check(self.eval_every_s > 0, "eval_every_s", self.eval_every_s, "must be > 0")
+        _check(self.device in ("cpu", "gpu"), "device", self.device, "must be 'cpu' or 'gpu'")
+        _check(self.fixed_s >= 0, "fixed_s", self.fixed_s, "must be >= 0")
+        _check(self.per_sample_s >= 0, "per_sample_s", self.per_sample_s, "must be >= 0")
+        _check(self.jitter >= 0, "jitter", self.jitter, "must be >= 0")
+        _check(0 <= self.straggler_prob <= 1, "straggler_prob", self.straggler_prob, "must be in [0, 1]")
+        _check(self.straggler_factor >= 1, "straggler_factor", self.straggler_factor, "must be >= 1")
+        _check(self.latency_s >= 0, "latency_s", self.latency_s, "must be >= 0")
+        if self.server_bandwidth_Bps is not None:
+            _check(
+                self.server_bandwidth_Bps > 0,
+                "server_bandwidth_Bps",
+                self.server_bandwidth_Bps,
+                "must be > 0 (use .inf for a free link)",
+            )
+        if self.model_bytes is not None:
+            _check(self.model_bytes >= 0, "model_bytes", self.model_bytes, "must be >= 0")
+        for key, positive in (
+            ("slowdown", True),
+            ("delay_s", False),
+            ("bandwidth_Bps", True),
+            ("saturation_batch", False),
+            ("max_batch", True),
+        ):
+            values = getattr(self, key)
+            if key in ("saturation_batch", "max_batch") and not values:
+                continue
+            _check(len(values) == n, key, len(values), f"must have one value per worker ({n})")
+            for i, v in enumerate(values):
+                ok = v > 0 if positive else v >= 0
+                _check(ok and not math.isnan(v), f"{key}[{i}]", v, "must be > 0" if positive else "must be >= 0")
+        if self.policies:
+            from hetsync.policies import parse_policy_spec, policy_class
+
+            for spec in self.policies:
+                policy_class(parse_policy_spec(spec)[0])
+
+    # ------------------------------------------------------------- helpers
+    @property
+    def server_Bps(self) -> float:
+        """The server's link: its own setting, else the fastest worker's."""
+        return self.server_bandwidth_Bps if self.server_bandwidth_Bps is not None else max(self.bandwidth_Bps)
+
+    def nominal_step_s(self, worker: int, batch_size: int) -> float:
+        """Step time without noise, stragglers or load."""
+        if self.device == "gpu":
+            sat = self.saturation_batch[worker] if self.saturation_batch else 0
+            base = self.fixed_s + self.per_sample_s * max(0, batch_size - sat)
+        else:
+            base = self.fixed_s + self.per_sample_s * batch_size
+        return base * self.slowdown[worker] + self.delay_s[worker]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["policies"] = list(self.policies)
+        return out
+
+
+def _check(ok: bool, key: str, value: Any, rule: str) -> None:
+    if not ok:
+        shown = "" if value is None else f", got {value!r}"
+        raise BadInput(f"scenario key {key!r} {rule}{shown}")
+
+
+# ------------------------------------------------------------------ loading
+_PER_WORKER_DEFAULTS = {
+    "slowdown": 1.0,
+    "delay_s": 0.0,
+    "bandwidth_Bps": math.inf,
+    "saturation_batch": None,
+    "max_batch": None,
+}
+
+
+def _per_worker(key: str, raw: Any, n: int, rng: np.random.Generator) -> tuple[Any, ...]:
+    if raw is None:
+        default = _PER_WORKER_DEFAULTS[key]
+        return () if default is None else (default,) * n
+    integer = key in ("saturation_batch", "max_batch")
+    if isinstance(raw, dict):
+        values = _generate(key, raw, n, rng)
+    elif isinstance(raw, (list, tuple)):
+        values = list(raw)
+    else:
+        values = [raw] * n
+    out = []
+    for i, v in enumerate(values):
+        v = _yaml_number(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise BadInput(f"scenario key '{key}[{i}]' must be a number, got {v!r}")
+        out.append(int(v) if integer else float(v))
+    return tuple(out)
+
+
+def _yaml_number(v: Any) -> Any:
+    """PyYAML reads ``1.25e8`` (no dot or exponent sign) as a string; take it as the number it means."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _generate(key: str, spec: dict[str, Any], n: int, rng: np.random.Generator) -> list[float]:
+    kinds = {"linspace", "uniform", "cycle", "workers"}
+    if len(spec.keys() & kinds) != 1:
+        raise BadInput(
+            f"scenario key {key!r}: a mapping needs exactly one of {sorted(kinds)}, got {sorted(spec)}"
+        )
+    if "linspace" in spec or "uniform" in spec:
+        kind = "linspace" if "linspace" in spec else "uniform"
+        bounds = spec[kind]
+        if not (isinstance(bounds, list) and len(bounds) == 2):
+            raise BadInput(f"scenario key '{key}.{kind}' must be a list [low, high], got {bounds!r}")
+        lo, hi = float(bounds[0]), float(bounds[1])
+        if kind == "linspace":
+            return [float(v) for v in np.linspace(lo, hi, n)]
+        return [float(v) for v in rng.uniform(lo, hi, n)]
+    if "cycle" in spec:
+        pattern = spec["cycle"]
+        if not (isinstance(pattern, list) and pattern):
+            raise BadInput(f"scenario key '{key}.cycle' must be a non-empty list, got {pattern!r}")
+        return [pattern[i % len(pattern)] for i in range(n)]
+    unknown = set(spec) - {"workers", "value", "default"}
+    if unknown:
+        raise BadInput(f"scenario key {key!r}: unknown field {sorted(unknown)[0]!r}")
+    chosen = _worker_set(f"{key}.workers", spec["workers"], n)
+    if "value" not in spec:
+        raise BadInput(f"scenario key '{key}.value' is required with '{key}.workers'")
+    default = spec.get("default", 1.0 if key == "slowdown" else 0.0)
+    return [spec["value"] if i in chosen else default for i in range(n)]
+
+
+def _worker_set(key: str, raw: Any, n: int) -> tuple[int, ...]:
+    if raw == "all":
+        return tuple(range(n))
+    if raw == "half":
+        return tuple(range(n - n // 2, n))
+    if isinstance(raw, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        bad = [i for i in raw if not 0 <= i < n]
+        if bad:
+            raise BadInput(f"scenario key {key!r}: worker {bad[0]} is out of range 0..{n - 1}")
+        return tuple(sorted(set(raw)))
+    raise BadInput(f"scenario key {key!r} must be 'all', 'half' or a list of worker indices, got {raw!r}")
+
+
+def _background_load(raw: Any, n: int, rng: np.random.Generator) -> BackgroundLoad | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise BadInput(f"scenario key 'background_load' must be a mapping, got {raw!r}")
+    allowed = {"workers", "period_s", "on_s", "factor", "random_phase"}
+    unknown = set(raw) - allowed
+    if unknown:
+        raise BadInput(f"scenario key 'background_load.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
+    workers = _worker_set("background_load.workers", raw.get("workers", "all"), n)
+    try:
+        period = float(raw["period_s"])
+        on = float(raw["on_s"])
+        factor = float(raw["factor"])
+    except KeyError as e:
+        raise BadInput(f"scenario key 'background_load.{e.args[0]}' is required") from None
+    except (TypeError, ValueError):
+        raise BadInput(f"scenario key 'background_load' needs numbers, got {raw!r}") from None
+    _check(period > 0, "background_load.period_s", period, "must be > 0")
+    _check(0 <= on <= period, "background_load.on_s", on, "must be in [0, period_s]")
+    _check(factor >= 1, "background_load.factor", factor, "must be >= 1")
+    if raw.get("random_phase", True):
+        phases = tuple(float(p) for p in rng.uniform(0, period, len(workers)))
+    else:
+        phases = (0.0,) * len(workers)
+    return BackgroundLoad(workers=workers, period_s=period, on_s=on, factor=factor, phases_s=phases)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "description": (str,),
+    "workers": (int,),
+    "workload": (str,),
+    "workload_args": (dict,),
+    "batch_size": (int,),
+    "lr": (int, float),
+    "label_skew": (int, float),
+    "target_accuracy": (int, float),
+    "max_time_s": (int, float),
+    "max_steps": (int,),
+    "eval_every_s": (int, float),
+    "seed": (int,),
+    "policies": (list,),
+    "device": (str,),
+    "fixed_s": (int, float),
+    "per_sample_s": (int, float),
+    "jitter": (int, float),
+    "straggler_prob": (int, float),
+    "straggler_factor": (int, float),
+    "server_bandwidth_Bps": (int, float),
+    "latency_s": (int, float),
+    "model_bytes": (int,),
+}
+
+
+def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> Scenario:
+    """Validate a parsed YAML mapping and resolve per-worker values."""
+    if not isinstance(raw, dict):
+        raise BadInput(f"a scenario must be a YAML mapping of keys to values, got {type(raw).__name__}")
+    for key in raw:
+        if key not in _FIELDS:
+            raise BadInput(f"unknown scenario key {key!r} (known: {', '.join(sorted(_FIELDS))})")
+    if "workers" not in raw:
+        raise BadInput("scenario key 'workers' is required")
+    values: dict[str, Any] = {"name": default_name}
+    for key, types in _TYPES.items():
+        if key not in raw or raw[key] is None:
+            continue
+        v = _yaml_number(raw[key]) if float in types else raw[key]
+        if isinstance(v, bool) or not isinstance(v, types):
+            want = " or ".join(t.__name__ for t in types)
+            raise BadInput(f"scenario key {key!r} must be {want}, got {v!r}")
+        values[key] = float(v) if float in types else v
+    n = values["workers"]
+    if isinstance(n, int) and n < 1:
+        raise BadInput(f"scenario key 'workers' must be >= 1, got {n!r}")
+    if "policies" in values:
+        values["policies"] = tuple(str(p) for p in values["policies"])
+    rng = np.random.default_rng([values.get("seed", 0), 0x5CE7])
+    for key in _PER_WORKER_DEFAULTS:
+        values[key] = _per_worker(key, raw.get(key), n, rng)
+    values["background_load"] = _background_load(raw.get("background_load"), n, rng)
+    return Scenario(**values)
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    root = resources.files(BUILTIN_PACKAGE)
+    return {
+        Path(entry.name).stem: Path(str(entry))
+        for entry in sorted(root.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".yaml")
+    }
+
+
+def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
+    """A built-in scenario by name, or a YAML file by path; ``overrides``
+    replace keys before validation (as ``--set key=value`` does)."""
+    builtins = builtin_scenarios()
+    if name_or_path in builtins:
+        path = builtins[name_or_path]
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise BadInput(
+                f"unknown scenario {name_or_path!r}: not a built-in ({', '.join(builtins)}) and no such file"
+            )
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise BadInput(f"scenario file {str(path)!r} is not valid YAML{line}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read scenario file {str(path)!r}: {e}") from None
+    if isinstance(raw, dict):
+        raw = {**raw, **overrides}
+    return scenario_from_dict(raw, default_name=path.stem)
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"workers=16"`` → ``("workers", 16)``; the value is parsed as YAML."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise BadInput(f"--set expects KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise BadInput(f"--set {key.strip()}: value {value!r} is not valid YAML") from None

@@ -1,0 +1,224 @@
+"""Tests of hetsync.report on fabricated summaries and traces (no simulation)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from hetsync.errors import BadInput
+from hetsync.report import (
+    plot_accuracy,
+    plot_shares,
+    plot_timeline,
+    safe_name,
+    summary_table,
+    timeline_window,
+    write_report,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+COMM = 0.01
+
+
+def step_time(w: int) -> float:
+    return 0.1 * (1 + w / 4)
+
+
+def bsp_trace(workers: int, rounds: int) -> list[dict[str, Any]]:
+    """Records of a BSP run: everyone computes, pushes, waits for the slowest, pulls."""
+    recs: list[dict[str, Any]] = [
+        {"t": 0.0, "ev": "start", "workers": workers, "policy": "bsp", "scenario": "s", "seed": 0, "model_nbytes": 8}
+    ]
+    t = 0.0
+    for r in range(rounds):
+        for w in range(workers):
+            end = t + step_time(w)
+            recs.append({"t": t, "ev": "compute", "w": w, "end": end, "step": r, "batch": 32, "base": r})
+            recs.append(
+                {
+                    "t": end,
+                    "ev": "push",
+                    "w": w,
+                    "end": end + COMM,
+                    "id": r * workers + w,
+                    "kind": "grad",
+                    "nbytes": 8,
+                    "steps": 1,
+                }
+            )
+        barrier = t + step_time(workers - 1) + COMM
+        ids = list(range(r * workers, (r + 1) * workers))
+        weights, staleness = [1.0] * workers, [0] * workers
+        recs.append(
+            {"t": barrier, "ev": "apply", "version": r + 1, "ids": ids, "weights": weights, "staleness": staleness}
+        )
+        for w in range(workers):
+            recs.append({"t": barrier, "ev": "pull", "w": w, "end": barrier + COMM, "version": r + 1, "nbytes": 8})
+        t = barrier + COMM
+    recs.append({"t": t, "ev": "eval", "accuracy": 0.5, "loss": 1.0, "version": rounds})
+    recs.append({"t": t, "ev": "end", "wall_time_s": t, "reason": "max_steps"})
+    return recs
+
+
+def write_trace(path: Path, recs: list[dict[str, Any]], *, shuffle: bool = False, compact: bool = False) -> Path:
+    body = recs[1:-1]
+    if shuffle:
+        body = body[:]
+        random.Random(0).shuffle(body)
+    separators = (",", ":") if compact else None
+    lines = [json.dumps(r, separators=separators) for r in [recs[0], *body, recs[-1]]]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def make_run(label: str, *, tta: float | None = 2.0, curve: list[list[float]] | None = None) -> dict[str, Any]:
+    if curve is None:
+        curve = [[0.0, 0.1], [1.0, 0.5], [2.0, 0.82], [3.0, 0.9]]
+    return {
+        "policy": label.split("(")[0],
+        "label": label,
+        "params": {},
+        "scenario": "hetero-8",
+        "driver": "sim",
+        "seed": 1,
+        "workers": 8,
+        "target_accuracy": 0.8,
+        "time_to_target_s": tta,
+        "final_accuracy": 0.9,
+        "best_accuracy": 0.91,
+        "wall_time_s": 3.0,
+        "compute_share": 0.62,
+        "comm_share": 0.07,
+        "wait_share": 0.31,
+        "samples_per_s": 1234.5,
+        "steps": 800,
+        "applied_steps": 800,
+        "dropped_steps": 0,
+        "outstanding_steps": 0,
+        "updates": 100,
+        "bytes_sent": 1000,
+        "max_staleness": None,
+        "mean_staleness": 0.0,
+        "accuracy_curve": curve,
+        "per_worker": {"compute_s": [], "comm_s": [], "wait_s": [], "steps": []},
+        "host_time_s": 1.0,
+        "math_time_s": 0.5,
+        "trace": f"trace-{safe_name(label)}.jsonl",
+    }
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file()
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert len(data) > 2000
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [
+        ("bsp", "bsp"),
+        ("ssp(s=3)", "ssp-s-3"),
+        ("Local SGD (H=4, avg=delta)", "local-sgd-h-4-avg-delta"),
+        ("backup(b=1)--x", "backup-b-1-x"),
+        ("lr_0.1", "lr_0.1"),
+        ("(=)", "run"),
+    ],
+)
+def test_safe_name(label: str, name: str) -> None:
+    assert safe_name(label) == name
+
+
+def test_summary_table_one_row_per_run() -> None:
+    runs = [make_run("bsp", tta=3.5), make_run("asp", tta=1.25), make_run("ssp(s=3)", tta=None)]
+    table = summary_table(runs)
+    assert table.row_count == 3
+    console = Console(record=True, width=150)
+    console.print(table)
+    text = console.export_text()
+    for label in ("bsp", "asp", "ssp(s=3)"):
+        assert label in text
+    assert "hetero-8" in text and "8 workers" in text
+    assert "1.25" in text and "62.0%" in text and "1,234" in text
+    assert "—" in text  # null TTA and null max staleness
+
+
+def test_summary_table_empty() -> None:
+    assert summary_table([]).row_count == 0
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        pytest.param([make_run("bsp"), make_run("asp", tta=None), make_run("ssp(s=3)", tta=1.5)], id="typical"),
+        pytest.param([make_run("bsp")], id="single"),
+        pytest.param([make_run("bsp", tta=None, curve=[]), make_run("asp")], id="empty-curve"),
+        pytest.param([make_run("bsp", tta=None, curve=[])], id="only-empty"),
+        pytest.param([make_run(f"ssp(s={k})", tta=1.0 + k / 10) for k in range(10)], id="ten"),
+        pytest.param([], id="no-runs"),
+    ],
+)
+def test_plots_write_png(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
+    assert_png(plot_accuracy(runs, tmp_path / "acc.png"))
+    assert_png(plot_shares(runs, tmp_path / "sub" / "shares.png"))
+
+
+def test_timeline_window_shows_steps_of_every_worker(tmp_path: Path) -> None:
+    recs = bsp_trace(workers=8, rounds=40)
+    trace = write_trace(tmp_path / "t.jsonl", recs, shuffle=True)
+    lo, hi = timeline_window(trace)
+    run_end = recs[-1]["wall_time_s"]
+    assert lo == 0.0
+    assert hi < run_end / 2  # a readable slice, not the whole run
+    for w in range(8):
+        done = [r for r in recs if r["ev"] == "compute" and r["w"] == w and r["end"] <= hi]
+        assert 12 <= len(done) <= 14
+
+
+def test_timeline_window_capped_at_run_end(tmp_path: Path) -> None:
+    recs = bsp_trace(workers=4, rounds=5)
+    trace = write_trace(tmp_path / "t.jsonl", recs)
+    assert timeline_window(trace) == (0.0, recs[-1]["wall_time_s"])
+
+
+def test_timeline_window_only_displayed_workers(tmp_path: Path) -> None:
+    recs = bsp_trace(workers=8, rounds=40)
+    trace = write_trace(tmp_path / "t.jsonl", recs, compact=True)
+    # Worker 1 is faster than workers 2..7, so two displayed workers need less time.
+    assert timeline_window(trace, max_workers=2)[1] < timeline_window(trace, max_workers=8)[1]
+    assert timeline_window(trace, max_workers=2, steps=3)[1] < timeline_window(trace, max_workers=2)[1]
+
+
+def test_plot_timeline_typical_truncated_and_windowed(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", bsp_trace(workers=20, rounds=30), shuffle=True)
+    assert_png(plot_timeline(trace, tmp_path / "a.png", title="bsp"))
+    assert_png(plot_timeline(trace, tmp_path / "b.png", title="bsp", max_workers=4))
+    assert_png(plot_timeline(trace, tmp_path / "c.png", title="bsp", window_s=(1.0, 2.5)))
+
+
+def test_plot_timeline_empty_trace(tmp_path: Path) -> None:
+    recs = bsp_trace(workers=3, rounds=0)
+    trace = write_trace(tmp_path / "t.jsonl", recs)
+    assert_png(plot_timeline(trace, tmp_path / "empty.png", title="nothing"))
+
+
+def test_plot_timeline_rejects_bad_window(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", bsp_trace(workers=2, rounds=3))
+    with pytest.raises(BadInput, match="window"):
+        plot_timeline(trace, tmp_path / "x.png", title="x", window_s=(2.0, 1.0))
+
+
+def test_write_report(tmp_path: Path) -> None:
+    runs = [make_run("bsp"), make_run("ssp(s=3)", tta=None), make_run("asp")]
+    runs[2]["trace"] = None
+    for run in runs[:2]:
+        write_trace(tmp_path / run["trace"], bsp_trace(workers=4, rounds=20))
+    paths = write_report(runs, tmp_path)
+    assert [p.name for p in paths] == ["accuracy.png", "shares.png", "timeline-bsp.png", "timeline-ssp-s-3.png"]
+    for path in paths:
+        assert_png(path)
