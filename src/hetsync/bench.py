@@ -39,8 +39,9 @@ def bench_sim(scenario_name: str = "large-1024", policy: str = "asp", *, max_ste
 
 
 def print_rows(rows: list[Row], *, title: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from hetsync.report import terminal_console
 
     table = Table(title=title)
     for col, justify in (("metric", "left"), ("value", "right"), ("unit", "left"), ("setting", "left")):
@@ -49,7 +50,7 @@ def print_rows(rows: list[Row], *, title: str) -> None:
         v = r["value"]
         shown = f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 1000 else f"{v:.3g}"
         table.add_row(r["metric"], shown, r["unit"], r["setting"])
-    Console().print(table)
+    terminal_console().print(table)
 
 
 def write_rows(rows: list[Row], path: Path) -> None:

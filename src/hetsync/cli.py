@@ -74,23 +74,22 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hetsync import report, runner
 
-    console = Console()
+    con = report.terminal_console()
     scenario = _load(args)
     if specs is None:
         specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
-    console.print(
+    con.print(
         f"[bold]{scenario.name}[/]: {scenario.workers} workers, {scenario.workload}, "
         f"policies {', '.join(labels)} → {out}/"
     )
     columns = (TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
+    with Progress(*columns, console=con, transient=False) as bar:
         tasks = {label: bar.add_task(label, total=1.0) for label in labels}
 
         def tick(label: str, fraction: float) -> None:
@@ -100,11 +99,11 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
             bar.update(tasks[summary["label"]], completed=1.0)
 
         runs = runner.compare(scenario, specs, out, progress=tick, on_result=done)
-    console.print(report.summary_table(runs))
+    con.print(report.summary_table(runs))
     written = [out / "summary.json"] + [out / r["trace"] for r in runs]
     if not args.no_plots:
         written += report.write_report(runs, out)
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    con.print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
@@ -113,9 +112,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_policies() -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from hetsync import report
     from hetsync.policies import REGISTRY
 
     table = Table(title="policies", show_lines=False)
@@ -125,14 +124,14 @@ def _cmd_policies() -> int:
     for name, cls in REGISTRY.items():
         params = "\n".join(f"{p.name}={p.default}  {p.help}" for p in cls.params) or "—"
         table.add_row(name, cls.summary, params)
-    Console().print(table)
+    report.terminal_console().print(table)
     return 0
 
 
 def _cmd_scenarios() -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from hetsync import report
     from hetsync.scenario import builtin_scenarios, load_scenario
 
     table = Table(title="built-in scenarios")
@@ -143,7 +142,7 @@ def _cmd_scenarios() -> int:
     for name in builtin_scenarios():
         sc = load_scenario(name)
         table.add_row(name, str(sc.workers), sc.workload, sc.description)
-    Console().print(table)
+    report.terminal_console().print(table)
     return 0
 
 

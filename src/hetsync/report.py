@@ -39,6 +39,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -75,6 +76,12 @@ _LEGEND_INSIDE_MAX = 4
 
 # ---------------------------------------------------------------------------
 # names and small helpers
+
+
+def terminal_console() -> Console:
+    """A rich console; piped output (``make demo`` into a log, CI) gets a width the tables fit in."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
 
 
 def safe_name(label: str) -> str:

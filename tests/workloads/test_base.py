@@ -59,6 +59,8 @@ def test_gradient_matches_autograd_and_leaves_params_alone() -> None:
     assert (grad - want_grad).abs().max() < 1e-6
     assert loss == pytest.approx(want_loss, abs=1e-6)
     assert torch.equal(params, before)
+    with torch.no_grad():
+        assert torch.equal(wl.gradient(params, x, y)[0], grad)
 
 
 def test_gradient_alternating_param_vectors() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,16 @@ N_PARAMS = {
     "digits-cnn": (1 * 8 * 9 + 8) + (8 * 16 * 9 + 16) + (256 * 10 + 10),
     "synthetic": 32 * 64 + 64 + 64 * 4 + 4,
 }
+
+
+@pytest.fixture(autouse=True)
+def _single_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, and on a busy machine the
+    extra threads make convolutions many times slower; restore afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_registry_lists_builtins() -> None:
@@ -81,7 +93,9 @@ def test_data_split_fixed_by_data_seed_only() -> None:
     assert a.train_x is b.train_x  # cached per process, independent of model args
     other = make_workload("digits-mlp", data_seed=1)
     assert not torch.equal(a.test_y, other.test_y)
-    assert torch.equal(make_workload("synthetic", n_samples=500).test_x, make_workload("synthetic", n_samples=500).test_x)
+    assert torch.equal(
+        make_workload("synthetic", n_samples=500).test_x, make_workload("synthetic", n_samples=500).test_x
+    )
 
 
 def test_synthetic_is_standardised_and_stratified() -> None:

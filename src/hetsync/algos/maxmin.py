@@ -85,46 +85,48 @@ def progressive_fill(
 
     Args:
         capacity_Bps: float64 array ``[L]`` of link capacities (``inf`` allowed).
-        link_columns: K int arrays of length F; ``link_columns[k][f]`` is the
+        link_columns: K intp arrays of length F; ``link_columns[k][f]`` is the
             k-th link of flow f.
-        link_flows: array ``[L]``, how many (flow, column) pairs use each link,
-            i.e. the bincount of all columns together; not modified.
+        link_flows: float64 array ``[L]``, how many (flow, column) pairs use
+            each link, i.e. the bincount of all columns together; not modified.
         rates: float64 array ``[F]``, overwritten with the rates.
     """
-    rates.fill(np.inf)  # flows never frozen cross unlimited links only
     n_links = capacity_Bps.shape[0]
+    n_unfrozen = rates.shape[0]
     remaining = capacity_Bps
     crossing = link_flows  # unfrozen flows crossing each link
-    unfrozen: np.ndarray | None = None  # mask of unfrozen flows; None: all
-    # x/0 is inf (a link without unfrozen flows never limits) and 0/0 NaN
-    # (an unused zero-capacity link), which is skipped.
+    unfrozen: np.ndarray | None = None  # None: every flow
+    link_min = np.empty(n_links)
+    # x/0 is inf or NaN on links without unfrozen flows; no unfrozen flow
+    # sees those shares.
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
             share = remaining / crossing
-            level = float(share[share.argmin()])
-            if level != level:  # argmin stops at the first NaN
-                level = float(np.fmin.reduce(share))
-            if not level < np.inf:
-                return
-            bottleneck = share <= level * (1.0 + _TIE_RTOL)
+            # The smallest share on each flow's path, then the smallest of
+            # those among the flows crossing each link.
+            path_min = share[link_columns[0]]
+            for col in link_columns[1:]:
+                np.minimum(path_min, share[col], out=path_min)
+            if unfrozen is not None:
+                path_min = np.where(unfrozen, path_min, np.inf)
+            link_min.fill(np.inf)
+            for col in link_columns:
+                np.minimum.at(link_min, col, path_min)
+            # A link whose share no flow crossing it can beat is a bottleneck:
+            # its flows are frozen at that share, the smallest on their path.
+            link_min *= 1.0 + _TIE_RTOL
+            bottleneck = share <= link_min
             hit = bottleneck[link_columns[0]]
             for col in link_columns[1:]:
                 hit |= bottleneck[col]
-            if unfrozen is None:
-                unfrozen = ~hit
-            else:
+            if unfrozen is not None:
                 hit &= unfrozen
-                unfrozen ^= hit
-            np.putmask(rates, hit, level)
-            if not np.count_nonzero(unfrozen):
+            n_hit = np.count_nonzero(hit)
+            if n_hit == n_unfrozen:
+                np.copyto(rates, path_min, where=hit) if unfrozen is not None else np.copyto(
+                    rates, path_min
+                )
                 return
-            weight = hit.astype(np.float64)
-            freed = np.bincount(link_columns[0], weight, n_links)
-            for col in link_columns[1:]:
-                freed += np.bincount(col, weight, n_links)
-            crossing = crossing - freed
-            remaining = remaining - freed * level
-            # Every flow crossing a bottleneck link is frozen now. Elsewhere the
-            # share exceeded the level by the tie tolerance, so what remains
-            # is positive.
-            np.putmask(remaining, bottleneck, np.inf)
+            if n_hit == 0:
+                rates.fill(np.inf)
+                return

@@ -142,6 +142,14 @@ class Workload:
 
     A workload is not thread-safe: ``gradient`` and ``evaluate`` share the
     template, so use one workload per thread.
+
+    Attributes:
+        name, description: as given.
+        model: the template module.
+        loss_fn: the loss in use.
+        train_x, train_y, test_x, test_y: the data (inputs float32 when
+            floating, labels int64).
+        n_classes: ``max label + 1`` over both splits.
     """
 
     def __init__(
@@ -182,9 +190,7 @@ class Workload:
         self._flat = torch.cat([p.detach().reshape(-1) for p in self._params])
         self._flat_grad = torch.zeros_like(self._flat)
         sizes = [p.numel() for p in self._params]
-        for p, value, grad in zip(
-            self._params, self._flat.split(sizes), self._flat_grad.split(sizes), strict=True
-        ):
+        for p, value, grad in zip(self._params, self._flat.split(sizes), self._flat_grad.split(sizes), strict=True):
             p.data = value.view(p.shape)
             p.grad = grad.view(p.shape)
         self._training = True
@@ -193,10 +199,10 @@ class Workload:
 
     @staticmethod
     def _check_model(model: object) -> nn.Module:
+        """Validate the template module and convert it to float32."""
         if not isinstance(model, nn.Module):
             raise BadInput(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        params = list(model.parameters())
-        if not params:
+        if not list(model.parameters()):
             raise BadInput(f"model {type(model).__name__} has no parameters to train")
         frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
         if frozen:
@@ -250,6 +256,7 @@ class Workload:
         self._flat.copy_(params)
 
     def _set_training(self, training: bool) -> None:
+        """Switch the template between train and eval mode, only when it changes."""
         if self._training != training:
             self.model.train(training)
             self._training = training
@@ -319,8 +326,9 @@ class Workload:
         self._load(params)
         self._set_training(True)
         self._flat_grad.zero_()
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
+        with torch.enable_grad():  # the caller may be inside torch.no_grad()
+            loss = self.loss_fn(self.model(x), y)
+            loss.backward()  # accumulates into self._flat_grad: the parameters' .grad views
         return self._flat_grad.clone(), loss.item()
 
     def evaluate(self, params: Tensor) -> tuple[float, float]:
@@ -356,9 +364,9 @@ def from_module(
     Args:
         name: a short name for reports.
         model: maps a batch ``[n, ...]`` to class scores ``[n, classes]``. It
-            must have parameters, all trainable, and no BatchNorm
-            running statistics. The
-            workload takes ownership of it (converted to float32).
+            must have parameters, all trainable, and no BatchNorm running
+            statistics. The workload takes ownership of it (converted to
+            float32).
         train: ``(x, y)`` training inputs and int class labels, same length;
             split into worker shards by :meth:`Workload.make_shards`.
         test: ``(x, y)`` held-out split used by :meth:`Workload.evaluate`.
@@ -390,8 +398,7 @@ def from_module(
         params -= 0.1 * grad
         accuracy, test_loss = wl.evaluate(params)
     """
-    pairs = {"train": train, "test": test}
-    for field, pair in pairs.items():
+    for field, pair in (("train", train), ("test", test)):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise BadInput(f"{field} must be a pair (x, y) of tensors, got {type(pair).__name__}")
     return Workload(
