@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -123,6 +124,17 @@ def test_unused_parameter_gets_zero_gradient() -> None:
     wl = from_module("partial", Partial(), train=_data(10), test=_data(10, seed=1))
     grad, _ = wl.gradient(wl.init_params(0), *_data(8, seed=3))
     assert grad[18:].abs().max() == 0 and grad[:18].abs().max() > 0
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda wl: pickle.loads(pickle.dumps(wl))])
+def test_copied_workload_keeps_working(clone) -> None:
+    wl = _toy()
+    params = wl.init_params(0)
+    x, y = _data(8)
+    twin = clone(wl)
+    assert torch.equal(twin.gradient(params, x, y)[0], wl.gradient(params, x, y)[0])
+    assert torch.equal(twin.init_params(4), wl.init_params(4))
+    assert twin.evaluate(params) == wl.evaluate(params)
 
 
 def test_gradient_rejects_wrong_params() -> None:

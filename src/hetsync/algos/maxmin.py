@@ -103,7 +103,7 @@ def progressive_fill(
         while True:
             share = remaining / crossing
             # The smallest share on each flow's path, then the smallest of
-            # those among the flows crossing each link.
+            # those among the unfrozen flows crossing each link.
             path_min = share[link_columns[0]]
             for col in link_columns[1:]:
                 np.minimum(path_min, share[col], out=path_min)
@@ -112,21 +112,33 @@ def progressive_fill(
             link_min.fill(np.inf)
             for col in link_columns:
                 np.minimum.at(link_min, col, path_min)
-            # A link whose share no flow crossing it can beat is a bottleneck:
-            # its flows are frozen at that share, the smallest on their path.
+            # A link whose share no flow crossing it can undercut is a
+            # bottleneck: its unfrozen flows are frozen at that share, the
+            # smallest on their paths. (A link of unlimited flows only has
+            # share = link_min = inf: those flows get inf.)
             link_min *= 1.0 + _TIE_RTOL
             bottleneck = share <= link_min
             hit = bottleneck[link_columns[0]]
             for col in link_columns[1:]:
                 hit |= bottleneck[col]
-            if unfrozen is not None:
+            if unfrozen is None:
+                if np.count_nonzero(hit) == n_unfrozen:
+                    np.copyto(rates, path_min)
+                    return
+                unfrozen = ~hit
+            else:
                 hit &= unfrozen
-            n_hit = np.count_nonzero(hit)
-            if n_hit == n_unfrozen:
-                np.copyto(rates, path_min, where=hit) if unfrozen is not None else np.copyto(
-                    rates, path_min
-                )
+                unfrozen ^= hit
+            np.copyto(rates, path_min, where=hit)
+            n_unfrozen -= np.count_nonzero(hit)
+            if n_unfrozen == 0:
                 return
-            if n_hit == 0:
-                rates.fill(np.inf)
-                return
+            # A flow frozen at inf crosses unlimited links only: it uses nothing.
+            used = np.where(hit & (path_min < np.inf), path_min, 0.0)
+            count = hit.astype(np.float64)
+            for col in link_columns:
+                remaining = remaining - np.bincount(col, used, n_links)
+                crossing = crossing - np.bincount(col, count, n_links)
+            # Links left without unfrozen flows (bottlenecks among them) take
+            # no part any more; elsewhere clear rounding below zero.
+            remaining = np.where(crossing > 0.0, np.maximum(remaining, 0.0), np.inf)

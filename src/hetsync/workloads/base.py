@@ -185,6 +185,13 @@ class Workload:
             )
         self.n_classes = int(max(self.train_y.max(), self.test_y.max())) + 1
 
+        self._bind_flat()
+        self._training = True
+        self.model.train()
+        self._check_forward()
+
+    def _bind_flat(self) -> None:
+        """Move the template's parameters (values and ``.grad``) into flat buffers."""
         self._params = list(self.model.parameters())
         self._n_params = sum(p.numel() for p in self._params)
         self._flat = torch.cat([p.detach().reshape(-1) for p in self._params])
@@ -193,9 +200,18 @@ class Workload:
         for p, value, grad in zip(self._params, self._flat.split(sizes), self._flat_grad.split(sizes), strict=True):
             p.data = value.view(p.shape)
             p.grad = grad.view(p.shape)
-        self._training = True
-        self.model.train()
-        self._check_forward()
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickle (and deepcopy) without the flat buffers; they are rebuilt on load."""
+        state = self.__dict__.copy()
+        for key in ("_params", "_flat", "_flat_grad"):
+            del state[key]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Restore a pickled workload and re-bind its template to new flat buffers."""
+        self.__dict__.update(state)
+        self._bind_flat()
 
     @staticmethod
     def _check_model(model: object) -> nn.Module:
