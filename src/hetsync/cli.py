@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
     _scenario_args(p)
-    p.add_argument("--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)")
+    p.add_argument(
+        "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
+    )
     p.add_argument("--out", "-o", default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
@@ -54,13 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("policies", help="list the policies with their parameters")
     sub.add_parser("scenarios", help="list the built-in scenarios")
 
-    p = sub.add_parser("bench", help="benchmarks that print measured ratios")
+    from hetsync.benches import BENCHES
+
+    p = sub.add_parser("bench", help="benchmarks that print measured figures")
     bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
-    b = bench.add_parser("sim", help="simulator speed on large-1024 with ASP")
-    b.add_argument("--scenario", default="large-1024")
-    b.add_argument("--policy", default="asp")
-    b.add_argument("--max-steps", type=int, default=None, help="override max_steps (per worker)")
-    b.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    for name, module in BENCHES.items():
+        b = bench.add_parser(name, help=module.HELP)
+        module.add_arguments(b)
+        b.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
     return parser
 
 
@@ -88,7 +91,12 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
         f"[bold]{scenario.name}[/]: {scenario.workers} workers, {scenario.workload}, "
         f"policies {', '.join(labels)} → {out}/"
     )
-    columns = (TextColumn("{task.description:<18}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=con, transient=False) as bar:
         tasks = {label: bar.add_task(label, total=1.0) for label in labels}
 
@@ -147,15 +155,13 @@ def _cmd_scenarios() -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from hetsync import bench
+    from hetsync.benches import BENCHES
+    from hetsync.benches.common import print_rows, write_rows
 
-    if args.bench == "sim":
-        rows = bench.bench_sim(args.scenario, args.policy, max_steps=args.max_steps)
-    else:  # pragma: no cover - argparse restricts the choices
-        raise BadInput(f"unknown benchmark {args.bench!r}")
-    bench.print_rows(rows, title=f"bench {args.bench}")
+    rows = BENCHES[args.bench].run(args)
+    print_rows(rows, title=f"hetsync bench {args.bench}")
     if args.json is not None:
-        bench.write_rows(rows, args.json)
+        write_rows(rows, args.json)
     return 0
 
 

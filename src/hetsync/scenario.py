@@ -219,9 +219,7 @@ def _yaml_number(v: Any) -> Any:
 def _generate(key: str, spec: dict[str, Any], n: int, rng: np.random.Generator) -> list[float]:
     kinds = {"linspace", "uniform", "cycle", "workers"}
     if len(spec.keys() & kinds) != 1:
-        raise BadInput(
-            f"scenario key {key!r}: a mapping needs exactly one of {sorted(kinds)}, got {sorted(spec)}"
-        )
+        raise BadInput(f"scenario key {key!r}: a mapping needs exactly one of {sorted(kinds)}, got {sorted(spec)}")
     if "linspace" in spec or "uniform" in spec:
         kind = "linspace" if "linspace" in spec else "uniform"
         bounds = spec[kind]

@@ -18,7 +18,9 @@ def done(w: int, t: float = 1.0, step: int = 0, base: int = 0, batch: int = 8) -
 
 
 def arrived(w: int, t: float = 1.0, base: int = 0, samples: int = 8, kind: str = "grad", steps: int = 1) -> PushArrived:
-    return PushArrived(now_s=t, worker=w, push_id=next(_ids), kind=kind, base_version=base, steps=steps, samples=samples)  # type: ignore[arg-type]
+    return PushArrived(
+        now_s=t, worker=w, push_id=next(_ids), kind=kind, base_version=base, steps=steps, samples=samples
+    )  # type: ignore[arg-type]
 
 
 def pulled(w: int, t: float = 1.0, version: int = 1) -> PullDone:

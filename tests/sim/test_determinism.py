@@ -4,8 +4,14 @@ from tests.sim.conftest import make_scenario
 
 def test_same_seed_gives_byte_identical_traces(tmp_path):
     sc = make_scenario(
-        workers=5, slowdown={"uniform": [1, 3]}, jitter=0.3, straggler_prob=0.1, straggler_factor=4.0,
-        bandwidth_Bps=2e6, latency_s=0.001, max_steps=15,
+        workers=5,
+        slowdown={"uniform": [1, 3]},
+        jitter=0.3,
+        straggler_prob=0.1,
+        straggler_factor=4.0,
+        bandwidth_Bps=2e6,
+        latency_s=0.001,
+        max_steps=15,
     )
     paths = []
     for i in range(2):

@@ -46,8 +46,15 @@ def test_network_costs_show_up_in_bsp_round_time():
 
 def test_gpu_curve_is_flat_then_linear_and_memory_cap_refuses():
     sc = scenario_from_dict(
-        {"workers": 1, "max_steps": 1, "device": "gpu", "fixed_s": 0.1, "per_sample_s": 0.01,
-         "saturation_batch": 32, "max_batch": 128}
+        {
+            "workers": 1,
+            "max_steps": 1,
+            "device": "gpu",
+            "fixed_s": 0.1,
+            "per_sample_s": 0.01,
+            "saturation_batch": 32,
+            "max_batch": 128,
+        }
     )
     tm = TimingModel(sc)
     assert tm.step_duration_s(0, 8, 0.0) == pytest.approx(0.1)
@@ -68,7 +75,9 @@ def test_noise_has_mean_one_and_stragglers_and_delay_apply():
 
 
 def test_background_load_square_wave():
-    sc = make_scenario(workers=2, background_load={"workers": [1], "period_s": 10, "on_s": 4, "factor": 3, "random_phase": False})
+    sc = make_scenario(
+        workers=2, background_load={"workers": [1], "period_s": 10, "on_s": 4, "factor": 3, "random_phase": False}
+    )
     tm = TimingModel(sc)
     base = sc.per_sample_s * sc.batch_size
     assert tm.step_duration_s(1, sc.batch_size, 1.0) == pytest.approx(3 * base)

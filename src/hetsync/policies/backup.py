@@ -34,9 +34,7 @@ from hetsync.policies.base import (
 class BackupWorkers(Policy):
     name = "backup"
     summary = "synchronous rounds closed by the first N-b gradients; late ones are dropped"
-    params = (
-        Param(name="b", type=int, default=1, help="backup workers: gradients ignored per round", minimum=0),
-    )
+    params = (Param(name="b", type=int, default=1, help="backup workers: gradients ignored per round", minimum=0),)
 
     def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx, **params)
@@ -77,6 +75,4 @@ class BackupWorkers(Policy):
         contributors = sorted(p.worker for p in self.round)
         self.round = []
         self.version += 1
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
-            Pull(worker=w) for w in contributors
-        ]
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [Pull(worker=w) for w in contributors]

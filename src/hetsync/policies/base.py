@@ -208,14 +208,10 @@ def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any]) 
         try:
             value = p.type(raw)
         except (TypeError, ValueError):
-            raise BadInput(
-                f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}"
-            ) from None
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}") from None
         if p.type is int and isinstance(raw, float) and raw != int(raw):
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be an integer, got {raw!r}")
         if p.minimum is not None and value < p.minimum:
-            raise BadInput(
-                f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}"
-            )
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}")
         out[p.name] = value
     return out

@@ -63,6 +63,4 @@ class BSP(Policy):
         total = sum(p.samples for p in self.round)
         contributions = tuple((p.push_id, p.samples / total) for p in self.round)
         self.round = []
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
-            Pull(worker=w) for w in sorted(self.alive)
-        ]
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [Pull(worker=w) for w in sorted(self.alive)]

@@ -153,9 +153,7 @@ class Simulation:
             downlink_Bps=(scenario.server_Bps, *bw),
             latency_s=scenario.latency_s,
         )
-        self.nbytes = (
-            scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
-        )
+        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
         self.trace = TraceWriter(trace_path)
         self.trace_path = trace_path
 
@@ -278,7 +276,9 @@ class Simulation:
                 self.dropped_steps += 1  # an unpushed gradient replaced by a newer one
             w.has_grad = True
             w.grad, w.grad_samples, w.grad_base = grad, b, base
-        self.trace.write({"t": start_s, "ev": "compute", "w": index, "end": self.now, "step": step, "batch": b, "base": base})
+        self.trace.write(
+            {"t": start_s, "ev": "compute", "w": index, "end": self.now, "step": step, "batch": b, "base": base}
+        )
         self._deliver(
             ComputeDone(
                 now_s=self.now,
@@ -369,12 +369,21 @@ class Simulation:
             if w.local_steps:
                 # local steps that were never pushed are overwritten by the pull
                 self.dropped_steps += w.local_steps
-                self.trace.write({"t": self.now, "ev": "drop", "ids": [], "steps": w.local_steps, "reason": "overwritten"})
+                self.trace.write(
+                    {"t": self.now, "ev": "drop", "ids": [], "steps": w.local_steps, "reason": "overwritten"}
+                )
                 w.local_steps = w.local_samples = 0
             w.local = w.ref = tr.snapshot
             w.base_version = tr.version
             self.trace.write(
-                {"t": tr.start_s, "ev": "pull", "w": tr.worker, "end": self.now, "version": tr.version, "nbytes": tr.nbytes}
+                {
+                    "t": tr.start_s,
+                    "ev": "pull",
+                    "w": tr.worker,
+                    "end": self.now,
+                    "version": tr.version,
+                    "nbytes": tr.nbytes,
+                }
             )
             self._deliver(PullDone(now_s=self.now, worker=tr.worker, version=tr.version))
 
