@@ -1,15 +1,21 @@
-from hetsync.policies.base import Apply, Compute, Pull, Push, WorkerLeft
+from hetsync.policies.base import Apply, Compute, Pull, WorkerLeft
 from hetsync.policies.bsp import BSP
 from tests.policies.helpers import arrived, ctx, done, pulled
 
 
-def test_start_computes_everyone():
-    cmds = BSP(ctx(3)).start(0.0)
-    assert cmds == [Compute(worker=w, batch_size=8) for w in range(3)]
+def step(w):
+    return Compute(worker=w, batch_size=8, push="grad")
 
 
-def test_compute_done_pushes_gradient():
-    assert BSP(ctx(3)).on_event(done(1)) == [Push(worker=1, kind="grad")]
+def test_start_computes_everyone_and_each_step_pushes_its_gradient():
+    assert BSP(ctx(3)).start(0.0) == [step(w) for w in range(3)]
+
+
+def test_compute_done_and_pull_done_need_no_answer():
+    # the push is chained to the step, the next step to the pull
+    p = BSP(ctx(3))
+    assert p.on_event(done(1)) == []
+    assert p.on_event(pulled(2)) == []
 
 
 def test_round_closes_only_when_all_pushed_with_batch_weights():
@@ -21,11 +27,7 @@ def test_round_closes_only_when_all_pushed_with_batch_weights():
     apply = cmds[0]
     assert isinstance(apply, Apply) and apply.lr == 0.5
     assert dict(apply.contributions) == {a.push_id: 0.25, b.push_id: 0.25, c.push_id: 0.5}
-    assert cmds[1:] == [Pull(worker=w) for w in range(3)]
-
-
-def test_pull_done_starts_next_step():
-    assert BSP(ctx(3)).on_event(pulled(2)) == [Compute(worker=2, batch_size=8)]
+    assert cmds[1:] == [Pull(worker=w, then=step(w)) for w in range(3)]
 
 
 def test_worker_left_closes_round_without_it():
@@ -34,4 +36,4 @@ def test_worker_left_closes_round_without_it():
     p.on_event(arrived(1))
     cmds = p.on_event(WorkerLeft(now_s=2.0, worker=2))
     assert isinstance(cmds[0], Apply) and len(cmds[0].contributions) == 2
-    assert cmds[1:] == [Pull(worker=0), Pull(worker=1)]
+    assert cmds[1:] == [Pull(worker=0, then=step(0)), Pull(worker=1, then=step(1))]

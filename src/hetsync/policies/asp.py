@@ -15,12 +15,9 @@ from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Event,
     Policy,
     Pull,
-    PullDone,
-    Push,
     PushArrived,
 )
 
@@ -29,17 +26,16 @@ class ASP(Policy):
     name = "asp"
     summary = "asynchronous: apply every gradient on arrival (weight 1/N), nobody waits"
 
+    def _step(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
+
     def start(self, now_s: float) -> list[Command]:
-        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+        return [self._step(w) for w in range(self.n)]
 
     def on_event(self, event: Event) -> list[Command]:
-        if isinstance(event, ComputeDone):
-            return [Push(worker=event.worker, kind="grad")]
         if isinstance(event, PushArrived):
             return [
                 Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr),
-                Pull(worker=event.worker),
+                Pull(worker=event.worker, then=self._step(event.worker)),
             ]
-        if isinstance(event, PullDone):
-            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
         return []

@@ -18,14 +18,11 @@ from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Drop,
     Event,
     Param,
     Policy,
     Pull,
-    PullDone,
-    Push,
     PushArrived,
     WorkerLeft,
 )
@@ -48,19 +45,21 @@ class BackupWorkers(Policy):
     def _needed(self) -> int:
         return max(1, len(self.alive) - self.b)
 
+    def _step(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
+
     def start(self, now_s: float) -> list[Command]:
-        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+        return [self._step(w) for w in range(self.n)]
 
     def on_event(self, event: Event) -> list[Command]:
-        if isinstance(event, ComputeDone):
-            return [Push(worker=event.worker, kind="grad")]
         if isinstance(event, PushArrived):
             if event.base_version < self.version:
-                return [Drop(push_ids=(event.push_id,), reason="late"), Pull(worker=event.worker)]
+                return [
+                    Drop(push_ids=(event.push_id,), reason="late"),
+                    Pull(worker=event.worker, then=self._step(event.worker)),
+                ]
             self.round.append(event)
             return self._maybe_close()
-        if isinstance(event, PullDone):
-            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.round = [p for p in self.round if p.worker in self.alive]
@@ -75,4 +74,6 @@ class BackupWorkers(Policy):
         contributors = sorted(p.worker for p in self.round)
         self.round = []
         self.version += 1
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [Pull(worker=w) for w in contributors]
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
+            Pull(worker=w, then=self._step(w)) for w in contributors
+        ]

@@ -11,7 +11,10 @@ Data plane, as every driver executes it (parameter-server topology):
 
 - ``Compute(worker, batch_size)``: the worker computes one gradient on its
   local model with a fresh mini-batch. With ``local_lr`` set, it also takes
-  the SGD step locally (local SGD, WBSP). Answered by ``ComputeDone``.
+  the SGD step locally (local SGD, WBSP). Answered by ``ComputeDone``. With
+  ``push`` set, the worker pushes right after the step, as if the policy had
+  answered ``ComputeDone`` with ``Push`` — but without a round trip to the
+  server on a real network.
 - ``Push(worker, kind)``: the worker uploads to the server either its latest
   gradient (``"grad"``) or its model delta since its last push or pull
   (``"delta"``). The driver numbers the push; ``PushArrived`` carries the id.
@@ -22,6 +25,9 @@ Data plane, as every driver executes it (parameter-server topology):
 - ``Pull(worker)``: the worker downloads the global model as it is when the
   pull starts and replaces its local model with it on arrival
   (``PullDone``). Local steps not yet pushed are lost and counted as dropped.
+  ``Pull(worker, then=Compute(...))`` starts that step as soon as the model
+  has arrived (again saving a round trip); the policy still sees ``PullDone``
+  first and must not start another step for that worker.
 - ``SetTimer(at_s, tag)``: answered by ``TimerFired``.
 
 A worker that has no command in progress is *waiting*; that is how barriers
@@ -90,10 +96,13 @@ class Compute(Command):
     worker: int
     batch_size: int
     local_lr: float | None = None  # take the SGD step locally with this rate
+    push: PushKind | None = None  # push right after the step
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"Compute.batch_size must be >= 1, got {self.batch_size}")
+        if self.push not in (None, "grad", "delta"):
+            raise ValueError(f"Compute.push must be None, 'grad' or 'delta', got {self.push!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +130,11 @@ class Drop(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pull(Command):
     worker: int
+    then: Compute | None = None  # start this step on arrival
+
+    def __post_init__(self) -> None:
+        if self.then is not None and self.then.worker != self.worker:
+            raise ValueError(f"Pull.then must compute on worker {self.worker}, not {self.then.worker}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

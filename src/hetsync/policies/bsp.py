@@ -17,12 +17,9 @@ from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Event,
     Policy,
     Pull,
-    PullDone,
-    Push,
     PushArrived,
     WorkerLeft,
 )
@@ -37,20 +34,19 @@ class BSP(Policy):
         self.alive = set(range(self.n))
         self.round: list[PushArrived] = []
 
+    def _step(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
+
     def start(self, now_s: float) -> list[Command]:
-        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+        return [self._step(w) for w in range(self.n)]
 
     def step_gap_bound(self) -> int | None:
         return 0
 
     def on_event(self, event: Event) -> list[Command]:
-        if isinstance(event, ComputeDone):
-            return [Push(worker=event.worker, kind="grad")]
         if isinstance(event, PushArrived):
             self.round.append(event)
             return self._maybe_close()
-        if isinstance(event, PullDone):
-            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.round = [p for p in self.round if p.worker in self.alive]
@@ -63,4 +59,6 @@ class BSP(Policy):
         total = sum(p.samples for p in self.round)
         contributions = tuple((p.push_id, p.samples / total) for p in self.round)
         self.round = []
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [Pull(worker=w) for w in sorted(self.alive)]
+        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
+            Pull(worker=w, then=self._step(w)) for w in sorted(self.alive)
+        ]

@@ -20,8 +20,6 @@ from hetsync.policies.base import (
     Param,
     Policy,
     Pull,
-    PullDone,
-    Push,
     PushArrived,
     WorkerLeft,
 )
@@ -43,24 +41,23 @@ class LocalSGD(Policy):
         return self.h - 1
 
     def _compute(self, w: int) -> Compute:
-        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.ctx.lr)
+        """The worker's next local step; the H-th of a round pushes the delta."""
+        self.local_steps[w] += 1
+        last = self.local_steps[w] == self.h
+        if last:
+            self.local_steps[w] = 0
+        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.ctx.lr, push="delta" if last else None)
 
     def start(self, now_s: float) -> list[Command]:
         return [self._compute(w) for w in range(self.n)]
 
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):
-            w = event.worker
-            self.local_steps[w] += 1
-            if self.local_steps[w] < self.h:
-                return [self._compute(w)]
-            self.local_steps[w] = 0
-            return [Push(worker=w, kind="delta")]
+            # steps 1..H-1 of a round go straight on; the H-th pushed itself
+            return [self._compute(event.worker)] if self.local_steps[event.worker] else []
         if isinstance(event, PushArrived):
             self.round.append(event)
             return self._maybe_close()
-        if isinstance(event, PullDone):
-            return [self._compute(event.worker)]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.round = [p for p in self.round if p.worker in self.alive]
@@ -73,4 +70,6 @@ class LocalSGD(Policy):
         weight = 1.0 / len(self.round)
         contributions = tuple((p.push_id, weight) for p in self.round)
         self.round = []
-        return [Apply(contributions=contributions)] + [Pull(worker=w) for w in sorted(self.alive)]
+        return [Apply(contributions=contributions)] + [
+            Pull(worker=w, then=self._compute(w)) for w in sorted(self.alive)
+        ]

@@ -16,13 +16,10 @@ from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Event,
     Param,
     Policy,
     Pull,
-    PullDone,
-    Push,
     PushArrived,
     WorkerLeft,
 )
@@ -43,8 +40,11 @@ class SSP(Policy):
     def step_gap_bound(self) -> int | None:
         return self.s
 
+    def _step(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
+
     def start(self, now_s: float) -> list[Command]:
-        return [Compute(worker=w, batch_size=self.ctx.batch_size) for w in range(self.n)]
+        return [self._step(w) for w in range(self.n)]
 
     def _slowest(self) -> int:
         return min(self.clock[w] for w in self.alive)
@@ -53,19 +53,15 @@ class SSP(Policy):
         slowest = self._slowest()
         ready = sorted(w for w in self.blocked if self.clock[w] - slowest <= self.s)
         self.blocked.difference_update(ready)
-        return [Pull(worker=w) for w in ready]
+        return [Pull(worker=w, then=self._step(w)) for w in ready]
 
     def on_event(self, event: Event) -> list[Command]:
-        if isinstance(event, ComputeDone):
-            return [Push(worker=event.worker, kind="grad")]
         if isinstance(event, PushArrived):
             w = event.worker
             self.clock[w] += 1
             self.blocked.add(w)
             apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
             return [apply, *self._release()]
-        if isinstance(event, PullDone):
-            return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.blocked.discard(event.worker)
