@@ -32,6 +32,7 @@ import torch
 
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
+from hetsync.localmodel import LocalModel
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
     Apply,
@@ -64,9 +65,7 @@ _NET, _COMPUTE, _TIMER, _EVAL = 0, 1, 2, 3
 
 @dataclass(slots=True)
 class _Worker:
-    local: torch.Tensor | None  # local model (None when math is off)
-    ref: torch.Tensor | None  # model at the last push/pull: deltas are local − ref
-    base_version: int = 0
+    model: LocalModel
     computing: bool = False
     comm: int = 0  # transfers in flight that involve this worker
     since_s: float = 0.0  # when the current compute/comm/wait state began
@@ -74,14 +73,6 @@ class _Worker:
     comm_s: float = 0.0
     wait_s: float = 0.0
     steps: int = 0
-    # a computed gradient not yet pushed (gradient-pushing policies)
-    has_grad: bool = False
-    grad: torch.Tensor | None = None
-    grad_samples: int = 0
-    grad_base: int = 0
-    # local SGD steps taken since the last push or pull (delta-pushing policies)
-    local_steps: int = 0
-    local_samples: int = 0
     # the step in progress
     inflight: Compute | None = None
     inflight_grad: torch.Tensor | None = None
@@ -148,7 +139,7 @@ class Simulation:
             theta = self.workload.init_params(scenario.seed)
             self.shards = self.workload.make_shards(n, scenario.seed, scenario.label_skew)
         self.ledger = Ledger(self.policy, self.workload, theta, self.trace)
-        self.workers = [_Worker(local=theta, ref=theta) for _ in range(n)]
+        self.workers = [_Worker(model=LocalModel(theta)) for _ in range(n)]
 
         self.now = 0.0
         self._heap: list[tuple[float, int, int, Any]] = []
@@ -224,9 +215,9 @@ class Simulation:
         if self.math:
             t0 = time.perf_counter()
             x, y = self.shards[cmd.worker].next_batch(cmd.batch_size)
-            w.inflight_grad, _ = self.workload.gradient(w.local, x, y)
+            w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
             led.math_time_s += time.perf_counter() - t0
-        w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.base_version
+        w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.model.base_version
         self._schedule(self.now + duration, _COMPUTE, cmd.worker)
 
     def _compute_done(self, index: int) -> None:
@@ -241,18 +232,11 @@ class Simulation:
         self.ledger.steps += 1
         self.ledger.samples += b
         grad, w.inflight_grad = w.inflight_grad, None
-        if cmd.local_lr is not None:
-            if self.math:
-                t0 = time.perf_counter()
-                w.local = torch.add(w.local, grad, alpha=-cmd.local_lr)
-                self.ledger.math_time_s += time.perf_counter() - t0
-            w.local_steps += 1
-            w.local_samples += b
-        else:
-            if w.has_grad:
-                self.ledger.overwritten(index, 1, self.now)  # an unpushed gradient replaced by a newer one
-            w.has_grad = True
-            w.grad, w.grad_samples, w.grad_base = grad, b, base
+        t0 = time.perf_counter()
+        if w.model.finish_step(grad, b, base, cmd.local_lr):
+            self.ledger.overwritten(index, 1, self.now)  # an unpushed gradient replaced by a newer one
+        if self.math:
+            self.ledger.math_time_s += time.perf_counter() - t0
         self.trace.write(
             {"t": start_s, "ev": "compute", "w": index, "end": self.now, "step": step, "batch": b, "base": base}
         )
@@ -266,22 +250,14 @@ class Simulation:
 
     def _push(self, cmd: Push) -> None:
         w = self._worker(cmd, cmd.worker)
-        if cmd.kind == "grad":
-            if not w.has_grad:
-                raise PolicyError(f"{self.label}: worker {cmd.worker} pushes a gradient it has not computed")
-            rec = HeldPush(cmd.worker, "grad", w.grad, w.grad_base, 1, w.grad_samples)
-            w.has_grad, w.grad = False, None
-        elif cmd.kind == "delta":
-            payload = None
-            if self.math:
-                t0 = time.perf_counter()
-                payload = w.local - w.ref
-                self.ledger.math_time_s += time.perf_counter() - t0
-            rec = HeldPush(cmd.worker, "delta", payload, w.base_version, w.local_steps, w.local_samples)
-            w.ref = w.local
-            w.local_steps = w.local_samples = 0
-        else:
-            raise PolicyError(f"{self.label}: unknown push kind {cmd.kind!r}")
+        t0 = time.perf_counter()
+        try:
+            p = w.model.take_push(cmd.kind)
+        except ValueError as e:
+            raise PolicyError(f"{self.label}: worker {cmd.worker} {e}") from None
+        if self.math:
+            self.ledger.math_time_s += time.perf_counter() - t0
+        rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples)
         push_id = self.ledger.hold(rec)
         self._transfer(_Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=self.nbytes, push_id=push_id))
 
@@ -338,11 +314,9 @@ class Simulation:
                 )
             )
             return
-        if w.local_steps:
-            self.ledger.overwritten(tr.worker, w.local_steps, self.now)
-            w.local_steps = w.local_samples = 0
-        w.local = w.ref = tr.snapshot
-        w.base_version = tr.version
+        overwritten = w.model.load(tr.snapshot, tr.version)
+        if overwritten:
+            self.ledger.overwritten(tr.worker, overwritten, self.now)
         self.trace.write(
             {"t": tr.start_s, "ev": "pull", "w": tr.worker, "end": self.now, "version": tr.version, "nbytes": tr.nbytes}
         )
