@@ -46,12 +46,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", "-o", default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
+    p.add_argument(
+        "--nproc", type=int, default=None, help="with --runtime dist: worker processes (default: scenario's workers)"
+    )
 
     p = sub.add_parser("simulate", help="simulate one policy on one scenario")
     _scenario_args(p)
     p.add_argument("--policy", "-p", required=True, help="policy spec, e.g. ssp:s=3")
     p.add_argument("--out", "-o", default="runs/simulate", help="output folder (default: runs/simulate)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
+    _scenario_args(p)
+    p.add_argument(
+        "--policy",
+        "--policies",
+        "-p",
+        dest="policies",
+        default=None,
+        help="spec(s), comma-separated (default: the scenario's)",
+    )
+    p.add_argument("--nproc", type=int, default=4, help="worker processes; the server is one more (default: 4)")
+    p.add_argument("--out", "-o", default="runs/dist", help="output folder (default: runs/dist)")
+    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("--worker-timeout-s", type=float, default=60.0, help="declare a silent worker gone after this long")
+    p.add_argument("--checkpoint-dir", default=None, help="save the global model and policy state here")
+    p.add_argument("--checkpoint-every-s", type=float, default=10.0)
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
+    p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
+    p.add_argument("--no-plots", action="store_true")
 
     sub.add_parser("policies", help="list the policies with their parameters")
     sub.add_parser("scenarios", help="list the built-in scenarios")
@@ -77,6 +101,10 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
+    if getattr(args, "runtime", "sim") == "dist":
+        if args.policies is None and specs is not None:
+            args.policies = ",".join(specs)
+        return _cmd_run(args, args.nproc or _load(args).workers)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hetsync import report, runner
@@ -112,6 +140,69 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     if not args.no_plots:
         written += report.write_report(runs, out)
     con.print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
+    import json
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hetsync import report, runner
+    from hetsync.runtime import launch
+
+    scenario = _load(args).with_workers(nproc)
+    specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
+    labels = runner.policy_labels(scenario, specs)
+    out = Path(args.out)
+    forwarded = ["--scenario", args.scenario, "--policies", ",".join(specs), "--out", str(out)]
+    for o in args.overrides:
+        forwarded += ["--set", o]
+    if args.seed is not None:
+        forwarded += ["--seed", str(args.seed)]
+    for flag in ("worker_timeout_s", "checkpoint_dir", "checkpoint_every_s"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            forwarded += [f"--{flag.replace('_', '-')}", str(value)]
+    for flag in ("resume", "throttle", "no_plots"):
+        if getattr(args, flag, False):
+            forwarded.append(f"--{flag.replace('_', '-')}")
+    con = report.terminal_console()
+    con.print(
+        f"[bold]{scenario.name}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
+        f"policies {', '.join(labels)} → {out}/"
+    )
+    columns = (
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=con) as bar:
+        tasks = {label: bar.add_task(label, total=1.0) for label in labels}
+        done: set[str] = set()
+
+        def tick(label: str, fraction: float) -> None:
+            for earlier in labels[: labels.index(label)]:
+                if earlier not in done:
+                    done.add(earlier)
+                    bar.update(tasks[earlier], completed=1.0)
+            bar.update(tasks[label], completed=fraction)
+
+        code = launch.launch(nproc, forwarded, out, host=args.host, on_progress=tick)
+        if code == 0:
+            for label in labels:
+                bar.update(tasks[label], completed=1.0)
+    if code != 0:
+        con.print(f"[red]the server exited with status {code}[/]; last lines of {out}/logs/rank-0.log:")
+        con.print(launch.server_log_tail(out), markup=False, highlight=False)
+        return 1
+    runs = json.loads((out / "summary.json").read_text())
+    con.print(report.summary_table(runs))
+    left = [(r["label"], x) for r in runs for x in r.get("workers_left") or []]
+    for label, x in left:
+        con.print(f"{label}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
+    con.print(f"wrote {out}/summary.json, traces, plots and logs/")
     return 0
 
 
@@ -171,6 +262,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _cmd_compare(args)
     if args.command == "simulate":
         return _cmd_simulate(args)
+    if args.command == "run":
+        return _cmd_run(args, args.nproc)
     if args.command == "policies":
         return _cmd_policies()
     if args.command == "scenarios":

@@ -164,6 +164,32 @@ class Scenario:
             base = self.fixed_s + self.per_sample_s * batch_size
         return base * self.slowdown[worker] + self.delay_s[worker]
 
+    def with_workers(self, n: int) -> Scenario:
+        """The same cluster cut (or cycled) to n workers: worker i keeps the
+        per-worker values of the scenario's worker i mod N."""
+        if n == self.workers:
+            return self
+        if n < 1:
+            raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers")
+
+        def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(values[i % len(values)] for i in range(n)) if values else values
+
+        load = self.background_load
+        if load is not None:
+            keep = [(w, ph) for w, ph in zip(load.workers, load.phases_s, strict=True) if w < n]
+            load = dataclasses.replace(load, workers=tuple(w for w, _ in keep), phases_s=tuple(ph for _, ph in keep))
+        return dataclasses.replace(
+            self,
+            workers=n,
+            slowdown=cut(self.slowdown),
+            delay_s=cut(self.delay_s),
+            bandwidth_Bps=cut(self.bandwidth_Bps),
+            saturation_batch=cut(self.saturation_batch),
+            max_batch=cut(self.max_batch),
+            background_load=load,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["policies"] = list(self.policies)

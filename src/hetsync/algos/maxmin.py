@@ -8,29 +8,35 @@ The fair allocation is unique and is computed by progressive filling
 (water-filling): raise all rates together; when a link fills up, freeze the
 flows crossing it at the current level and continue with the others.
 
-In closed form, one round finds the link whose remaining capacity divided by
-its number of unfrozen flows (its *share*) is smallest, freezes every
-unfrozen flow crossing such a link at that share, and subtracts what they use
-from the links they cross. Each round is a handful of vectorized numpy
-operations costing O(L + F_u·K) for L links and F_u unfrozen flows of K links
-each; the number of rounds is the number of distinct bottleneck levels (links
-whose shares tie within a relative 1e-12 are filled in the same round), so a
-homogeneous cluster needs one or two rounds and the worst case is
-min(L, F) rounds.
+Classic progressive filling repeatedly takes the link with the smallest
+*share* (remaining capacity / number of unfrozen flows crossing it), freezes
+its unfrozen flows at that share and subtracts what they use, one bottleneck
+level per round. This implementation settles, in one round, every link that
+is a *local* bottleneck: no unfrozen flow crossing it has a smaller share
+elsewhere on its path. Shares only grow while flows freeze below them, so
+such a link fills at exactly its current share whatever is settled first;
+processing all of them at once gives the same allocation as the one-level
+-at-a-time order in far fewer rounds (one when every flow's tightest link is
+a local bottleneck, as for a parameter server's links shared by workers with
+faster links of their own; more only along chains of bottlenecks that depend
+on each other; never more than the number of distinct levels). Shares equal
+within a relative 1e-12 count as ties.
+
+Each round costs O(L + F·K) for L links and F flows of K links each, in about
+fifteen vectorized numpy calls (gathers of link shares along the paths, a
+scatter marking the links a flow can undercut, elementwise work); there are
+no Python loops over flows or links.
 
 ``maxmin_rates`` is the validated entry point. ``progressive_fill`` is the
-unchecked core for a caller (the fluid network) that keeps its flows'
-links as separate columns and its per-link flow counts up to date.
+unchecked core for a caller (the fluid network) that keeps its flows' links
+and per-link flow counts in arrays of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-# Links whose shares are within this relative distance of the smallest one
-# are filled in the same round: a numerical tie, not a separate level.
+# Shares within this relative distance of each other are a numerical tie.
 _TIE_RTOL = 1e-12
 
 
@@ -69,15 +75,15 @@ def maxmin_rates(capacity_Bps: np.ndarray, flow_links: np.ndarray) -> np.ndarray
     rates = np.empty(links.shape[0], dtype=np.float64)
     if rates.size == 0:
         return rates
-    columns = [np.ascontiguousarray(links[:, k], dtype=np.intp) for k in range(links.shape[1])]
-    link_flows = np.bincount(links.ravel(), minlength=n_links).astype(np.float64)
-    progressive_fill(cap, columns, link_flows, rates)
+    links_kf = np.ascontiguousarray(links.T, dtype=np.intp)
+    link_flows = np.bincount(links_kf.ravel(), minlength=n_links).astype(np.float64)
+    progressive_fill(cap, links_kf, link_flows, rates)
     return rates
 
 
 def progressive_fill(
     capacity_Bps: np.ndarray,
-    link_columns: Sequence[np.ndarray],
+    links: np.ndarray,
     link_flows: np.ndarray,
     rates: np.ndarray,
 ) -> None:
@@ -85,42 +91,41 @@ def progressive_fill(
 
     Args:
         capacity_Bps: float64 array ``[L]`` of link capacities (``inf`` allowed).
-        link_columns: K intp arrays of length F; ``link_columns[k][f]`` is the
-            k-th link of flow f.
-        link_flows: float64 array ``[L]``, how many (flow, column) pairs use
-            each link, i.e. the bincount of all columns together; not modified.
+        links: intp array ``[K, F]`` (flows along the last axis, unlike
+            ``maxmin_rates``): ``links[k, f]`` is the k-th link of flow f.
+        link_flows: float64 array ``[L]``, how many entries of ``links`` name
+            each link (its bincount); not modified.
         rates: float64 array ``[F]``, overwritten with the rates.
     """
+    links = np.ascontiguousarray(links)  # gathers from a strided view are slower
     n_links = capacity_Bps.shape[0]
     n_unfrozen = rates.shape[0]
     remaining = capacity_Bps
     crossing = link_flows  # unfrozen flows crossing each link
     unfrozen: np.ndarray | None = None  # None: every flow
-    link_min = np.empty(n_links)
-    # x/0 is inf or NaN on links without unfrozen flows; no unfrozen flow
-    # sees those shares.
+    # x/0 is inf or NaN on links without unfrozen flows; only frozen flows,
+    # which are masked out, see those shares.
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
             share = remaining / crossing
-            # The smallest share on each flow's path, then the smallest of
-            # those among the unfrozen flows crossing each link.
-            path_min = share[link_columns[0]]
-            for col in link_columns[1:]:
-                np.minimum(path_min, share[col], out=path_min)
+            path_share = share[links]
+            path_min = path_share[0]
+            for row in path_share[1:]:  # row by row beats a reduce over axis 0
+                path_min = np.minimum(path_min, row)
             if unfrozen is not None:
                 path_min = np.where(unfrozen, path_min, np.inf)
-            link_min.fill(np.inf)
-            for col in link_columns:
-                np.minimum.at(link_min, col, path_min)
-            # A link whose share no flow crossing it can undercut is a
-            # bottleneck: its unfrozen flows are frozen at that share, the
-            # smallest on their paths. (A link of unlimited flows only has
-            # share = link_min = inf: those flows get inf.)
-            link_min *= 1.0 + _TIE_RTOL
-            bottleneck = share <= link_min
-            hit = bottleneck[link_columns[0]]
-            for col in link_columns[1:]:
-                hit |= bottleneck[col]
+            # A link is a bottleneck unless an unfrozen flow crossing it has a
+            # smaller share elsewhere on its path. A bottleneck's flows are
+            # frozen at its share, the smallest on their paths. (On a link
+            # of unlimited flows only, share = path_min = inf: they get inf.)
+            beaten = np.where(path_share > path_min * (1.0 + _TIE_RTOL), links, n_links)
+            not_bottleneck = np.zeros(n_links + 1, dtype=bool)
+            not_bottleneck[beaten] = True
+            beaten_everywhere = not_bottleneck[links]
+            hit = beaten_everywhere[0]
+            for row in beaten_everywhere[1:]:
+                hit = hit & row
+            hit = ~hit
             if unfrozen is None:
                 if np.count_nonzero(hit) == n_unfrozen:
                     np.copyto(rates, path_min)
@@ -135,10 +140,9 @@ def progressive_fill(
                 return
             # A flow frozen at inf crosses unlimited links only: it uses nothing.
             used = np.where(hit & (path_min < np.inf), path_min, 0.0)
-            count = hit.astype(np.float64)
-            for col in link_columns:
-                remaining = remaining - np.bincount(col, used, n_links)
-                crossing = crossing - np.bincount(col, count, n_links)
-            # Links left without unfrozen flows (bottlenecks among them) take
-            # no part any more; elsewhere clear rounding below zero.
-            remaining = np.where(crossing > 0.0, np.maximum(remaining, 0.0), np.inf)
+            k = links.shape[0]
+            flat = links.ravel()
+            crossing = crossing - np.bincount(flat, np.tile(hit, k).astype(np.float64), n_links)
+            # Clear rounding below zero on links filled to the brim. Links left
+            # without unfrozen flows get meaningless shares seen by no one.
+            remaining = np.maximum(remaining - np.bincount(flat, np.tile(used, k), n_links), 0.0)

@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from hetsync.benches import sim
+from hetsync.benches import paper_elastic, paper_wbsp, sim, zipline
 
-BENCHES: dict[str, ModuleType] = {m.NAME: m for m in (sim,)}
+BENCHES: dict[str, ModuleType] = {m.NAME: m for m in (sim, zipline, paper_wbsp, paper_elastic)}

@@ -12,10 +12,14 @@ from hetsync.policies.asp import ASP
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import Policy, PolicyContext
 from hetsync.policies.bsp import BSP
+from hetsync.policies.dssp import DSSP
+from hetsync.policies.elastic_bsp import ElasticBSP
 from hetsync.policies.local_sgd import LocalSGD
 from hetsync.policies.ssp import SSP
+from hetsync.policies.wbsp import WBSP
+from hetsync.policies.wbsp_overlap import WBSPOverlap
 
-_CLASSES: tuple[type[Policy], ...] = (BSP, ASP, SSP, LocalSGD, BackupWorkers)
+_CLASSES: tuple[type[Policy], ...] = (BSP, ASP, SSP, LocalSGD, BackupWorkers, WBSP, WBSPOverlap, DSSP, ElasticBSP)
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 
 

@@ -201,6 +201,16 @@ class Policy:
         when a worker starts a step."""
         return None
 
+    # Checkpoints (runtime --checkpoint-dir): what the policy must carry over
+    # a restart. Values must be plain numbers, strings, lists and dicts (the
+    # checkpoint loads with weights_only=True). Most policies rebuild their
+    # state from the restarted workers and keep nothing.
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
     @property
     def label(self) -> str:
         shown = [f"{p.name}={self.values[p.name]}" for p in self.params]

@@ -5,34 +5,37 @@ a latency. A flow from ``src`` to ``dst`` crosses ``src``'s uplink and
 ``dst``'s downlink; the flows in transfer share links max–min fairly
 (:mod:`hetsync.algos.maxmin`), re-shared whenever one starts or finishes its
 bytes. A flow that has transferred its bytes leaves the sharing at once and is
-*delivered* ``max(latency[src], latency[dst])`` later. This is the fluid flow
-model of SimGrid and similar simulators: no packets, no slow start.
+*delivered* ``max(latency[src], latency[dst])`` later. A flow of zero bytes,
+or one whose two links are both unlimited, is delivered after the latency
+alone. This is the fluid flow model of SimGrid and similar simulators: no
+packets, no slow start. The parameter server is a node like any other, so an
+incast into it or a broadcast from it costs what its links allow.
 
-The state of the flows in transfer lives in numpy arrays (remaining bytes,
-links, rates, finish times) grown by doubling and compacted by moving the last
-flow into the hole a finished one leaves, so starting or finishing a flow
-costs O(1) Python work plus one vectorized re-share over the flows in
-transfer. Rates are recomputed lazily, once per change of the flow set that
-time actually passes over (several flows started at one instant are shared
-once). Deliveries waiting out their latency sit in a heap ordered by delivery
-time, then start order, which is also the order ``advance`` reports them in.
-Nothing depends on hashing or randomness: the same calls give bit-identical
-results.
+Cost: the flows in transfer live in numpy arrays (link indices, remaining
+bytes, rates, time left), grown by doubling and compacted by moving the last
+flow into the hole a finished one leaves. Starting or finishing a flow costs
+O(1) Python work, an O(F) update of the remaining bytes, and one re-share (a
+vectorized max–min computation over the F flows in transfer) the next time
+the clock is read; flows started at one instant with no look at the clock in
+between are shared once. Deliveries waiting out their latency sit in a heap
+keyed by (delivery time, start order), which is also the order ``advance``
+reports them in. Nothing depends on hashing or randomness: the same calls give
+bit-identical results.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from hetsync.algos.maxmin import progressive_fill
 
-# A flow counts as done when its remaining bytes are at most this fraction of
-# its size, or when its finish time is within _DONE_S (+ a few ulps of the
-# clock) of now: floating-point leftovers must not create extra events.
+# A flow counts as done once its remaining bytes are at most _DONE_RTOL of its
+# size, or once its finish time is within _DONE_S (plus a few ulps of the
+# clock) of now, so that floating-point leftovers make no extra events.
 _DONE_RTOL = 1e-9
 _DONE_S = 1e-12
 _CLOCK_RTOL = 1e-15
@@ -40,12 +43,12 @@ _CLOCK_RTOL = 1e-15
 _INITIAL_SLOTS = 64
 
 
-def _node_values(values: Sequence[float], name: str, finite: bool) -> list[float]:
-    """Return ``values`` as a list of floats, each nonnegative (and finite if asked)."""
+def _node_values(values: Iterable[float], name: str, finite: bool) -> list[float]:
+    """Return ``values`` as floats, checking each is nonnegative (and finite if asked)."""
     try:
         out = [float(v) for v in values]
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a sequence of numbers ({exc})") from None
+        raise ValueError(f"{name} must be a sequence of numbers, one per node ({exc})") from None
     for i, v in enumerate(out):
         if not v >= 0.0 or (finite and v == math.inf):
             kind = "finite and nonnegative" if finite else "nonnegative (inf allowed)"
@@ -54,16 +57,17 @@ def _node_values(values: Sequence[float], name: str, finite: bool) -> list[float
 
 
 def _time_tol(t: float) -> float:
+    """How close to ``t`` a finish time counts as reached at ``t``."""
     return _DONE_S + _CLOCK_RTOL * abs(t)
 
 
 class Network:
     """Flows between nodes sharing uplinks and downlinks max–min fairly.
 
-    Times are absolute virtual seconds and must never go backwards across
-    calls. The usual driver loop is: call ``start_flow`` for new transfers,
-    ask ``next_event_s``, and call ``advance`` at that time (or at an earlier
-    time of the driver's own) to collect the delivered tokens.
+    Times are absolute virtual seconds and never go backwards across calls.
+    A driver starts transfers with ``start_flow``, reads ``next_event_s`` and
+    calls ``advance`` at that time, or earlier when it has an event of its own
+    first, to collect the tokens of the delivered flows.
     """
 
     def __init__(
@@ -72,12 +76,12 @@ class Network:
         downlink_Bps: Sequence[float],
         latency_s: Sequence[float] | float,
     ) -> None:
-        """Build a network of ``M = len(uplink_Bps)`` nodes.
+        """Build a network of ``M = len(uplink_Bps)`` nodes, numbered from 0.
 
         Args:
-            uplink_Bps: uplink capacity of each node, bytes/s (``inf`` allowed).
-            downlink_Bps: downlink capacity of each node, same length.
-            latency_s: one latency for every node, or one per node (seconds).
+            uplink_Bps: each node's uplink capacity in bytes/s (``inf`` allowed).
+            downlink_Bps: each node's downlink capacity, same length.
+            latency_s: one latency in seconds for every node, or one per node.
 
         Raises:
             ValueError: naming the argument, on a negative or NaN capacity, a
@@ -90,67 +94,71 @@ class Network:
             raise ValueError("uplink_Bps is empty: the network needs at least one node")
         if len(down) != m:
             raise ValueError(f"downlink_Bps has {len(down)} entries, uplink_Bps has {m}")
-        if np.ndim(latency_s) == 0:
-            lat = _node_values([latency_s], "latency_s", finite=True) * m
-        else:
+        if isinstance(latency_s, (Sequence, np.ndarray)):
             lat = _node_values(latency_s, "latency_s", finite=True)
             if len(lat) != m:
                 raise ValueError(f"latency_s has {len(lat)} entries, uplink_Bps has {m}")
+        else:
+            try:
+                lat = [float(latency_s)] * m
+            except (TypeError, ValueError):
+                raise ValueError(f"latency_s = {latency_s!r}: must be a number or one per node") from None
+            if not 0.0 <= lat[0] < math.inf:
+                raise ValueError(f"latency_s = {lat[0]!r}: must be finite and nonnegative")
 
         self._m = m
         self._latency = lat
+        # With one latency everywhere the next delivery is the next finish plus
+        # that latency; otherwise the flows' latencies are kept in an array.
+        self._uniform_latency = lat[0] if min(lat) == max(lat) else None
         self._up_inf = [c == math.inf for c in up]
         self._down_inf = [c == math.inf for c in down]
         # Link i is node i's uplink, link m + i node i's downlink.
         self._capacity = np.array(up + down, dtype=np.float64)
-        self._link_flows = np.zeros(2 * m, dtype=np.float64)
+        self._has_dead_link = bool((self._capacity == 0.0).any())  # rates of 0 possible
+        self._link_flows = np.zeros(2 * m, dtype=np.float64)  # flows in transfer per link
 
-        # Flows in transfer occupy slots [0, n) of these arrays.
+        # The flows in transfer occupy slots [0, n) of these arrays.
         self._n = 0
         slots = _INITIAL_SLOTS
-        self._up = np.zeros(slots, dtype=np.intp)
-        self._down = np.zeros(slots, dtype=np.intp)
-        self._remaining = np.zeros(slots)  # bytes left at time self._t_ref
+        self._links = np.zeros((2, slots), dtype=np.intp)  # uplink, downlink index
+        self._remaining = np.zeros(slots)  # bytes left at time _t_ref
         self._done_bytes = np.zeros(slots)  # remaining bytes that count as done
-        self._rate = np.zeros(slots)
-        self._finish = np.zeros(slots)  # absolute finish time at current rates
         self._flow_latency = np.zeros(slots)
+        self._rate = np.zeros(slots)  # max–min rates, valid unless _dirty
+        self._time_left = np.zeros(slots)  # from _t_ref to the finish, at those rates
         self._meta: list[tuple[float, int, float, object]] = []  # latency, seq, nbytes, token
 
-        self._now = -math.inf  # latest time seen by start_flow or advance
+        self._now = -math.inf  # latest time given to start_flow or advance
         self._t_ref = -math.inf  # time at which _remaining is exact
         self._dirty = False  # flow set changed since the rates were computed
-        self._next_finish = math.inf  # earliest _finish
-        self._min_latency = math.inf  # smallest latency among flows in transfer
+        self._next_finish = math.inf  # earliest finish time at the current rates
+        self._min_latency = math.inf  # smallest latency among the flows in transfer
         self._seq = 0
-        self._deliveries: list[tuple[float, int, float, object]] = []
+        self._deliveries: list[tuple[float, int, float, object]] = []  # heap
         self._bytes_delivered = 0.0
-
-    # ------------------------------------------------------------ public
 
     @property
     def active_flows(self) -> int:
-        """Flows still transferring bytes (as of the latest call)."""
+        """Flows still transferring bytes, as of the latest call's time."""
         return self._n
 
     @property
     def bytes_delivered(self) -> float:
-        """Bytes of all flows returned by ``advance`` so far."""
+        """Bytes of all the flows whose tokens ``advance`` has returned."""
         return self._bytes_delivered
 
-    def start_flow(
-        self, now_s: float, src: int, dst: int, nbytes: int | float, token: object
-    ) -> None:
+    def start_flow(self, now_s: float, src: int, dst: int, nbytes: int | float, token: object) -> None:
         """Start sending ``nbytes`` from node ``src`` to node ``dst`` at ``now_s``.
 
-        ``token`` comes back from ``advance`` once the flow is delivered.
-        Flows finishing at or before ``now_s`` are settled first; their
-        tokens wait for the next ``advance``.
+        ``advance`` returns ``token`` once the flow is delivered. Transfers
+        finishing at or before ``now_s`` are settled first; their tokens wait
+        for the next ``advance``.
 
         Raises:
-            ValueError: if ``now_s`` is earlier than a previous call's time,
-                a node index is out of range, ``src == dst``, or ``nbytes``
-                is negative or not finite.
+            ValueError: if ``now_s`` is earlier than a previous call's time or
+                not finite, a node index is out of range, ``src == dst``, or
+                ``nbytes`` is negative or not finite.
         """
         m = self._m
         if not (0 <= src < m and 0 <= dst < m):
@@ -171,31 +179,31 @@ class Network:
 
         n = self._n
         if n and not self._dirty:
-            # Bring the others' remaining bytes to now: the rates change here.
+            # The rates change now: bring the remaining bytes up to now.
             self._remaining[:n] -= self._rate[:n] * (now_s - self._t_ref)
         self._t_ref = now_s
-        if n == self._up.shape[0]:
+        if n == self._rate.shape[0]:
             self._grow()
-        down = m + dst
-        self._up[n] = src
-        self._down[n] = down
+        downlink = m + dst
+        self._links[0, n] = src
+        self._links[1, n] = downlink
         self._remaining[n] = size
         self._done_bytes[n] = size * _DONE_RTOL
         self._flow_latency[n] = latency
         self._meta.append((latency, seq, size, token))
         self._link_flows[src] += 1.0
-        self._link_flows[down] += 1.0
+        self._link_flows[downlink] += 1.0
         self._n = n + 1
         self._dirty = True
 
     def next_event_s(self) -> float:
-        """Time up to which ``advance`` has nothing to report; ``inf`` if idle.
+        """Time of the next delivery; ``inf`` if nothing is in flight.
 
-        This is the next delivery time whenever the next flow to finish its
-        bytes has the smallest latency among the flows in transfer (always
-        so with one latency for all nodes). With unequal latencies it may be
-        earlier than the next delivery, since a later-finishing flow with a
-        shorter latency could be delivered first; ``advance`` to it then
+        Exact whenever the next transfer to finish has the smallest latency
+        among the transfers in progress, which is always the case when all
+        nodes have one latency. Otherwise a later-finishing transfer with a
+        shorter latency could arrive first, so this returns a lower bound:
+        the next finish plus the smallest latency in play; ``advance`` to it
         settles at least one transfer and may return no tokens. Never earlier
         than the latest call's time.
         """
@@ -207,15 +215,16 @@ class Network:
         return t if t > self._now else self._now
 
     def advance(self, now_s: float) -> list[object]:
-        """Move the network to ``now_s`` and return the tokens delivered by then.
+        """Move the network to ``now_s``; return the tokens delivered by then.
 
-        Tokens come in delivery order, ties broken by start order; each is
-        returned once. Any ``now_s`` at or after the previous call's time is
-        handled exactly: transfers finishing in between re-share the links at
-        their own finish times.
+        Tokens come in order of delivery time, then start order, each once.
+        Any ``now_s`` at or after the previous call's time is handled exactly:
+        transfers finishing in between re-share the links at their own
+        finish times.
 
         Raises:
-            ValueError: if ``now_s`` is earlier than a previous call's time.
+            ValueError: if ``now_s`` is earlier than a previous call's time or
+                not finite.
         """
         self._settle(now_s)
         heap = self._deliveries
@@ -226,28 +235,24 @@ class Network:
             out.append(token)
         return out
 
-    # ----------------------------------------------------------- private
-
     def _settle(self, now_s: float) -> None:
         """Finish every transfer done by ``now_s``, each at its own time."""
         if not now_s >= self._now or not math.isfinite(now_s):
-            raise ValueError(
-                f"now_s = {now_s!r}: must be finite and not before the network's time {self._now!r}"
-            )
+            raise ValueError(f"now_s = {now_s!r}: must be finite and not before the network's time {self._now!r}")
         self._now = now_s
         if self._dirty and now_s == self._t_ref:
-            return  # no time passes: share once, after all the flows of this instant
-        tol = _time_tol(now_s)
+            return  # no time passes: no transfer can finish
+        limit = now_s + _time_tol(now_s)
         while True:
             if self._dirty:
                 self._reshare()
             t = self._next_finish
-            if t > now_s + tol:
+            if t > limit:
                 return
             self._finish_transfers(t if t < now_s else now_s)
 
     def _reshare(self) -> None:
-        """Recompute the rates and finish times of the flows in transfer."""
+        """Recompute the rates and the time left of the flows in transfer."""
         self._dirty = False
         n = self._n
         if n == 0:
@@ -255,38 +260,41 @@ class Network:
             self._min_latency = math.inf
             return
         rate = self._rate[:n]
-        progressive_fill(self._capacity, (self._up[:n], self._down[:n]), self._link_flows, rate)
-        finish = self._finish[:n]
-        with np.errstate(divide="ignore"):  # rate 0 on a zero-capacity link: never
-            np.divide(self._remaining[:n], rate, out=finish)
-        finish += self._t_ref
-        self._next_finish = float(finish.min())
-        self._min_latency = float(self._flow_latency[:n].min())
+        progressive_fill(self._capacity, self._links[:, :n], self._link_flows, rate)
+        time_left = self._time_left[:n]
+        if self._has_dead_link:
+            with np.errstate(divide="ignore"):  # rate 0: never finishes
+                np.divide(self._remaining[:n], rate, out=time_left)
+        else:
+            np.divide(self._remaining[:n], rate, out=time_left)
+        self._next_finish = self._t_ref + float(time_left[time_left.argmin()])
+        if self._uniform_latency is None:
+            latency = self._flow_latency[:n]
+            self._min_latency = float(latency[latency.argmin()])
+        else:
+            self._min_latency = self._uniform_latency
 
     def _finish_transfers(self, t: float) -> None:
-        """Remove the flows done at time ``t`` and queue their deliveries."""
+        """Move the clock of the transfers to ``t``; queue and remove those done."""
         n = self._n
+        dt = t - self._t_ref
         remaining = self._remaining[:n]
-        remaining -= self._rate[:n] * (t - self._t_ref)
+        remaining -= self._rate[:n] * dt
         self._t_ref = t
-        done = np.flatnonzero(
-            (self._finish[:n] <= t + _time_tol(t)) | (remaining <= self._done_bytes[:n])
-        )
+        done = (self._time_left[:n] <= dt + _time_tol(t)) | (remaining <= self._done_bytes[:n])
         meta = self._meta
-        for i in done[::-1].tolist():
+        links = self._links
+        link_flows = self._link_flows
+        moved = (self._remaining, self._done_bytes, self._flow_latency)  # rates are recomputed
+        for i in done.nonzero()[0][::-1].tolist():
             latency, seq, size, token = meta[i]
             heapq.heappush(self._deliveries, (t + latency, seq, size, token))
-            self._link_flows[self._up[i]] -= 1.0
-            self._link_flows[self._down[i]] -= 1.0
+            link_flows[links[0, i]] -= 1.0
+            link_flows[links[1, i]] -= 1.0
             n -= 1
             if i != n:  # move the last flow into the hole
-                for arr in (
-                    self._up,
-                    self._down,
-                    self._remaining,
-                    self._done_bytes,
-                    self._flow_latency,
-                ):
+                links[:, i] = links[:, n]
+                for arr in moved:
                     arr[i] = arr[n]
                 meta[i] = meta[n]
             meta.pop()
@@ -294,17 +302,10 @@ class Network:
         self._dirty = True
 
     def _grow(self) -> None:
-        """Double the capacity of the flow arrays."""
-        for name in (
-            "_up",
-            "_down",
-            "_remaining",
-            "_done_bytes",
-            "_rate",
-            "_finish",
-            "_flow_latency",
-        ):
+        """Double the number of slots of the flow arrays."""
+        for name in ("_links", "_remaining", "_done_bytes", "_flow_latency", "_rate", "_time_left"):
             old = getattr(self, name)
-            new = np.zeros(2 * old.shape[0], dtype=old.dtype)
-            new[: old.shape[0]] = old
+            slots = old.shape[-1]
+            new = np.zeros((*old.shape[:-1], 2 * slots), dtype=old.dtype)
+            new[..., :slots] = old
             setattr(self, name, new)

@@ -42,12 +42,26 @@ class TimingModel:
             raise PolicyError(
                 f"worker {worker} asked for batch {batch_size} above its memory cap max_batch={sc.max_batch[worker]}"
             )
-        duration = sc.nominal_step_s(worker, batch_size) - sc.delay_s[worker]
+        base = sc.nominal_step_s(worker, batch_size) - sc.delay_s[worker]
+        return base * self.random_factor(worker, now_s) + sc.delay_s[worker]
+
+    def random_factor(self, worker: int, now_s: float) -> float:
+        """noise · straggle · load for one step (the static slowdown is in the base)."""
+        sc = self.sc
+        factor = 1.0
         rng = self._rngs[worker]
         if self._sigma > 0:
-            duration *= math.exp(rng.normal(self._mu, self._sigma))
+            factor *= math.exp(rng.normal(self._mu, self._sigma))
         if sc.straggler_prob > 0 and rng.random() < sc.straggler_prob:
-            duration *= sc.straggler_factor
+            factor *= sc.straggler_factor
         if sc.background_load is not None:
-            duration *= sc.background_load.factor_at(worker, now_s)
-        return duration + sc.delay_s[worker]
+            factor *= sc.background_load.factor_at(worker, now_s)
+        return factor
+
+    def extra_sleep_s(self, worker: int, measured_s: float, now_s: float) -> float:
+        """For real processes: how long to sleep after a step that really took
+        ``measured_s`` so that it lasts as the scenario says this worker's
+        steps last (slowdown, noise, stragglers, load) plus the injected
+        delay. A step cannot be made faster than it really was."""
+        factor = self.sc.slowdown[worker] * self.random_factor(worker, now_s)
+        return max(0.0, measured_s * (factor - 1.0)) + self.sc.delay_s[worker]

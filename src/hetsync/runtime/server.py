@@ -1,0 +1,495 @@
+"""The server process (rank 0): runs the policy against real workers.
+
+It holds the global model and the policy, turns the policy's commands into
+messages (``protocol``), and turns the workers' reports back into events.
+One receiver thread per worker posts a blocking receive from that worker
+and queues what arrives; the main thread waits on the queue with a timeout,
+so timers, evaluations and checkpoints happen on time.
+
+Why a receive per worker and not one receive-from-any-source: measured on
+gloo, a receive from a named peer fails within milliseconds when that peer's
+process dies (its connection resets), while a receive-from-any keeps waiting
+until the group's timeout. A worker that stays alive but silent longer than
+``worker_timeout_s`` while it owes a report is declared gone as well.
+
+Either way the policy gets ``WorkerLeft`` and the run goes on with the rest;
+the summary's ``workers_left`` says who and when.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from hetsync.errors import DeadlockError, PolicyError
+from hetsync.ledger import HeldPush, Ledger
+from hetsync.policies import make_policy
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Drop,
+    Event,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+    SetTimer,
+    TimerFired,
+    WorkerLeft,
+)
+from hetsync.runtime import protocol as P
+from hetsync.scenario import Scenario
+from hetsync.sim.engine import policy_context
+from hetsync.trace import TraceWriter
+from hetsync.workloads import Workload
+
+DEFAULT_EVAL_EVERY_S = 0.5  # for step-limited runs without eval_every_s
+
+
+@dataclass
+class RuntimeOptions:
+    out_dir: Path
+    worker_timeout_s: float = 60.0
+    checkpoint_dir: Path | None = None
+    checkpoint_every_s: float = 10.0
+    resume: bool = False
+
+
+@dataclass
+class _Peer:
+    """What the server knows about one worker during a run."""
+
+    outstanding: int = 0  # commands sent, not yet reported
+    owed_since_s: float = 0.0  # when the oldest unreported command was sent
+    pull_sent_s: list[float] = field(default_factory=list)
+    compute_s: float = 0.0
+    comm_s: float = 0.0
+    steps: int = 0
+
+
+class ServerProcess:
+    def __init__(self, scenario: Scenario, workload: Workload, opts: RuntimeOptions) -> None:
+        self.sc = scenario
+        self.n = scenario.workers
+        self.workload = workload
+        self.opts = opts
+        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
+        self.alive = set(range(self.n))
+        self.inbox: queue.Queue[tuple[int, torch.Tensor | None, torch.Tensor | None, str | None]] = queue.Queue()
+        self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
+        for w in range(self.n):
+            threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
+
+    # ------------------------------------------------------------ wire
+    def _receive(self, w: int) -> None:
+        rank = w + 1
+        while True:
+            hdr = P.header()
+            payload = None
+            try:
+                dist.recv(hdr, src=rank)
+                if int(hdr[P.R_TYPE]) & P.R_PUSHED:
+                    payload = torch.empty(self.workload.n_params, dtype=torch.float32)
+                    dist.recv(payload, src=rank)
+            except Exception as e:  # the peer is gone: its connection reset
+                self.inbox.put((w, None, None, f"connection lost: {str(e).splitlines()[0][:160]}"))
+                return
+            self.inbox.put((w, hdr, payload, None))
+
+    def _send(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None = None) -> bool:
+        tensors = (hdr,) if payload is None else (hdr, payload)
+        try:
+            for t in tensors:
+                self._sends.append((dist.isend(t, dst=w + 1), tensors))
+        except Exception as e:
+            self.inbox.put((w, None, None, f"send failed: {str(e).splitlines()[0][:160]}"))
+            return False
+        return True
+
+    def _reap_sends(self, wait: bool = False) -> None:
+        keep = []
+        for work, tensors in self._sends:
+            if wait:
+                try:
+                    work.wait()
+                except Exception:  # the receiver died; its receiver thread reports it
+                    continue
+            elif not work.is_completed():
+                keep.append((work, tensors))
+        self._sends = keep
+
+    def shutdown(self) -> None:
+        for w in sorted(self.alive):
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_EXIT
+            self._send(w, hdr)
+        self._reap_sends(wait=True)
+
+    # ------------------------------------------------------------- run
+    def run(self, spec: str, trace_path: Path | None, run_index: int = 0) -> dict[str, Any]:
+        return _Run(self, spec, trace_path, run_index).execute()
+
+
+class _Run:
+    """One policy's run on the live workers."""
+
+    def __init__(self, server: ServerProcess, spec: str, trace_path: Path | None, run_index: int) -> None:
+        self.srv = server
+        self.sc = server.sc
+        self.policy = make_policy(spec, policy_context(server.sc))
+        self.label = self.policy.label
+        self.trace = TraceWriter(trace_path)
+        self.trace_path = trace_path
+        self.run_index = run_index
+        self.peers = [_Peer() for _ in range(server.n)]
+        self.timers: list[tuple[float, int, str]] = []
+        self._timer_seq = 0
+        sc = self.sc
+        self.budget = sc.max_steps * server.n if sc.max_steps is not None else None
+        self.eval_every_s = sc.eval_every_s or (sc.max_time_s / 40 if sc.max_time_s else DEFAULT_EVAL_EVERY_S)
+        self.resumed: dict[str, Any] | None = None
+        theta = server.workload.init_params(sc.seed)
+        version, self.offset_s = 0, 0.0
+        ckpt = self._checkpoint_path()
+        if server.opts.resume and ckpt is not None and ckpt.exists():
+            state = torch.load(ckpt, weights_only=True)
+            theta, version, self.offset_s = state["theta"], int(state["version"]), float(state["elapsed_s"])
+            self.policy.load_state_dict(state["policy_state"])
+            self.resumed = {"version": version, "elapsed_s": self.offset_s, "steps": int(state["steps"])}
+        self.ledger = Ledger(self.policy, server.workload, theta, self.trace, version=version)
+        if self.resumed is not None:
+            self.ledger.curve = [list(p) for p in state["curve"]]
+            self.ledger.started_steps = self.ledger.steps = self.ledger.applied_steps = self.resumed["steps"]
+        self.stop_reason = "drained"
+
+    # ----------------------------------------------------------- clock
+    def now(self) -> float:
+        return time.time() - self.epoch
+
+    # ------------------------------------------------------- lifecycle
+    def execute(self) -> dict[str, Any]:
+        host_t0 = time.perf_counter()
+        srv, sc = self.srv, self.sc
+        self.epoch = time.time() - self.offset_s
+        self.trace.write(
+            {
+                "t": self.offset_s,
+                "ev": "start",
+                "workers": srv.n,
+                "policy": self.label,
+                "scenario": sc.name,
+                "seed": sc.seed,
+                "model_nbytes": srv.nbytes,
+                "driver": "dist",
+            }
+        )
+        try:
+            self._reset_workers()
+            start = self.now()
+            for w in sorted(set(range(srv.n)) - srv.alive):
+                self._left(w, "left before the run")
+            self.ledger.evaluate(start)
+            self.next_eval = start + self.eval_every_s
+            self.next_ckpt = start + srv.opts.checkpoint_every_s
+            self._execute(self.policy.start(start))
+            self._loop()
+            wall = self.now()
+            self._stop_workers()
+            self.ledger.evaluate(wall)
+            self._save_checkpoint(wall)
+            self.trace.write({"t": wall, "ev": "end", "wall_time_s": wall, "reason": self.stop_reason})
+        finally:
+            self.trace.close()
+        peers = self.peers
+        return self.ledger.summary(
+            scenario=sc,
+            driver="dist",
+            wall_s=wall,
+            compute_s=[p.compute_s for p in peers],
+            comm_s=[p.comm_s for p in peers],
+            worker_steps=[p.steps for p in peers],
+            host_s=time.perf_counter() - host_t0,
+            stop_reason=self.stop_reason,
+            trace_name=self.trace_path.name if self.trace_path is not None else None,
+            extra={"resumed_from": self.resumed},
+        )
+
+    def _reset_workers(self) -> None:
+        """Every live worker starts the run from the server's model."""
+        srv = self.srv
+        for w in sorted(srv.alive):
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_RESET
+            hdr[P.H_EPOCH_US] = P.to_us(self.epoch)
+            hdr[P.H_VERSION] = self.ledger.version
+            hdr[P.H_RUN] = self.run_index
+            srv._send(w, hdr, self.ledger.theta)
+        self._await_all(P.R_RESET)
+
+    def _stop_workers(self) -> None:
+        srv = self.srv
+        for w in sorted(srv.alive):
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_STOP
+            srv._send(w, hdr)
+        self._await_all(P.R_BYE)
+        srv._reap_sends(wait=True)
+
+    def _await_all(self, kind: int) -> None:
+        """Wait for a ``kind`` reply from every live worker; other reports
+        (work that was in flight) are discarded, deaths recorded."""
+        waiting = set(self.srv.alive)
+        deadline = time.time() + self.srv.opts.worker_timeout_s
+        while waiting:
+            try:
+                w, hdr, _, error = self.srv.inbox.get(timeout=max(0.01, deadline - time.time()))
+            except queue.Empty:
+                for w in sorted(waiting):
+                    self._left(w, f"no reply within worker_timeout_s={self.srv.opts.worker_timeout_s}")
+                return
+            if error is not None:
+                self._left(w, error)
+                waiting.discard(w)
+            elif hdr is not None and int(hdr[P.R_TYPE]) & kind:
+                waiting.discard(w)
+
+    # ------------------------------------------------------------ loop
+    def _loop(self) -> None:
+        srv, sc = self.srv, self.sc
+        limit = sc.max_time_s if sc.max_time_s is not None else float("inf")
+        last_progress = 0.0
+        while True:
+            now = self.now()
+            if now >= limit:
+                self.stop_reason = "max_time"
+                return
+            busy = any(self.peers[w].outstanding for w in srv.alive)
+            spent = self.budget is not None and self.ledger.started_steps >= self.budget
+            if not busy and (spent or not srv.alive):
+                self.stop_reason = "max_steps" if spent else "no workers left"
+                return
+            if not busy and not self.timers:
+                raise DeadlockError(
+                    f"{self.label} stalled at t={now:.3f}s: no worker has work and no timer is set "
+                    f"({self.ledger.started_steps} steps started, workers alive: {sorted(srv.alive)})"
+                )
+            wake = min(limit, self.next_eval, self.timers[0][0] if self.timers else limit)
+            try:
+                item = srv.inbox.get(timeout=min(1.0, max(0.0, wake - now)))
+            except queue.Empty:
+                item = None
+            now = self.now()
+            if item is not None:
+                w, hdr, payload, error = item
+                if error is not None:
+                    self._left(w, error)
+                elif w in srv.alive and hdr is not None:
+                    self._report(w, hdr, payload, now)
+            while self.timers and self.timers[0][0] <= now:
+                at, _, tag = heapq.heappop(self.timers)
+                self._deliver(TimerFired(now_s=now, tag=tag))
+            self._watchdog(now)
+            if now >= self.next_eval:
+                self.ledger.evaluate(now)
+                self.next_eval = now + self.eval_every_s
+            if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
+                self._save_checkpoint(now)
+                self.next_ckpt = now + self.srv.opts.checkpoint_every_s
+            if now - last_progress >= 0.5:
+                last_progress = now
+                self._progress(now)
+                srv._reap_sends()
+
+    def _watchdog(self, now: float) -> None:
+        timeout = self.srv.opts.worker_timeout_s
+        for w in sorted(self.srv.alive):
+            p = self.peers[w]
+            if p.outstanding and now - p.owed_since_s > timeout:
+                self._left(w, f"no reply within worker_timeout_s={timeout}")
+
+    def _progress(self, now: float) -> None:
+        parts = []
+        if self.sc.max_time_s is not None:
+            parts.append(now / self.sc.max_time_s)
+        if self.budget is not None:
+            parts.append(self.ledger.started_steps / self.budget)
+        path = self.srv.opts.out_dir / "progress.json"
+        tmp = path.with_name(".progress.tmp")
+        tmp.write_text(json.dumps({"label": self.label, "run": self.run_index, "fraction": min(1.0, max(parts))}))
+        os.replace(tmp, path)
+
+    # --------------------------------------------------------- reports
+    def _report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
+        p = self.peers[w]
+        p.outstanding -= 1
+        p.owed_since_s = now
+        kind = int(hdr[P.R_TYPE])
+        led = self.ledger
+        if kind & P.R_PULLED:
+            sent = p.pull_sent_s.pop(0)
+            end = P.from_us(int(hdr[P.R_PULL_END_US]))
+            version = int(hdr[P.R_VERSION])
+            p.comm_s += max(0.0, end - sent)
+            led.bytes_sent += self.srv.nbytes
+            if int(hdr[P.R_OVERWRITTEN]):
+                led.overwritten(w, int(hdr[P.R_OVERWRITTEN]), now)
+            self.trace.write(
+                {"t": sent, "ev": "pull", "w": w, "end": end, "version": version, "nbytes": self.srv.nbytes}
+            )
+            self._deliver(PullDone(now_s=now, worker=w, version=version))
+        if kind & P.R_COMPUTED:
+            start, end = P.from_us(int(hdr[P.R_C_START_US])), P.from_us(int(hdr[P.R_C_END_US]))
+            batch, base, step = int(hdr[P.R_BATCH]), int(hdr[P.R_BASE]), int(hdr[P.R_STEP])
+            p.compute_s += end - start
+            p.steps += 1
+            led.steps += 1
+            led.samples += batch
+            if int(hdr[P.R_REPLACED]):
+                led.overwritten(w, 1, now)
+            self.trace.write(
+                {"t": start, "ev": "compute", "w": w, "end": end, "step": step, "batch": batch, "base": base}
+            )
+            self._deliver(
+                ComputeDone(now_s=now, worker=w, step=step, batch_size=batch, base_version=base, duration_s=end - start)
+            )
+        if kind & P.R_PUSHED:
+            start = P.from_us(int(hdr[P.R_P_START_US]))
+            push_kind = P.KIND_NAMES[int(hdr[P.R_P_KIND])]
+            steps, samples, base = int(hdr[P.R_P_STEPS]), int(hdr[P.R_P_SAMPLES]), int(hdr[P.R_P_BASE])
+            push_id = led.hold(HeldPush(w, push_kind, payload, base, steps, samples))
+            p.comm_s += max(0.0, now - start)
+            led.bytes_sent += self.srv.nbytes
+            self.trace.write(
+                {
+                    "t": start,
+                    "ev": "push",
+                    "w": w,
+                    "end": now,
+                    "id": push_id,
+                    "kind": push_kind,
+                    "nbytes": self.srv.nbytes,
+                    "steps": steps,
+                }
+            )
+            self._deliver(
+                PushArrived(
+                    now_s=now,
+                    worker=w,
+                    push_id=push_id,
+                    kind=push_kind,  # type: ignore[arg-type]
+                    base_version=base,
+                    steps=steps,
+                    samples=samples,
+                )
+            )
+
+    def _left(self, w: int, reason: str) -> None:
+        srv = self.srv
+        if w not in srv.alive and any(x["worker"] == w for x in self.ledger.left):
+            return
+        srv.alive.discard(w)
+        now = self.now()
+        self.peers[w].outstanding = 0
+        self.ledger.left.append({"worker": w, "t": now, "reason": reason})
+        self.trace.write({"t": now, "ev": "left", "w": w, "reason": reason})
+        self._deliver(WorkerLeft(now_s=now, worker=w))
+
+    # -------------------------------------------------------- commands
+    def _deliver(self, event: Event) -> None:
+        self._execute(self.policy.on_event(event))
+
+    def _execute(self, commands: list[Command]) -> None:
+        for cmd in commands:
+            if isinstance(cmd, (Compute, Pull, Push)):
+                self._command(cmd)
+            elif isinstance(cmd, Apply):
+                self.ledger.apply(cmd, self.now())
+            elif isinstance(cmd, Drop):
+                self.ledger.drop(cmd, self.now())
+            elif isinstance(cmd, SetTimer):
+                self._timer_seq += 1
+                heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
+            else:
+                raise PolicyError(f"{self.label}: unknown command {cmd!r}")
+
+    def _budget_allows(self) -> bool:
+        led = self.ledger
+        if self.budget is not None and led.started_steps >= self.budget:
+            return False
+        led.started_steps += 1
+        return True
+
+    def _command(self, cmd: Compute | Pull | Push) -> None:
+        w = cmd.worker
+        if not 0 <= w < self.srv.n:
+            raise PolicyError(f"{self.label}: {type(cmd).__name__} names worker {w}, not in 0..{self.srv.n - 1}")
+        if w not in self.srv.alive:
+            return
+        hdr = P.header()
+        payload = None
+        now = self.now()
+        step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
+        if isinstance(cmd, Push):
+            hdr[P.H_TYPE] = P.C_PUSH
+            hdr[P.H_PUSH_KIND] = P.KINDS[cmd.kind]
+        if isinstance(cmd, Pull):
+            hdr[P.H_TYPE] |= P.C_PULL
+            hdr[P.H_VERSION] = self.ledger.version
+            hdr[P.H_SENT_US] = P.to_us(now)
+            payload = self.ledger.theta
+        if step is not None and self._budget_allows():
+            hdr[P.H_TYPE] |= P.C_COMPUTE
+            hdr[P.H_BATCH] = step.batch_size
+            if step.local_lr is not None:
+                hdr[P.H_HAS_LR] = 1
+                P.put_float(hdr, P.H_LR, step.local_lr)
+            hdr[P.H_PUSH_AFTER] = P.KINDS[step.push] if step.push is not None else 0
+        if int(hdr[P.H_TYPE]) == 0:
+            return  # a step the budget no longer allows
+        p = self.peers[w]
+        if not self.srv._send(w, hdr, payload):
+            return
+        if payload is not None:
+            p.pull_sent_s.append(now)
+        if p.outstanding == 0:
+            p.owed_since_s = now
+        p.outstanding += 1
+
+    # ------------------------------------------------------ checkpoints
+    def _checkpoint_path(self) -> Path | None:
+        from hetsync.report import safe_name
+
+        d = self.srv.opts.checkpoint_dir
+        return None if d is None else d / f"ckpt-{safe_name(self.label)}.pt"
+
+    def _save_checkpoint(self, now: float) -> None:
+        path = self._checkpoint_path()
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        led = self.ledger
+        state = {
+            "theta": led.theta,
+            "version": led.version,
+            "elapsed_s": now,
+            "steps": led.applied_steps,
+            "curve": led.curve,
+            "policy": self.label,
+            "scenario": self.sc.name,
+            "policy_state": self.policy.state_dict(),
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)

@@ -1,0 +1,156 @@
+"""A real worker process: executes the server's commands on its shard.
+
+The worker holds no policy logic: it receives a command, does it (pull the
+model, compute a step with real data, push a gradient or delta), and reports
+what happened with its own timestamps. Heterogeneity is applied for real: a
+step sleeps for the extra share the scenario gives this worker (slowdown,
+noise, stragglers, background load, injected delay) on top of its measured
+compute time; with ``throttle`` its transfers last at least
+``model bytes / bandwidth``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+
+from hetsync.localmodel import LocalModel
+from hetsync.runtime import protocol as P
+from hetsync.scenario import Scenario
+from hetsync.sim.timing import TimingModel
+from hetsync.workloads import Workload
+
+SERVER_RANK = 0
+
+
+class WorkerProcess:
+    def __init__(
+        self,
+        worker: int,
+        scenario: Scenario,
+        workload: Workload,
+        *,
+        throttle: bool = False,
+        kill_at_s: float | None = None,
+    ) -> None:
+        self.w = worker
+        self.sc = scenario
+        self.workload = workload
+        self.kill_at_s = kill_at_s
+        bw = scenario.bandwidth_Bps[worker]
+        nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
+        self.transfer_floor_s = nbytes / bw if throttle and bw < math.inf else 0.0
+        self.epoch = time.time()
+        self.model = LocalModel(None)
+        self.steps = 0
+
+    # --------------------------------------------------------------- io
+    def _now_s(self) -> float:
+        return time.time() - self.epoch
+
+    def _recv_model(self) -> torch.Tensor:
+        buf = torch.empty(self.workload.n_params, dtype=torch.float32)
+        dist.recv(buf, src=SERVER_RANK)
+        return buf
+
+    def _send(self, rep: torch.Tensor, payload: torch.Tensor | None = None) -> None:
+        dist.send(rep, dst=SERVER_RANK)
+        if payload is not None:
+            dist.send(payload.contiguous(), dst=SERVER_RANK)
+
+    # ------------------------------------------------------------- loop
+    def serve(self) -> None:
+        hdr = P.header()
+        while True:
+            dist.recv(hdr, src=SERVER_RANK)
+            kind = int(hdr[P.H_TYPE])
+            if kind & P.C_EXIT:
+                return
+            if kind & P.C_RESET:
+                self._reset(hdr)
+                continue
+            if kind & P.C_STOP:
+                rep = P.header()
+                rep[P.R_TYPE] = P.R_BYE
+                self._send(rep)
+                continue
+            self._maybe_die()
+            self._command(hdr, kind)
+
+    def _reset(self, hdr: torch.Tensor) -> None:
+        model = self._recv_model()
+        self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
+        self.model = LocalModel(model, int(hdr[P.H_VERSION]))
+        self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
+        self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
+        self.steps = 0
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_RESET
+        self._send(rep)
+
+    def _maybe_die(self) -> None:
+        """Fault injection for tests and demos: an abrupt death, like kill -9."""
+        if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _command(self, hdr: torch.Tensor, kind: int) -> None:
+        rep = P.header()
+        payload = None
+        if kind & P.C_PUSH:
+            payload = self._push(rep, P.KIND_NAMES[int(hdr[P.H_PUSH_KIND])])
+        if kind & P.C_PULL:
+            model = self._recv_model()
+            self._throttle(P.from_us(int(hdr[P.H_SENT_US])))
+            rep[P.R_OVERWRITTEN] = self.model.load(model, int(hdr[P.H_VERSION]))
+            rep[P.R_TYPE] |= P.R_PULLED
+            rep[P.R_VERSION] = int(hdr[P.H_VERSION])
+            rep[P.R_PULL_END_US] = P.to_us(self._now_s())
+        if kind & P.C_COMPUTE:
+            lr = P.get_float(hdr, P.H_LR) if int(hdr[P.H_HAS_LR]) else None
+            self._compute(rep, int(hdr[P.H_BATCH]), lr)
+            after = int(hdr[P.H_PUSH_AFTER])
+            if after:
+                payload = self._push(rep, P.KIND_NAMES[after])
+        self._send(rep, payload)
+
+    def _throttle(self, started_s: float) -> None:
+        left = self.transfer_floor_s - (self._now_s() - started_s)
+        if left > 0:
+            time.sleep(left)
+
+    def _compute(self, rep: torch.Tensor, batch: int, local_lr: float | None) -> None:
+        start = self._now_s()
+        base = self.model.base_version
+        x, y = self.shard.next_batch(batch)
+        t0 = time.perf_counter()
+        grad, _ = self.workload.gradient(self.model.local, x, y)
+        measured = time.perf_counter() - t0
+        extra = self.timing.extra_sleep_s(self.w, measured, start)
+        if extra > 0:
+            time.sleep(extra)
+        rep[P.R_REPLACED] = self.model.finish_step(grad, batch, base, local_lr)
+        rep[P.R_TYPE] |= P.R_COMPUTED
+        rep[P.R_C_START_US] = P.to_us(start)
+        rep[P.R_C_END_US] = P.to_us(self._now_s())
+        rep[P.R_STEP] = self.steps
+        rep[P.R_BATCH] = batch
+        rep[P.R_BASE] = base
+        self.steps += 1
+
+    def _push(self, rep: torch.Tensor, kind: str) -> torch.Tensor:
+        start = self._now_s()
+        push = self.model.take_push(kind)
+        self._throttle(start)
+        rep[P.R_TYPE] |= P.R_PUSHED
+        rep[P.R_P_KIND] = P.KINDS[push.kind]
+        rep[P.R_P_STEPS] = push.steps
+        rep[P.R_P_SAMPLES] = push.samples
+        rep[P.R_P_BASE] = push.base_version
+        rep[P.R_P_START_US] = P.to_us(start)
+        assert push.payload is not None
+        return push.payload

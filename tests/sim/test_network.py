@@ -1,0 +1,312 @@
+"""Fluid network: closed-form transfer times, sharing, determinism, invariants."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetsync.algos.maxmin import maxmin_rates
+from hetsync.sim.network import Network
+
+INF = math.inf
+C = 1e6  # bytes/s
+B = 250_000.0  # bytes
+
+
+def drive(net: Network, starts: list[tuple[float, int, int, float, object]]) -> dict[object, float]:
+    """Run the usual driver loop; return each token's delivery time.
+
+    ``starts`` are (time, src, dst, nbytes, token), sorted by time. A flow
+    starts before the network is advanced to its start time's deliveries.
+    """
+    delivered: dict[object, float] = {}
+    pending = list(starts)
+    while True:
+        t_net = net.next_event_s()
+        if pending and pending[0][0] <= t_net:
+            t, src, dst, nbytes, token = pending.pop(0)
+            net.start_flow(t, src, dst, nbytes, token)
+        elif t_net < INF:
+            for token in net.advance(t_net):
+                assert token not in delivered
+                delivered[token] = t_net
+        else:
+            return delivered
+
+
+def uniform(m: int, up: float = C, down: float = C, latency: float = 0.0) -> Network:
+    return Network([up] * m, [down] * m, latency)
+
+
+# ------------------------------------------------------------ closed forms
+
+
+@pytest.mark.parametrize("latency", [0.0, 0.003])
+def test_one_flow_takes_size_over_capacity_plus_latency(latency):
+    net = uniform(2, latency=latency)
+    assert drive(net, [(1.0, 1, 0, B, "a")]) == {"a": pytest.approx(1.0 + B / C + latency, rel=1e-12)}
+    assert net.active_flows == 0
+    assert net.bytes_delivered == B
+
+
+def test_slower_of_uplink_and_downlink_limits():
+    net = Network([C, 4 * C], [C / 2, C], 0.0)
+    assert drive(net, [(0.0, 1, 0, B, "a")])["a"] == pytest.approx(2 * B / C)
+
+
+def test_latency_is_the_larger_endpoint_latency():
+    net = Network([C] * 3, [C] * 3, [0.5, 0.1, 0.2])
+    got = drive(net, [(0.0, 1, 2, B, "a"), (0.0, 2, 0, B, "b")])
+    assert got == {"a": pytest.approx(B / C + 0.2), "b": pytest.approx(B / C + 0.5)}
+
+
+def test_two_senders_share_the_receivers_downlink():
+    net = uniform(3)
+    got = drive(net, [(0.0, 1, 0, B, "a"), (0.0, 2, 0, B, "b")])
+    assert got == {"a": pytest.approx(2 * B / C), "b": pytest.approx(2 * B / C)}
+
+
+def test_when_one_flow_ends_the_other_speeds_up():
+    # a (B) and b (3B) share C: both at C/2 until a is done at 2B/C; b has
+    # 2B left, at full speed: done at 2B/C + 2B/C.
+    net = uniform(3, latency=0.01)
+    got = drive(net, [(0.0, 1, 0, B, "a"), (0.0, 2, 0, 3 * B, "b")])
+    assert got == {"a": pytest.approx(2 * B / C + 0.01), "b": pytest.approx(4 * B / C + 0.01)}
+
+
+def test_late_joiner_slows_the_first_flow():
+    # a alone at C for 0.1 s (0.1 C bytes), then a and b share at C/2.
+    net = uniform(3)
+    size = 0.5 * C
+    got = drive(net, [(0.0, 1, 0, size, "a"), (0.1, 2, 0, size, "b")])
+    t_a = 0.1 + (size - 0.1 * C) / (C / 2)  # 0.9
+    t_b = t_a + (size - (t_a - 0.1) * C / 2) / C  # b has 0.1 C left, at C
+    assert got == {"a": pytest.approx(t_a), "b": pytest.approx(t_b)}
+
+
+@pytest.mark.parametrize("k", [1, 4, 33])
+def test_broadcast_costs_k_transfers_of_the_server_uplink(k):
+    net = Network([C] + [INF] * k, [INF] * (k + 1), 0.001)
+    got = drive(net, [(0.0, 0, w, B, w) for w in range(1, k + 1)])
+    assert got == {w: pytest.approx(k * B / C + 0.001) for w in range(1, k + 1)}
+
+
+def test_incast_with_a_slow_sender():
+    # server downlink 3C shared by 3 senders; sender 1's uplink gives C/2
+    net = Network([INF, C / 2, INF, INF], [3 * C, INF, INF, INF], 0.0)
+    got = drive(net, [(0.0, w, 0, B, w) for w in (1, 2, 3)])
+    # 2, 3 get 1.25 C each until done at B / 1.25C; then 1 continues at C/2
+    assert got[2] == got[3] == pytest.approx(B / (1.25 * C))
+    assert got[1] == pytest.approx(2 * B / C)
+
+
+def test_unlimited_links_deliver_after_the_latency_only():
+    net = Network([INF] * 3, [INF] * 3, [0.0, 0.25, 0.5])
+    got = drive(net, [(2.0, 1, 0, 1e12, "a"), (2.0, 1, 2, 1.0, "b")])
+    assert got == {"a": 2.25, "b": 2.5}
+    assert net.bytes_delivered == 1e12 + 1.0
+
+
+def test_zero_bytes_cost_latency_only_and_share_nothing():
+    net = uniform(3, latency=0.125)
+    got = drive(net, [(0.0, 1, 0, B, "big"), (0.5, 2, 0, 0, "empty")])
+    assert got == {"empty": 0.625, "big": pytest.approx(B / C + 0.125)}
+
+
+def test_zero_capacity_link_never_delivers():
+    net = Network([C, 0.0, C], [C, C, C], 0.0)
+    net.start_flow(0.0, 1, 0, B, "stuck")
+    net.start_flow(0.0, 2, 0, B, "fine")
+    assert net.next_event_s() == pytest.approx(B / C)
+    assert net.advance(net.next_event_s()) == ["fine"]
+    assert net.next_event_s() == INF
+    assert net.advance(1e9) == []
+    assert net.active_flows == 1
+
+
+def test_same_time_deliveries_come_in_start_order():
+    net = uniform(4, latency=0.0)
+    for token, src in (("x", 3), ("y", 1), ("z", 2)):
+        net.start_flow(0.0, src, 0, B, token)
+    assert net.advance(net.next_event_s()) == ["x", "y", "z"]
+
+
+def test_advance_past_several_finishes_resolves_each_in_order():
+    net = uniform(4)
+    net.start_flow(0.0, 1, 0, B, "a")
+    net.start_flow(0.0, 2, 0, 2 * B, "b")
+    net.start_flow(0.0, 3, 0, 3 * B, "c")
+    assert net.advance(100.0) == ["a", "b", "c"]  # all at once, still in order
+    assert net.bytes_delivered == 6 * B
+    again = uniform(4)
+    expected = drive(again, [(0.0, 1, 0, B, "a"), (0.0, 2, 0, 2 * B, "b"), (0.0, 3, 0, 3 * B, "c")])
+    assert expected == {"a": pytest.approx(3 * B / C), "b": pytest.approx(5 * B / C), "c": pytest.approx(6 * B / C)}
+
+
+def test_next_event_with_unequal_latencies_never_skips_a_delivery():
+    # a finishes first but has a long latency; b finishes later and arrives first
+    net = Network([C] * 3, [INF] * 3, [0.0, 1.0, 0.0])
+    got = drive(net, [(0.0, 1, 0, B, "a"), (0.0, 2, 0, 2 * B, "b")])
+    assert got == {"a": pytest.approx(B / C + 1.0), "b": pytest.approx(2 * B / C)}
+
+
+def test_counters_and_idle_state():
+    net = uniform(3)
+    assert net.next_event_s() == INF
+    assert net.advance(5.0) == []
+    net.start_flow(5.0, 1, 0, B, "a")
+    net.start_flow(5.0, 2, 0, B, "b")
+    assert net.active_flows == 2
+    assert net.bytes_delivered == 0.0
+    t = net.next_event_s()
+    assert t == pytest.approx(5.0 + 2 * B / C)
+    assert net.advance(t) == ["a", "b"]
+    assert net.active_flows == 0
+    assert net.bytes_delivered == 2 * B
+    assert net.next_event_s() == INF
+
+
+def test_deterministic_bit_for_bit():
+    rng = np.random.default_rng(7)
+    m = 40
+    up = rng.uniform(0.5, 2.0, m) * C
+    down = rng.uniform(0.5, 2.0, m) * C
+    lat = rng.uniform(0.0, 0.01, m)
+    starts = []
+    t = 0.0
+    for i in range(400):
+        t += float(rng.exponential(0.01))
+        src, dst = rng.choice(m, 2, replace=False)
+        starts.append((t, int(src), int(dst), float(rng.uniform(1, 3e5)), i))
+    runs = [drive(Network(up.tolist(), down.tolist(), lat.tolist()), starts) for _ in range(2)]
+    assert list(runs[0].items()) == list(runs[1].items())  # same order, same floats
+    assert len(runs[0]) == 400
+
+
+# -------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "lat", "match"),
+    [
+        ([1.0, -1.0], [1.0, 1.0], 0.0, r"uplink_Bps\[1\]"),
+        ([1.0, 1.0], [1.0, math.nan], 0.0, r"downlink_Bps\[1\]"),
+        ([1.0, 1.0], [1.0], 0.0, "downlink_Bps has 1 entries"),
+        ([], [], 0.0, "uplink_Bps is empty"),
+        ([1.0, 1.0], [1.0, 1.0], -0.1, "latency_s"),
+        ([1.0, 1.0], [1.0, 1.0], INF, "latency_s"),
+        ([1.0, 1.0], [1.0, 1.0], [0.0], "latency_s has 1 entries"),
+        ([1.0, 1.0], [1.0, 1.0], [0.0, "x"], "latency_s"),
+    ],
+)
+def test_bad_network(up, down, lat, match):
+    with pytest.raises(ValueError, match=match):
+        Network(up, down, lat)
+
+
+def test_bad_flows_and_times():
+    net = uniform(3)
+    with pytest.raises(ValueError, match="same node"):
+        net.start_flow(0.0, 1, 1, B, "x")
+    with pytest.raises(ValueError, match="node indices"):
+        net.start_flow(0.0, 1, 3, B, "x")
+    with pytest.raises(ValueError, match="node indices"):
+        net.start_flow(0.0, -1, 0, B, "x")
+    with pytest.raises(ValueError, match="nbytes"):
+        net.start_flow(0.0, 1, 0, -1.0, "x")
+    with pytest.raises(ValueError, match="nbytes"):
+        net.start_flow(0.0, 1, 0, INF, "x")
+    net.advance(2.0)
+    with pytest.raises(ValueError, match="now_s"):
+        net.start_flow(1.0, 1, 0, B, "x")
+    with pytest.raises(ValueError, match="now_s"):
+        net.advance(1.5)
+    with pytest.raises(ValueError, match="now_s"):
+        net.advance(math.nan)
+    assert net.active_flows == 0
+
+
+# --------------------------------------------------------------- properties
+
+caps = st.one_of(st.sampled_from([INF, 1e6, 2e6]), st.floats(1e4, 1e7))
+
+
+@st.composite
+def scenarios(draw):
+    m = draw(st.integers(2, 6))
+    up = draw(st.lists(caps, min_size=m, max_size=m))
+    down = draw(st.lists(caps, min_size=m, max_size=m))
+    lat = draw(st.lists(st.sampled_from([0.0, 1e-3, 0.02]), min_size=m, max_size=m))
+    n = draw(st.integers(1, 25))
+    starts = []
+    t = 0.0
+    for i in range(n):
+        t += draw(st.sampled_from([0.0, 0.0, 1e-3, 0.01, 0.1, 0.37]))
+        src = draw(st.integers(0, m - 1))
+        dst = draw(st.integers(0, m - 2))
+        dst += dst >= src
+        nbytes = draw(st.one_of(st.just(0.0), st.floats(1.0, 1e6), st.sampled_from([1e5, 3e5])))
+        starts.append((t, src, dst, nbytes, i))
+    return up, down, lat, starts
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_conservation_and_speed_limit(sc):
+    up, down, lat, starts = sc
+    net = Network(up, down, lat)
+    got = drive(net, starts)
+    assert sorted(got) == list(range(len(starts)))
+    assert net.active_flows == 0
+    assert net.bytes_delivered == pytest.approx(sum(s[3] for s in starts), rel=1e-12)
+    for t0, src, dst, nbytes, i in starts:
+        fastest = nbytes / min(up[src], down[dst]) + max(lat[src], lat[dst])
+        assert got[i] >= t0 + fastest * (1 - 1e-9) - 1e-12, (i, got[i], t0, fastest)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_extra_advance_calls_change_nothing(sc):
+    up, down, lat, starts = sc
+    plain = drive(Network(up, down, lat), starts)
+    net = Network(up, down, lat)
+    got: dict[object, float] = {}
+    for t0, src, dst, nbytes, i in starts:
+        # advance in small steps up to each start, then start the flow
+        t = net.next_event_s()
+        while t <= t0:
+            for token in net.advance(t):
+                got[token] = t
+            t = net.next_event_s()
+        for token in net.advance(t0):
+            got[token] = t0
+        net.start_flow(t0, src, dst, nbytes, i)
+    while (t := net.next_event_s()) < INF:
+        for token in net.advance(t):
+            got[token] = t
+    assert got.keys() == plain.keys()
+    for token, t in plain.items():
+        assert got[token] == pytest.approx(t, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_first_delivery_matches_maxmin_rates(sc):
+    up, down, lat, starts = sc
+    m = len(up)
+    flows = [(s[1], s[2], s[3]) for s in starts]
+    net = Network(up, down, 0.0)
+    for i, (src, dst, nbytes) in enumerate(flows):
+        net.start_flow(0.0, src, dst, nbytes, i)
+    links = np.array([[src, m + dst] for src, dst, _ in flows])
+    rates = maxmin_rates(np.array(up + down), links)
+    sizes = np.array([nbytes for _, _, nbytes in flows])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = np.where(sizes == 0, 0.0, sizes / rates).min()
+    t = net.next_event_s()
+    assert t == pytest.approx(first, rel=1e-9, abs=1e-12)
+    assert net.advance(t)
