@@ -8,6 +8,7 @@ the scenario's per-worker settings are cut to that many.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from datetime import timedelta
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("gloo", timeout=timedelta(days=1))
     try:
         if rank == 0:
-            return _serve(args, scenario, workload, specs)
+            return _serve_and_report(args, scenario, workload, specs)
         from hetsync.runtime.worker import WorkerProcess
 
         kill_at = args.kill_at_s if args.kill_worker == rank - 1 else None
@@ -84,6 +85,32 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if rank != 0:
             dist.destroy_process_group()
+
+
+EXIT_STATUS = "exit-status.json"
+
+
+def _serve_and_report(args: argparse.Namespace, scenario, workload, specs: list[str]) -> int:  # type: ignore[no-untyped-def]
+    """Serve, then leave ``exit-status.json`` as the very last act: a launcher
+    stops waiting for the agents of workers that died once it appears
+    (torchelastic's exit barrier would otherwise wait for them for minutes)."""
+    status_path = Path(args.out) / EXIT_STATUS
+    status_path.unlink(missing_ok=True)
+    try:
+        code, message = _serve(args, scenario, workload, specs), ""
+    except BadInput as e:
+        code, message = 2, str(e)
+    except Exception as e:  # reported to the launcher, and in this rank's log
+        import traceback
+
+        traceback.print_exc()
+        code, message = 1, f"{type(e).__name__}: {e}"
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    status_path.write_text(json.dumps({"code": code, "error": message}) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # dead workers leave gloo pairs that would block a clean teardown
+    os._exit(code)
 
 
 def _serve(args: argparse.Namespace, scenario, workload, specs: list[str]) -> int:  # type: ignore[no-untyped-def]
@@ -108,15 +135,16 @@ def _serve(args: argparse.Namespace, scenario, workload, specs: list[str]) -> in
             from hetsync.sim.engine import policy_context
 
             label = make_policy(spec, policy_context(scenario)).label
-            runs.append(server.run(spec, out / f"trace-{report.safe_name(label)}.jsonl", run_index=i))
+            name = report.safe_name(label)
+            runs.append(server.run(spec, out / f"trace-{name}.jsonl", run_index=i))
+            torch.save(server.last_model, out / f"model-{name}.pt")  # the final global model
             write_json_atomic(out / "summary.json", runs)
     finally:
         server.shutdown()
     if not args.no_plots:
         report.write_report(runs, out)
     report.terminal_console().print(report.summary_table(runs))
-    # workers that died leave gloo pairs that would block a clean teardown
-    os._exit(0)
+    return 0
 
 
 if __name__ == "__main__":

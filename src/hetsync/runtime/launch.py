@@ -29,6 +29,8 @@ from pathlib import Path
 from hetsync.errors import BadInput
 
 LOOPBACK = "127.0.0.1"
+EXIT_STATUS = "exit-status.json"  # written by the server as its last act
+GRACE_S = 5.0
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -55,6 +57,31 @@ def agent_command(rank: int, world: int, host: str, port: int, runtime_args: Seq
     ]
 
 
+def launch_ddp(nproc: int, ddp_args: Sequence[str], out_dir: Path, *, host: str = LOOPBACK) -> int:
+    """Plain DDP (``hetsync.runtime.ddp``) under one torchrun agent with ``nproc`` processes."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        f"--nproc-per-node={nproc}",
+        f"--master-addr={host}",
+        f"--master-port={free_port(host)}",
+        "--max-restarts=0",
+        "-m",
+        "hetsync.runtime.ddp",
+        *ddp_args,
+        "--out",
+        str(out_dir),
+    ]
+    with (out_dir / "ddp.log").open("w") as log:
+        return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+
+
 def launch(
     nproc: int,
     runtime_args: Sequence[str],
@@ -71,6 +98,7 @@ def launch(
     logs = out_dir / "logs"
     logs.mkdir(exist_ok=True)
     (out_dir / "progress.json").unlink(missing_ok=True)
+    (out_dir / EXIT_STATUS).unlink(missing_ok=True)
     world = nproc + 1
     port = free_port(host)
     env = dict(os.environ)
@@ -83,27 +111,35 @@ def launch(
         cmd = agent_command(rank, world, host, port, runtime_args)
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
     server = procs[0][0]
+    status = out_dir / EXIT_STATUS
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        while server.poll() is None:
+        while server.poll() is None and not status.exists():
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"the run did not finish within {timeout_s}s; see {logs}")
             if on_progress is not None:
                 _report_progress(out_dir / "progress.json", on_progress)
             time.sleep(0.2)
-        # workers exit once the server has told them to; give them a moment
-        for p, _ in procs[1:]:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        # the agents leave by themselves when every rank finished; an agent
+        # whose worker died never reaches torchelastic's exit barrier, so the
+        # others are stopped after a grace period instead of waiting for it
+        grace = time.monotonic() + GRACE_S
+        while time.monotonic() < grace and any(p.poll() is None for p, _ in procs):
+            time.sleep(0.1)
     finally:
         for p, log in procs:
             if p.poll() is None:
-                p.kill()
-                p.wait()
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
             log.close()
-    return server.returncode
+    try:
+        return int(json.loads(status.read_text())["code"])
+    except (OSError, ValueError, KeyError):
+        return server.returncode if server.returncode else 1
 
 
 def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untyped-def]

@@ -139,7 +139,10 @@ class ServerProcess:
 
     # ------------------------------------------------------------- run
     def run(self, spec: str, trace_path: Path | None, run_index: int = 0) -> dict[str, Any]:
-        return _Run(self, spec, trace_path, run_index).execute()
+        run = _Run(self, spec, trace_path, run_index)
+        summary = run.execute()
+        self.last_model = run.ledger.theta
+        return summary
 
 
 class _Run:

@@ -1,0 +1,87 @@
+"""The runtime as real processes: torchrun agents, gloo, a server and workers.
+
+Each test launches real processes on loopback (about half a minute of start-up
+each on a 2-core machine), so the runs are short.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hetsync.policies import REGISTRY
+from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
+
+FAST = ["--scenario", "homogeneous-8", "--set", "jitter=0", "--set", "max_time_s=null", "--no-plots"]
+
+
+def run(tmp: Path, *args: str, nproc: int = 3) -> list[dict]:
+    code = launch(nproc, [*args, "--out", str(tmp)], tmp, timeout_s=300)
+    assert code == 0, server_log_tail(tmp)
+    return json.loads((tmp / "summary.json").read_text())
+
+
+def test_every_policy_runs_to_completion(tmp_path):
+    specs = list(REGISTRY)
+    runs = run(tmp_path, *FAST, "--set", "max_steps=6", "--policies", ",".join(specs))
+    assert [r["policy"] for r in runs] == specs
+    for r in runs:
+        assert r["driver"] == "dist" and r["workers"] == 3
+        assert r["stop_reason"] == "max_steps", r["label"]
+        assert r["steps"] > 0 and r["updates"] > 0, r["label"]
+        assert r["steps"] <= r["applied_steps"] + r["dropped_steps"] + r["outstanding_steps"], r["label"]
+        assert (tmp_path / r["trace"]).stat().st_size > 0
+        assert 0.0 <= r["compute_share"] <= 1.0 and abs(r["compute_share"] + r["comm_share"] + r["wait_share"] - 1) < 1e-6
+
+
+def test_bsp_equals_ddp(tmp_path):
+    steps = 50
+    run(tmp_path, *FAST, "--set", f"max_steps={steps}", "--policies", "bsp")
+    assert launch_ddp(3, ["--scenario", "homogeneous-8", "--steps", str(steps)], tmp_path) == 0
+    ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)
+    ddp = torch.load(tmp_path / "ddp-model.pt", weights_only=True)
+    assert (ours - ddp).abs().max().item() <= 1e-5
+    assert ours.abs().max().item() > 0.1  # a trained model, not two zero vectors
+
+
+def test_killed_worker_does_not_hang_the_run(tmp_path):
+    runs = run(
+        tmp_path,
+        *FAST,
+        "--set",
+        "max_time_s=6",
+        "--policies",
+        "bsp,asp",
+        "--kill-worker",
+        "1",
+        "--kill-at-s",
+        "1.5",
+        "--worker-timeout-s",
+        "5",
+    )
+    bsp = runs[0]
+    assert [x["worker"] for x in bsp["workers_left"]] == [1]
+    assert 1.5 <= bsp["workers_left"][0]["t"] < 4.0  # noticed promptly
+    assert bsp["stop_reason"] == "max_time" and bsp["wall_time_s"] == pytest.approx(6.0, abs=0.5)
+    steps = bsp["per_worker"]["steps"]
+    assert steps[0] > steps[1] and steps[2] > steps[1]  # the others went on without it
+    # the next policy starts without the dead worker and finishes too
+    assert runs[1]["workers_left"][0]["worker"] == 1 and runs[1]["steps"] > 0
+
+
+def test_resume_continues_from_the_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first = run(tmp_path / "a", *FAST, "--set", "max_steps=10", "--policies", "bsp", "--checkpoint-dir", str(ckpt))[0]
+    assert first["updates"] == 10
+    saved = torch.load(ckpt / "ckpt-bsp.pt", weights_only=True)
+    assert saved["version"] == 10
+    second = run(
+        tmp_path / "b", *FAST, "--set", "max_steps=20", "--policies", "bsp", "--checkpoint-dir", str(ckpt), "--resume"
+    )[0]
+    assert second["resumed_from"]["version"] == 10
+    assert second["updates"] == 20  # versions continue from the checkpoint: 10 more rounds
+    assert second["accuracy_curve"][: len(first["accuracy_curve"])] == first["accuracy_curve"]
+    assert second["accuracy_curve"][-1][0] > first["wall_time_s"]  # the clock continues too
