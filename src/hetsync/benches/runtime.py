@@ -1,0 +1,169 @@
+"""``hetsync bench runtime``: the real runtime against DDP, and the simulator
+against the real runtime.
+
+1. hetsync BSP (N worker processes + a server) and PyTorch DDP (N processes)
+   train the same model from the same seed, shards and batch for the same
+   number of steps, one after the other on this machine: time per step of
+   each, their ratio, and the share of it spent computing.
+2. Calibration: a heterogeneous scenario runs on the runtime; the simulator
+   then runs it with its timing taken from that run's trace (each worker's
+   mean measured step time, the mean measured transfer time as latency) and
+   the two wall times are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hetsync.benches.common import Row
+from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
+from hetsync.scenario import load_scenario, scenario_from_dict
+from hetsync.sim.engine import Simulation
+from hetsync.trace import read_trace
+
+NAME = "runtime"
+HELP = "runtime vs DDP (time per step, compute share) and simulator vs runtime (wall time)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nproc", type=int, default=4, help="workers (default 4)")
+    p.add_argument("--steps", type=int, default=200, help="steps per worker for BSP vs DDP (default 200)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--calibrate-scenario", default="hetero-4", help="heterogeneous scenario for sim vs runtime")
+    p.add_argument("--calibrate-steps", type=int, default=60)
+    p.add_argument("--policies", default="bsp,asp,ssp:s=3", help="policies for the sim-vs-runtime comparison")
+    p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    if args.out is not None:
+        return _run(args, args.out)
+    with tempfile.TemporaryDirectory() as tmp:
+        return _run(args, Path(tmp))
+
+
+def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
+    code = launch(nproc, [*args, "--out", str(out), "--no-plots"], out)
+    if code != 0:
+        raise RuntimeError(f"runtime run failed (status {code}):\n{server_log_tail(out)}")
+    return json.loads((out / "summary.json").read_text())
+
+
+def _run(args: argparse.Namespace, out: Path) -> list[Row]:
+    n, steps = args.nproc, args.steps
+    common = ["--set", "jitter=0", "--set", f"batch_size={args.batch_size}"]
+    where = f"homogeneous-8 settings, digits-mlp, batch {args.batch_size}, {n} workers, {steps} steps"
+    ours = _launch(
+        n,
+        out / "bsp",
+        "--scenario",
+        "homogeneous-8",
+        *common,
+        "--set",
+        f"max_steps={steps}",
+        "--set",
+        "max_time_s=null",
+        "--policies",
+        "bsp",
+    )[0]
+    code = launch_ddp(n, ["--scenario", "homogeneous-8", *common, "--steps", str(steps)], out / "ddp")
+    if code != 0:
+        raise RuntimeError(f"DDP run failed (status {code}); see {out / 'ddp' / 'ddp.log'}")
+    ddp = json.loads((out / "ddp" / "ddp.json").read_text())
+    ours_step = ours["wall_time_s"] / ours["updates"]
+    rows: list[Row] = [
+        {"metric": "hetsync BSP time per step", "value": 1e3 * ours_step, "unit": "ms", "setting": where},
+        {"metric": "DDP time per step", "value": 1e3 * ddp["step_s"], "unit": "ms", "setting": where},
+        {
+            "metric": "hetsync BSP / DDP time per step",
+            "value": ours_step / ddp["step_s"],
+            "unit": "ratio",
+            "setting": f"{where} (target <= 1.3)",
+        },
+        {"metric": "hetsync BSP compute share", "value": ours["compute_share"], "unit": "share", "setting": where},
+        {
+            "metric": "DDP compute share",
+            "value": ddp["compute_share"],
+            "unit": "share",
+            "setting": f"{where}; compute timed in a communication-free replay",
+        },
+    ]
+    rows += calibrate(
+        args.calibrate_scenario, [s for s in args.policies.split(",") if s], n, args.calibrate_steps, out / "calibrate"
+    )
+    return rows
+
+
+def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int) -> Any:
+    """The scenario with the simulator's timing taken from a real run's trace."""
+    records = read_trace(trace_path)
+    compute = defaultdict(list)
+    transfers = []
+    for r in records:
+        if r["ev"] == "compute":
+            compute[r["w"]].append(r["end"] - r["t"])
+        elif r["ev"] in ("push", "pull"):
+            transfers.append(r["end"] - r["t"])
+    base = load_scenario(scenario_name).with_workers(n)
+    raw = {
+        k: v
+        for k, v in base.to_dict().items()
+        if k in ("name", "workload", "workload_args", "batch_size", "lr", "target_accuracy", "seed")
+    }
+    raw.update(
+        workers=n,
+        max_steps=steps,
+        fixed_s=1.0,
+        per_sample_s=0.0,
+        slowdown=[statistics.fmean(compute[w]) for w in range(n)],
+        latency_s=statistics.fmean(transfers),
+        policies=["bsp"],
+    )
+    return scenario_from_dict(raw)
+
+
+def calibrate(scenario_name: str, policies: list[str], n: int, steps: int, out: Path) -> list[Row]:
+    real_runs = _launch(
+        n,
+        out,
+        "--scenario",
+        scenario_name,
+        "--set",
+        f"max_steps={steps}",
+        "--set",
+        "max_time_s=null",
+        "--policies",
+        ",".join(policies),
+    )
+    rows = []
+    for spec, real in zip(policies, real_runs, strict=True):
+        sc = calibrated_scenario(scenario_name, out / real["trace"], n, steps)
+        sim = Simulation(sc, spec).run().summary
+        where = f"{scenario_name}, {real['label']}, {n} workers, {steps} steps per worker"
+        rows += [
+            {
+                "metric": f"{real['label']}: runtime wall time",
+                "value": real["wall_time_s"],
+                "unit": "s",
+                "setting": where,
+            },
+            {
+                "metric": f"{real['label']}: simulated wall time (calibrated)",
+                "value": sim["wall_time_s"],
+                "unit": "s",
+                "setting": where,
+            },
+            {
+                "metric": f"{real['label']}: simulated / runtime wall time",
+                "value": sim["wall_time_s"] / real["wall_time_s"],
+                "unit": "ratio",
+                "setting": f"{where} (target within 0.8-1.2)",
+            },
+        ]
+    return rows
