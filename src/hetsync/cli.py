@@ -189,7 +189,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
                     bar.update(tasks[earlier], completed=1.0)
             bar.update(tasks[label], completed=fraction)
 
-        code = launch.launch(nproc, forwarded, out, host=args.host, on_progress=tick)
+        code = launch.launch(nproc, forwarded, out, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
         if code == 0:
             for label in labels:
                 bar.update(tasks[label], completed=1.0)

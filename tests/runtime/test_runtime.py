@@ -7,13 +7,17 @@ each on a 2-core machine), so the runs are short.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from hetsync.cli import main
 from hetsync.policies import REGISTRY
-from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
+from hetsync.runtime.launch import free_port, launch, launch_ddp, server_log_tail
 
 FAST = ["--scenario", "homogeneous-8", "--set", "jitter=0", "--set", "max_time_s=null", "--no-plots"]
 
@@ -24,9 +28,13 @@ def run(tmp: Path, *args: str, nproc: int = 3) -> list[dict]:
     return json.loads((tmp / "summary.json").read_text())
 
 
-def test_every_policy_runs_to_completion(tmp_path):
+def test_every_policy_runs_to_completion(tmp_path, capsys):
     specs = list(REGISTRY)
-    runs = run(tmp_path, *FAST, "--set", "max_steps=6", "--policies", ",".join(specs))
+    argv = ["compare", "--runtime", "dist", "--nproc", "3", "--scenario", "homogeneous-8", "--set", "jitter=0"]
+    argv += ["--set", "max_time_s=null", "--set", "max_steps=6", "--policies", ",".join(specs), "--out", str(tmp_path)]
+    assert main(argv) == 0, server_log_tail(tmp_path)
+    assert "on torch.distributed" in capsys.readouterr().out
+    runs = json.loads((tmp_path / "summary.json").read_text())
     assert [r["policy"] for r in runs] == specs
     for r in runs:
         assert r["driver"] == "dist" and r["workers"] == 3
@@ -34,7 +42,9 @@ def test_every_policy_runs_to_completion(tmp_path):
         assert r["steps"] > 0 and r["updates"] > 0, r["label"]
         assert r["steps"] <= r["applied_steps"] + r["dropped_steps"] + r["outstanding_steps"], r["label"]
         assert (tmp_path / r["trace"]).stat().st_size > 0
-        assert 0.0 <= r["compute_share"] <= 1.0 and abs(r["compute_share"] + r["comm_share"] + r["wait_share"] - 1) < 1e-6
+        assert (
+            0.0 <= r["compute_share"] <= 1.0 and abs(r["compute_share"] + r["comm_share"] + r["wait_share"] - 1) < 1e-6
+        )
 
 
 def test_bsp_equals_ddp(tmp_path):
@@ -85,3 +95,16 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     assert second["updates"] == 20  # versions continue from the checkpoint: 10 more rounds
     assert second["accuracy_curve"][: len(first["accuracy_curve"])] == first["accuracy_curve"]
     assert second["accuracy_curve"][-1][0] > first["wall_time_s"]  # the clock continues too
+
+
+def test_torchrun_example_trains_a_user_module(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=3", "--master-addr=127.0.0.1"]
+    cmd += [f"--master-port={free_port()}", str(root / "examples" / "torchrun_custom_model.py")]
+    cmd += ["--out", str(tmp_path), "--max-time-s", "3"]
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["label"] for r in runs] == ["bsp", "ssp(s=2)"]
+    assert all(r["driver"] == "dist" and r["workers"] == 2 and r["steps"] > 0 for r in runs)

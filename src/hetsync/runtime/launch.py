@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hetsync.errors import BadInput
+from hetsync.runtime.process import EXIT_STATUS  # written by the server as its last act
 
 LOOPBACK = "127.0.0.1"
-EXIT_STATUS = "exit-status.json"  # written by the server as its last act
 GRACE_S = 5.0
 
 

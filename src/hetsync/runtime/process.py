@@ -1,0 +1,135 @@
+"""One runtime process: rank 0 serves, the other ranks work.
+
+``run_process`` is what ``torchrun ... -m hetsync.runtime`` runs on every
+rank, and what your own script calls to train your own model under a
+hetsync policy (see ``examples/torchrun_custom_model.py``)::
+
+    workload = from_module("mine", model, train=(x, y), test=(xt, yt))
+    run_process(scenario, workload, ["bsp", "ssp:s=2"], out="runs/mine")
+
+It must run in a process started by torchrun (it reads ``RANK`` and
+``WORLD_SIZE``). The world size fixes the worker count (world size − 1) and
+the scenario's per-worker settings are cut to that many.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from hetsync.errors import BadInput
+from hetsync.scenario import Scenario
+from hetsync.workloads import Workload
+
+EXIT_STATUS = "exit-status.json"  # written by the server as its last act
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessOptions:
+    out: Path = Path("runs/dist")
+    worker_timeout_s: float = 60.0
+    checkpoint_dir: Path | None = None
+    checkpoint_every_s: float = 10.0
+    resume: bool = False
+    throttle: bool = False
+    plots: bool = True
+    kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
+    kill_at_s: float | None = None  # ... at this time into each run
+
+    def __post_init__(self) -> None:
+        if self.worker_timeout_s <= 0:
+            raise BadInput(f"worker_timeout_s must be > 0, got {self.worker_timeout_s}")
+        if self.checkpoint_every_s <= 0:
+            raise BadInput(f"checkpoint_every_s must be > 0, got {self.checkpoint_every_s}")
+
+
+def run_process(scenario: Scenario, workload: Workload, specs: list[str], options: ProcessOptions | None = None) -> int:
+    """Serve (rank 0) or work (other ranks) until every policy has run."""
+    from hetsync.runner import policy_labels
+
+    opts = options or ProcessOptions()
+    torch.set_num_threads(1)  # many processes share the cores
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world < 2:
+        raise BadInput(
+            "the runtime needs at least 2 processes (a server and a worker): launch with hetsync run or torchrun"
+        )
+    scenario = scenario.with_workers(world - 1)
+    policy_labels(scenario, specs)  # bad specs fail on every rank before any traffic
+    # a day: deaths are seen at once (connection reset), silence by the server's watchdog
+    dist.init_process_group("gloo", timeout=timedelta(days=1))
+    if rank == 0:
+        _serve_and_report(scenario, workload, specs, opts)  # never returns: os._exit
+    from hetsync.runtime.worker import WorkerProcess
+
+    kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
+    try:
+        WorkerProcess(rank - 1, scenario, workload, throttle=opts.throttle, kill_at_s=kill_at).serve()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def _serve_and_report(scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> None:
+    """Serve, then leave ``exit-status.json`` as the very last act: a launcher
+    stops waiting for the agents of workers that died once it appears
+    (torchelastic's exit barrier would otherwise wait for them for minutes)."""
+    status_path = opts.out / EXIT_STATUS
+    status_path.unlink(missing_ok=True)
+    try:
+        code, message = _serve(scenario, workload, specs, opts), ""
+    except BadInput as e:
+        code, message = 2, str(e)
+    except Exception as e:  # reported to the launcher, and in this rank's log
+        traceback.print_exc()
+        code, message = 1, f"{type(e).__name__}: {e}"
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    status_path.write_text(json.dumps({"code": code, "error": message}) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # dead workers leave gloo pairs that would block a clean teardown
+    os._exit(code)
+
+
+def _serve(scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> int:
+    from hetsync import report
+    from hetsync.policies import make_policy
+    from hetsync.runner import write_json_atomic
+    from hetsync.runtime.server import RuntimeOptions, ServerProcess
+    from hetsync.sim.engine import policy_context
+
+    out = opts.out
+    out.mkdir(parents=True, exist_ok=True)
+    server = ServerProcess(
+        scenario,
+        workload,
+        RuntimeOptions(
+            out_dir=out,
+            worker_timeout_s=opts.worker_timeout_s,
+            checkpoint_dir=opts.checkpoint_dir,
+            checkpoint_every_s=opts.checkpoint_every_s,
+            resume=opts.resume,
+        ),
+    )
+    runs = []
+    try:
+        for i, spec in enumerate(specs):
+            name = report.safe_name(make_policy(spec, policy_context(scenario)).label)
+            runs.append(server.run(spec, out / f"trace-{name}.jsonl", run_index=i))
+            torch.save(server.last_model, out / f"model-{name}.pt")  # the final global model
+            write_json_atomic(out / "summary.json", runs)
+    finally:
+        server.shutdown()
+    if opts.plots:
+        report.write_report(runs, out)
+    report.terminal_console().print(report.summary_table(runs))
+    return 0
