@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         b = bench.add_parser(name, help=module.HELP)
         module.add_arguments(b)
         b.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+        b.add_argument("--md", type=Path, default=None, metavar="FILE", help="also write them as a markdown table")
     return parser
 
 
@@ -247,12 +248,15 @@ def _cmd_scenarios() -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from hetsync.benches import BENCHES
-    from hetsync.benches.common import print_rows, write_rows
+    from hetsync.benches.common import print_rows, write_markdown, write_rows
 
     rows = BENCHES[args.bench].run(args)
     print_rows(rows, title=f"hetsync bench {args.bench}")
     if args.json is not None:
         write_rows(rows, args.json)
+    if args.md is not None:
+        command = "hetsync " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else f"hetsync bench {args.bench}"
+        write_markdown(rows, args.md, title=f"hetsync bench {args.bench}", command=command)
     return 0
 
 
