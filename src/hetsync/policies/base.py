@@ -57,6 +57,9 @@ class ComputeDone(Event):
     batch_size: int
     base_version: int  # global version the worker's model derives from
     duration_s: float
+    # background load the worker saw during the step, as a resource monitor
+    # would report it (1.0 = unloaded, 2.0 = steps take twice as long)
+    load: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

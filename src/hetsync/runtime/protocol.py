@@ -50,7 +50,8 @@ R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
     R_P_START_US,
     R_REPLACED,
     R_OVERWRITTEN,
-) = range(15)
+    R_LOAD,  # float bits: the background load the worker saw during the step
+) = range(16)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}

@@ -365,7 +365,15 @@ class _Run:
                 {"t": start, "ev": "compute", "w": w, "end": end, "step": step, "batch": batch, "base": base}
             )
             self._deliver(
-                ComputeDone(now_s=now, worker=w, step=step, batch_size=batch, base_version=base, duration_s=end - start)
+                ComputeDone(
+                    now_s=now,
+                    worker=w,
+                    step=step,
+                    batch_size=batch,
+                    base_version=base,
+                    duration_s=end - start,
+                    load=P.get_float(hdr, P.R_LOAD),
+                )
             )
         if kind & P.R_PUSHED:
             start = P.from_us(int(hdr[P.R_P_START_US]))

@@ -140,6 +140,7 @@ class WorkerProcess:
         rep[P.R_STEP] = self.steps
         rep[P.R_BATCH] = batch
         rep[P.R_BASE] = base
+        P.put_float(rep, P.R_LOAD, self.timing.load_factor(self.w, start))
         self.steps += 1
 
     def _push(self, rep: torch.Tensor, kind: str) -> torch.Tensor:

@@ -146,6 +146,7 @@ class Simulation:
         self._seq = 0
         self._net_epoch = 0
         self._live = 0  # heap entries other than evaluations
+        self._net_dirty = False  # flows started since the network was last read
         self.budget = scenario.max_steps * n if scenario.max_steps is not None else None
         self.stop_reason = "drained"
         self.events = 0
@@ -158,6 +159,9 @@ class Simulation:
         heapq.heappush(self._heap, (at_s, prio, self._seq, payload))
 
     def _schedule_net(self) -> None:
+        """Re-read the network's next delivery, once per handled event: flows
+        started at one instant (a broadcast) cost one re-share, not one each."""
+        self._net_dirty = False
         self._net_epoch += 1
         at = self.net.next_event_s()
         if at < math.inf:
@@ -244,7 +248,13 @@ class Simulation:
             self._push(Push(worker=index, kind=cmd.push))
         self._deliver(
             ComputeDone(
-                now_s=self.now, worker=index, step=step, batch_size=b, base_version=base, duration_s=self.now - start_s
+                now_s=self.now,
+                worker=index,
+                step=step,
+                batch_size=b,
+                base_version=base,
+                duration_s=self.now - start_s,
+                load=self.timing.load_factor(index, start_s),
             )
         )
 
@@ -281,7 +291,7 @@ class Simulation:
         node = tr.worker + 1
         src, dst = (node, SERVER) if tr.kind == "push" else (SERVER, node)
         self.net.start_flow(self.now, src, dst, tr.nbytes, tr)
-        self._schedule_net()
+        self._net_dirty = True
 
     def _transfer_done(self, tr: _Transfer) -> None:
         w = self.workers[tr.worker]
@@ -353,6 +363,8 @@ class Simulation:
             every = self.eval_interval_s()
             self._schedule(every, _EVAL, None)
             self._execute(self.policy.start(0.0))
+            if self._net_dirty:
+                self._schedule_net()
             self._loop(every)
             for w in self.workers:
                 self._settle(w)
@@ -398,11 +410,13 @@ class Simulation:
                 if payload == self._net_epoch:
                     for tr in self.net.advance(at):
                         self._transfer_done(tr)
-                    self._schedule_net()
+                    self._net_dirty = True
             elif prio == _COMPUTE:
                 self._compute_done(payload)
             else:
                 self._deliver(TimerFired(now_s=at, tag=payload))
+            if self._net_dirty:
+                self._schedule_net()
             countdown -= 1
             if countdown == 0 and self.progress is not None:
                 countdown = report_every

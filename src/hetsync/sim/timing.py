@@ -58,6 +58,11 @@ class TimingModel:
             factor *= sc.background_load.factor_at(worker, now_s)
         return factor
 
+    def load_factor(self, worker: int, now_s: float) -> float:
+        """The background load on the worker at ``now_s`` (1.0 when none)."""
+        load = self.sc.background_load
+        return 1.0 if load is None else load.factor_at(worker, now_s)
+
     def extra_sleep_s(self, worker: int, measured_s: float, now_s: float) -> float:
         """For real processes: how long to sleep after a step that really took
         ``measured_s`` so that it lasts as the scenario says this worker's
