@@ -3,7 +3,9 @@
 For random worker speeds, noise, stragglers and networks (hypothesis):
 - the run finishes (no deadlock) and spends its whole step budget;
 - every computed step is applied, explicitly dropped, or still in flight at
-  the stop, and nothing is in flight at all for the policies that drain;
+  the stop — held at the server, unpushed on its worker, or being computed,
+  and those add up exactly — and nothing is in flight at all for the
+  policies that drain;
 - barriers hold: when a worker starts its step c, every worker has finished
   at least c − bound steps (bound = 0 for BSP, s for SSP, H − 1 for local SGD);
 - backup workers apply exactly N − b fresh gradients per round.
@@ -16,6 +18,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +50,7 @@ def clusters(draw):
         "straggler_factor": 5.0,
         "latency_s": draw(st.sampled_from([0.0, 0.001])),
     }
-    if draw(st.booleans()):
+    if draw(st.integers(0, 2)):  # mostly slow links: transfers overlap steps and each other
         raw["bandwidth_Bps"] = draw(st.lists(st.floats(1e5, 1e7), min_size=n, max_size=n))
         raw["model_bytes"] = 20_000
     return scenario_from_dict(raw)
@@ -63,9 +66,10 @@ def check_step_gaps(records, n, bound, label):
         assert r["step"] - min(finished) <= bound, (label, r, finished)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sc=clusters(), spec=st.sampled_from(SPECS))
-def test_policy_contract(sc, spec):
+@pytest.mark.parametrize("spec", SPECS)
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(sc=clusters())
+def test_policy_contract(spec, sc):
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.jsonl"
         sim = Simulation(sc, spec, trace_path=trace, math=False)
@@ -78,9 +82,8 @@ def test_policy_contract(sc, spec):
     assert s["outstanding_steps"] >= 0
     if s["policy"] in DRAINS:
         assert s["outstanding_steps"] == 0, label
-    else:
-        h = s["params"].get("H", 1)
-        assert s["outstanding_steps"] <= n * h, label
+    # nothing is lost silently: every step in flight at the stop is somewhere
+    assert sum(s["outstanding_detail"].values()) == s["outstanding_steps"], (label, s["outstanding_detail"])
     dropped = sum(r["steps"] for r in records if r["ev"] == "drop")
     assert dropped == s["dropped_steps"], label  # every drop is explicit in the trace
     applied_ids = [i for r in records if r["ev"] == "apply" for i in r["ids"]]

@@ -89,6 +89,8 @@ class ServerProcess:
         self.alive = set(range(self.n))
         self.inbox: queue.Queue[tuple[int, torch.Tensor | None, torch.Tensor | None, str | None]] = queue.Queue()
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
+        self.channel = P.Channel(workload.n_params, P.report_has_payload)
+        self._commands = P.Channel(workload.n_params, P.command_has_payload)
         for w in range(self.n):
             threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
 
@@ -96,20 +98,15 @@ class ServerProcess:
     def _receive(self, w: int) -> None:
         rank = w + 1
         while True:
-            hdr = P.header()
-            payload = None
             try:
-                dist.recv(hdr, src=rank)
-                if int(hdr[P.R_TYPE]) & P.R_PUSHED:
-                    payload = torch.empty(self.workload.n_params, dtype=torch.float32)
-                    dist.recv(payload, src=rank)
+                hdr, payload = self.channel.recv(rank)
             except Exception as e:  # the peer is gone: its connection reset
                 self.inbox.put((w, None, None, f"connection lost: {str(e).splitlines()[0][:160]}"))
                 return
             self.inbox.put((w, hdr, payload, None))
 
     def _send(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None = None) -> bool:
-        tensors = (hdr,) if payload is None else (hdr, payload)
+        tensors = tuple(self._commands.pack(hdr, payload))
         try:
             for t in tensors:
                 self._sends.append((dist.isend(t, dst=w + 1), tensors))

@@ -48,31 +48,26 @@ class WorkerProcess:
         self.epoch = time.time()
         self.model = LocalModel(None)
         self.steps = 0
+        self.channel = P.Channel(workload.n_params, P.command_has_payload)
 
     # --------------------------------------------------------------- io
     def _now_s(self) -> float:
         return time.time() - self.epoch
 
-    def _recv_model(self) -> torch.Tensor:
-        buf = torch.empty(self.workload.n_params, dtype=torch.float32)
-        dist.recv(buf, src=SERVER_RANK)
-        return buf
-
     def _send(self, rep: torch.Tensor, payload: torch.Tensor | None = None) -> None:
-        dist.send(rep, dst=SERVER_RANK)
-        if payload is not None:
-            dist.send(payload.contiguous(), dst=SERVER_RANK)
+        for t in self.channel.pack(rep, payload):
+            dist.send(t, dst=SERVER_RANK)
 
     # ------------------------------------------------------------- loop
     def serve(self) -> None:
-        hdr = P.header()
         while True:
-            dist.recv(hdr, src=SERVER_RANK)
+            hdr, payload = self.channel.recv(SERVER_RANK)
             kind = int(hdr[P.H_TYPE])
             if kind & P.C_EXIT:
                 return
             if kind & P.C_RESET:
-                self._reset(hdr)
+                assert payload is not None
+                self._reset(hdr, payload)
                 continue
             if kind & P.C_STOP:
                 rep = P.header()
@@ -80,10 +75,9 @@ class WorkerProcess:
                 self._send(rep)
                 continue
             self._maybe_die()
-            self._command(hdr, kind)
+            self._command(hdr, kind, payload)
 
-    def _reset(self, hdr: torch.Tensor) -> None:
-        model = self._recv_model()
+    def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
         self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
         self.model = LocalModel(model, int(hdr[P.H_VERSION]))
         self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
@@ -98,13 +92,12 @@ class WorkerProcess:
         if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _command(self, hdr: torch.Tensor, kind: int) -> None:
+    def _command(self, hdr: torch.Tensor, kind: int, model: torch.Tensor | None) -> None:
         rep = P.header()
         payload = None
         if kind & P.C_PUSH:
             payload = self._push(rep, P.KIND_NAMES[int(hdr[P.H_PUSH_KIND])])
         if kind & P.C_PULL:
-            model = self._recv_model()
             self._throttle(P.from_us(int(hdr[P.H_SENT_US])))
             rep[P.R_OVERWRITTEN] = self.model.load(model, int(hdr[P.H_VERSION]))
             rep[P.R_TYPE] |= P.R_PULLED

@@ -383,7 +383,7 @@ class Simulation:
             host_s=time.perf_counter() - host_t0,
             stop_reason=self.stop_reason,
             trace_name=self.trace_path.name if self.trace_path is not None else None,
-            extra={"events": self.events},
+            extra={"events": self.events, "outstanding_detail": self._outstanding_detail()},
         )
         return RunResult(summary=summary, params=self.ledger.theta)
 
@@ -429,6 +429,15 @@ class Simulation:
             f"{self.label} stalled at t={self.now:.6g}s: no event pending, "
             f"{self.ledger.started_steps} steps started, workers busy: {busy or 'none'}"
         )
+
+    def _outstanding_detail(self) -> dict[str, int]:
+        """Where the steps in flight at the stop are: every one is somewhere."""
+        return {
+            # pushed (in transfer or arrived), neither applied nor dropped yet
+            "held": sum(p.steps for p in self.ledger.pushes.values()),
+            "unpushed": sum(w.model.local_steps + w.model.has_grad for w in self.workers),
+            "computing": sum(w.computing for w in self.workers),
+        }
 
     def _fraction(self) -> float:
         parts = []
