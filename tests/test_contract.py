@@ -28,7 +28,7 @@ from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "ssp:s=0", "ssp:s=1", "local-sgd:H=1", "local-sgd:H=3", "backup:b=0", "backup:b=2"]
 SPECS += ["elastic-bsp:R=1", "elastic-bsp:R=60", "dssp:s_L=0:r_max=2", "dssp:s_L=1:r_max=0"]
-DRAINS = {"bsp", "asp", "ssp"}  # nothing may be left in flight once these drain
+DRAINS = {"bsp", "asp", "ssp", "dssp", "elastic-bsp"}  # nothing may be left in flight once these drain
 
 
 @st.composite
