@@ -212,6 +212,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_policies() -> int:
+    from rich.markup import escape
     from rich.table import Table
 
     from hetsync import report
@@ -223,12 +224,13 @@ def _cmd_policies() -> int:
     table.add_column("parameters")
     for name, cls in REGISTRY.items():
         params = "\n".join(f"{p.name}={p.default}  {p.help}" for p in cls.params) or "—"
-        table.add_row(name, cls.summary, params)
+        table.add_row(name, escape(cls.summary), escape(params))
     report.terminal_console().print(table)
     return 0
 
 
 def _cmd_scenarios() -> int:
+    from rich.markup import escape
     from rich.table import Table
 
     from hetsync import report
@@ -241,7 +243,7 @@ def _cmd_scenarios() -> int:
     table.add_column("description")
     for name in builtin_scenarios():
         sc = load_scenario(name)
-        table.add_row(name, str(sc.workers), sc.workload, sc.description)
+        table.add_row(name, str(sc.workers), sc.workload, escape(sc.description))
     report.terminal_console().print(table)
     return 0
 

@@ -10,6 +10,7 @@ Row = dict[str, Any]
 
 
 def print_rows(rows: list[Row], *, title: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from hetsync.report import terminal_console
@@ -18,7 +19,7 @@ def print_rows(rows: list[Row], *, title: str) -> None:
     for col, justify in (("metric", "left"), ("value", "right"), ("unit", "left"), ("setting", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in rows:
-        table.add_row(r["metric"], _shown(r["value"]), r["unit"], r["setting"])
+        table.add_row(*(escape(str(x)) for x in (r["metric"], _shown(r["value"]), r["unit"], r["setting"])))
     terminal_console().print(table)
 
 
