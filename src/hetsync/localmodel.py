@@ -40,6 +40,7 @@ class LocalModel:
         "grad_base",
         "local_steps",
         "local_samples",
+        "local_base",
     )
 
     def __init__(self, model: torch.Tensor | None, version: int = 0) -> None:
@@ -51,12 +52,16 @@ class LocalModel:
         self.grad_base = 0
         self.local_steps = 0
         self.local_samples = 0
+        self.local_base = version  # version the oldest unpushed local step was computed on
 
     def finish_step(self, grad: torch.Tensor | None, batch: int, base: int, local_lr: float | None) -> int:
         """Book a finished step; returns how many steps it made obsolete (0 or 1)."""
         if local_lr is not None:
             if grad is not None:
                 self.local = torch.add(self.local, grad, alpha=-local_lr)
+            if self.local_steps == 0:
+                # a step that began before a pull landed was computed on the older model
+                self.local_base = min(base, self.base_version)
             self.local_steps += 1
             self.local_samples += batch
             return 0
@@ -75,7 +80,8 @@ class LocalModel:
             return out
         if kind == "delta":
             delta = self.local - self.ref if self.local is not None else None
-            out = PushPayload("delta", delta, self.base_version, self.local_steps, self.local_samples)
+            base = self.local_base if self.local_steps else self.base_version
+            out = PushPayload("delta", delta, base, self.local_steps, self.local_samples)
             self.ref = self.local
             self.local_steps = self.local_samples = 0
             return out

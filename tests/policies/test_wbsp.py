@@ -35,7 +35,10 @@ def test_fast_workers_keep_stepping_until_the_slowest_pushes():
     assert p.version == 0
     c2 = delta(2)  # the last worker to push closes the round and pulls at once
     w = 1 / 3
-    assert p.on_event(c2) == [Apply(contributions=((a0.push_id, w), (a1.push_id, w), (b0.push_id, w), (c2.push_id, w))), Pull(worker=2)]
+    assert p.on_event(c2) == [
+        Apply(contributions=((a0.push_id, w), (a1.push_id, w), (b0.push_id, w), (c2.push_id, w))),
+        Pull(worker=2),
+    ]
     assert p.version == 1
     assert p.closers == [2]
 

@@ -29,7 +29,12 @@ The worker side differs:
   that moment finishes on the new model (its gradient, computed on the old
   one, is applied to the loaded model) — as when the authors' two threads
   share one model. Pushing first costs nothing here, while pulling first
-  would lose every step of the push in flight.
+  would lose every step of the push in flight. In the simulator the push
+  sent with the pull and the pull itself take equally long on symmetric
+  links, and transfers that land at the same instant are delivered in start
+  order, so the push is answered first and the steps finished meanwhile are
+  pushed just before the new model lands: on such links no step is lost. On
+  a slower uplink the pull lands first and those steps are dropped.
 - A flag that arrives while a pull is already in flight is served at the
   first push reply after that pull lands.
 
