@@ -88,6 +88,9 @@ class Scenario:
     server_bandwidth_Bps: float | None = None
     latency_s: float = 0.0
     model_bytes: int | None = None
+    # the mapping it was read from, so generators ({workers: half}, ...) can be
+    # re-resolved for another worker count
+    source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = self.workers
@@ -165,12 +168,23 @@ class Scenario:
         return base * self.slowdown[worker] + self.delay_s[worker]
 
     def with_workers(self, n: int) -> Scenario:
-        """The same cluster cut (or cycled) to n workers: worker i keeps the
-        per-worker values of the scenario's worker i mod N."""
+        """The same cluster for n workers. Generators (``{workers: half, ...}``,
+        ``{linspace: ...}``) are resolved again for n; explicit per-worker
+        lists are cycled (worker i gets the value of worker i mod N)."""
         if n == self.workers:
             return self
         if n < 1:
             raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers")
+        if self.source is not None:
+            raw = {**self.source, "workers": n}
+            for key in _PER_WORKER_DEFAULTS:
+                value = raw.get(key)
+                if isinstance(value, list) and value:
+                    raw[key] = [value[i % len(value)] for i in range(n)]
+            load = raw.get("background_load")
+            if isinstance(load, dict) and isinstance(load.get("workers"), list):
+                raw["background_load"] = {**load, "workers": [w for w in load["workers"] if w < n]}
+            return scenario_from_dict(raw, default_name=self.name)
 
         def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(values[i % len(values)] for i in range(n)) if values else values
@@ -192,6 +206,7 @@ class Scenario:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out.pop("source")
         out["policies"] = list(self.policies)
         return out
 
@@ -311,7 +326,7 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator) -> BackgroundLo
     return BackgroundLoad(workers=workers, period_s=period, on_s=on, factor=factor, phases_s=phases)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
+_FIELDS = {f.name: f for f in dataclasses.fields(Scenario) if f.name != "source"}
 _TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,),
     "description": (str,),
@@ -366,6 +381,7 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     for key in _PER_WORKER_DEFAULTS:
         values[key] = _per_worker(key, raw.get(key), n, rng)
     values["background_load"] = _background_load(raw.get("background_load"), n, rng)
+    values["source"] = {"name": values["name"], **raw}
     return Scenario(**values)
 
 
