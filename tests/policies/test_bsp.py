@@ -37,3 +37,14 @@ def test_worker_left_closes_round_without_it():
     cmds = p.on_event(WorkerLeft(now_s=2.0, worker=2))
     assert isinstance(cmds[0], Apply) and len(cmds[0].contributions) == 2
     assert cmds[1:] == [Pull(worker=0, then=step(0)), Pull(worker=1, then=step(1))]
+
+
+def test_gradient_of_a_worker_that_left_after_pushing_is_still_applied():
+    p = BSP(ctx(3))
+    a = arrived(2)
+    p.on_event(a)
+    assert p.on_event(WorkerLeft(now_s=2.0, worker=2)) == []  # 0 and 1 have not pushed yet
+    p.on_event(arrived(0))
+    cmds = p.on_event(arrived(1))
+    assert a.push_id in dict(cmds[0].contributions)
+    assert cmds[1:] == [Pull(worker=0, then=step(0)), Pull(worker=1, then=step(1))]

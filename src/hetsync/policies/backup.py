@@ -62,8 +62,7 @@ class BackupWorkers(Policy):
             return self._maybe_close()
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
-            self.round = [p for p in self.round if p.worker in self.alive]
-            return self._maybe_close()
+            return self._maybe_close()  # what it already pushed stays in the round
         return []
 
     def _maybe_close(self) -> list[Command]:

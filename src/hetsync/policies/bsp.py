@@ -49,12 +49,11 @@ class BSP(Policy):
             return self._maybe_close()
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
-            self.round = [p for p in self.round if p.worker in self.alive]
-            return self._maybe_close()
+            return self._maybe_close()  # what it already pushed stays in the round
         return []
 
     def _maybe_close(self) -> list[Command]:
-        if not self.round or {p.worker for p in self.round} != self.alive:
+        if not self.round or not self.alive <= {p.worker for p in self.round}:
             return []
         total = sum(p.samples for p in self.round)
         contributions = tuple((p.push_id, p.samples / total) for p in self.round)

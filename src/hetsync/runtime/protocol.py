@@ -1,6 +1,6 @@
 """Wire format between the server (rank 0) and the workers (ranks 1..N).
 
-Every message is a fixed header of 16 int64 values, optionally followed by
+Every message is a fixed header of 24 int64 values, optionally followed by
 one flat float32 model-sized tensor (a model going to a worker, a gradient or
 delta coming back). No pickled Python objects cross the wire. Floats in a
 header are carried as the bits of a float64.
@@ -25,7 +25,7 @@ import struct
 import torch
 import torch.distributed as dist
 
-HEADER_LEN = 16
+HEADER_LEN = 24
 
 # server → worker: H_TYPE bits
 C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
@@ -52,7 +52,8 @@ R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
     R_REPLACED,
     R_OVERWRITTEN,
     R_LOAD,  # float bits: the background load the worker saw during the step
-) = range(16)
+    R_PULL_START_US,  # when the pull began for the worker: sent, and the worker free to take it
+) = range(17)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}

@@ -24,7 +24,7 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,6 @@ class _Peer:
 
     outstanding: int = 0  # commands sent, not yet reported
     owed_since_s: float = 0.0  # when the oldest unreported command was sent
-    pull_sent_s: list[float] = field(default_factory=list)
     compute_s: float = 0.0
     comm_s: float = 0.0
     steps: int = 0
@@ -338,7 +337,7 @@ class _Run:
         kind = int(hdr[P.R_TYPE])
         led = self.ledger
         if kind & P.R_PULLED:
-            sent = p.pull_sent_s.pop(0)
+            sent = P.from_us(int(hdr[P.R_PULL_START_US]))  # sent, and the worker free to take it
             end = P.from_us(int(hdr[P.R_PULL_END_US]))
             version = int(hdr[P.R_VERSION])
             p.comm_s += max(0.0, end - sent)
@@ -469,8 +468,6 @@ class _Run:
         p = self.peers[w]
         if not self.srv._send(w, hdr, payload):
             return
-        if payload is not None:
-            p.pull_sent_s.append(now)
         if p.outstanding == 0:
             p.owed_since_s = now
         p.outstanding += 1

@@ -61,6 +61,7 @@ class WorkerProcess:
     # ------------------------------------------------------------- loop
     def serve(self) -> None:
         while True:
+            self.free_since_s = self._now_s()  # a command sent earlier waited for this moment
             hdr, payload = self.channel.recv(SERVER_RANK)
             kind = int(hdr[P.H_TYPE])
             if kind & P.C_EXIT:
@@ -98,7 +99,9 @@ class WorkerProcess:
         if kind & P.C_PUSH:
             payload = self._push(rep, P.KIND_NAMES[int(hdr[P.H_PUSH_KIND])])
         if kind & P.C_PULL:
-            self._throttle(P.from_us(int(hdr[P.H_SENT_US])))
+            started = max(P.from_us(int(hdr[P.H_SENT_US])), self.free_since_s)
+            rep[P.R_PULL_START_US] = P.to_us(started)
+            self._throttle(started)
             rep[P.R_OVERWRITTEN] = self.model.load(model, int(hdr[P.H_VERSION]))
             rep[P.R_TYPE] |= P.R_PULLED
             rep[P.R_VERSION] = int(hdr[P.H_VERSION])
