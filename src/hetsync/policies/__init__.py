@@ -14,12 +14,26 @@ from hetsync.policies.base import Policy, PolicyContext
 from hetsync.policies.bsp import BSP
 from hetsync.policies.dssp import DSSP
 from hetsync.policies.elastic_bsp import ElasticBSP
+from hetsync.policies.lb_bsp import LBBSP
+from hetsync.policies.lb_bsp_static import LBBSPStatic
 from hetsync.policies.local_sgd import LocalSGD
 from hetsync.policies.ssp import SSP
 from hetsync.policies.wbsp import WBSP
 from hetsync.policies.wbsp_overlap import WBSPOverlap
 
-_CLASSES: tuple[type[Policy], ...] = (BSP, ASP, SSP, LocalSGD, BackupWorkers, WBSP, WBSPOverlap, DSSP, ElasticBSP)
+_CLASSES: tuple[type[Policy], ...] = (
+    BSP,
+    ASP,
+    SSP,
+    LocalSGD,
+    BackupWorkers,
+    WBSP,
+    WBSPOverlap,
+    DSSP,
+    ElasticBSP,
+    LBBSP,
+    LBBSPStatic,
+)
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 
 

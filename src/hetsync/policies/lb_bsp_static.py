@@ -1,0 +1,63 @@
+"""LB-BSP-static — batch sizes from a one-off speed measurement (an ablation).
+
+The ablation for LB-BSP (Chen, Weng, Wang, Li, Li, SoCC 2020, arXiv
+1806.02508): the same BSP rounds and samples-weighted gradients as
+``lb-bsp``, but the batch sizes are set once. The first ``rounds`` rounds
+run an equal split and measure every worker's sample throughput (batch /
+compute time, averaged over those rounds) and its communication time; from
+then on each worker's batch is fixed by the equal-finish split of
+``hetsync.algos.lbbsp.equal_finish_split`` (x_i / v_i + c_i equal, Σ x_i =
+X). This is what static load balancing for a heterogeneous but dedicated
+cluster does; it cannot follow load that changes during training, which is
+what LB-BSP's prediction is for. Comparing the two shows what prediction
+buys.
+
+A worker that leaves: the others share X in proportion to their measured
+speeds. The memory caps parameter works as in ``lb-bsp``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hetsync.algos.lbbsp import equal_finish_split
+from hetsync.policies.base import ComputeDone, Param, PolicyContext
+from hetsync.policies.lb_bsp import BalancedBSP
+
+
+class LBBSPStatic(BalancedBSP):
+    name = "lb-bsp-static"
+    summary = "BSP with per-worker batch sizes fixed from the first rounds' measured speeds (LB-BSP ablation)"
+    params = (
+        Param(
+            name="rounds",
+            type=int,
+            default=1,
+            help="rounds of equal batches measured before the batch sizes are fixed",
+            minimum=1,
+        ),
+        BalancedBSP.max_batch_param,
+    )
+
+    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+        super().__init__(ctx, **params)
+        self.samples = [0.0] * self.n
+        self.seconds = [0.0] * self.n
+        self.fixed: dict[int, int] | None = None
+
+    def _observe(self, event: ComputeDone) -> None:
+        if self.rounds < self.values["rounds"] and event.duration_s > 0:
+            self.samples[event.worker] += event.batch_size
+            self.seconds[event.worker] += event.duration_s
+
+    def _allocate(self, workers: list[int]) -> dict[int, int]:
+        if self.rounds < self.values["rounds"]:
+            return self.equal_split(workers)
+        if self.fixed is None or set(self.fixed) != set(workers):
+            measured = [self.samples[w] / self.seconds[w] for w in workers if self.seconds[w] > 0]
+            fill = sum(measured) / len(measured) if measured else 1.0
+            speeds = [self.samples[w] / self.seconds[w] if self.seconds[w] > 0 else fill for w in workers]
+            caps = None if self.caps is None else [self.caps[w] for w in workers]
+            comm = [self.comm_s[w] for w in workers]
+            self.fixed = dict(zip(workers, equal_finish_split(speeds, self.total, comm_s=comm, caps=caps), strict=True))
+        return dict(self.fixed)
