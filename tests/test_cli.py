@@ -85,6 +85,8 @@ def test_compare_writes_summary_traces_and_plots(tmp_path, capsys):
         "bsp,asp,ssp:s=2",
         "--out",
         str(out),
+        "--md",
+        str(tmp_path / "doc" / "page.md"),
     ]
     assert main(argv) == 0
     runs = json.loads((out / "summary.json").read_text())
@@ -97,6 +99,9 @@ def test_compare_writes_summary_traces_and_plots(tmp_path, capsys):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     shown = capsys.readouterr().out
     assert "ssp(s=2)" in shown and "TTA" in shown
+    page = (tmp_path / "doc" / "page.md").read_text()
+    assert "| ssp(s=2) |" in page and "![accuracy](img/page-accuracy.png)" in page
+    assert (tmp_path / "doc" / "img" / "page-accuracy.png").stat().st_size > 0
 
 
 def test_listings(capsys):

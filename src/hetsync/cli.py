@@ -22,6 +22,19 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{self.prog}: {message}")
 
 
+def _md_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--md", type=Path, default=None, metavar="FILE", help="also write the table and plots as a markdown page"
+    )
+
+
+def _write_md(args: argparse.Namespace, runs: list[dict[str, Any]], out: Path) -> None:
+    from hetsync import report
+
+    if getattr(args, "md", None) is not None:
+        report.write_markdown(runs, out, args.md, command="hetsync " + " ".join(sys.argv[1:]))
+
+
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", "-s", default="default", help="built-in name or YAML file (default: default)")
     p.add_argument(
@@ -47,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
+    _md_arg(p)
     p.add_argument(
         "--nproc", type=int, default=None, help="with --runtime dist: worker processes (default: scenario's workers)"
     )
@@ -54,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulate one policy on one scenario")
     _scenario_args(p)
     p.add_argument("--policy", "-p", required=True, help="policy spec, e.g. ssp:s=3")
+    _md_arg(p)
     p.add_argument("--out", "-o", default="runs/simulate", help="output folder (default: runs/simulate)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
@@ -76,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
     p.add_argument("--no-plots", action="store_true")
+    _md_arg(p)
 
     sub.add_parser("policies", help="list the policies with their parameters")
     sub.add_parser("scenarios", help="list the built-in scenarios")
@@ -140,6 +156,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     written = [out / "summary.json"] + [out / r["trace"] for r in runs]
     if not args.no_plots:
         written += report.write_report(runs, out)
+    _write_md(args, runs, out)
     con.print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
@@ -203,6 +220,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     left = [(r["label"], x) for r in runs for x in r.get("workers_left") or []]
     for label, x in left:
         con.print(f"{label}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
+    _write_md(args, runs, out)
     con.print(f"wrote {out}/summary.json, traces, plots and logs/")
     return 0
 
