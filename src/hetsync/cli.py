@@ -129,7 +129,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     con = report.terminal_console()
     scenario = _load(args)
     if specs is None:
-        specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
+        specs = runner.policy_specs(args.policies, scenario)
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     con.print(
@@ -170,7 +170,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     from hetsync.runtime import launch
 
     scenario = _load(args).with_workers(nproc)
-    specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
+    specs = runner.policy_specs(args.policies, scenario)
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     forwarded = ["--scenario", args.scenario, "--policies", ",".join(specs), "--out", str(out)]

@@ -29,6 +29,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
+    """``--policies a,b:k=v`` as a list, or the scenario's own list without it."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.policies)
+
+
 def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
     """Validate the specs up front (before any run starts) and return labels."""
     ctx = PolicyContext(workers=scenario.workers, batch_size=scenario.batch_size, lr=scenario.lr)

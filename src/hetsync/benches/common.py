@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hetsync.errors import BadInput
+
 Row = dict[str, Any]
 
 
@@ -59,3 +61,22 @@ def _cpus() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def split_list(text: str, flag: str) -> list[str]:
+    """``"a, b,c"`` → ``["a", "b", "c"]``; an empty list is bad input naming ``flag``."""
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise BadInput(f"{flag} must name at least one item")
+    return items
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2``: distinct integers."""
+    try:
+        seeds = [int(s) for s in split_list(text, "--seeds")]
+    except ValueError:
+        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise BadInput(f"--seeds repeats a seed: {text!r}")
+    return seeds

@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row
-from hetsync.errors import BadInput
+from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, load_scenario, parse_override
 
@@ -82,27 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _split(text: str, flag: str) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise BadInput(f"{flag} must name at least one item")
-    return items
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in _split(text, "--seeds")]
-    except ValueError:
-        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
-    if len(set(seeds)) != len(seeds):
-        raise BadInput(f"--seeds repeats a seed: {text!r}")
-    return seeds
-
-
 def run(args: argparse.Namespace) -> list[Row]:
     overrides = dict(parse_override(o) for o in args.overrides)
-    specs = _split(args.policies, "--policies")
-    seeds = _seeds(args.seeds)
+    specs = split_list(args.policies, "--policies")
+    seeds = parse_seeds(args.seeds)
     docs = None if args.no_docs else Path(args.docs)
     command = shlex.join(["hetsync", "bench", "paper-elastic", *_argv(args)])
     results = bench_paper_elastic(

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row
+from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, load_scenario, parse_override
@@ -86,27 +86,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime-time-s", type=float, default=12.0, help="length of each real run (default: %(default)s)")
 
 
-def _split(text: str, flag: str) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise BadInput(f"{flag} must name at least one item")
-    return items
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in _split(text, "--seeds")]
-    except ValueError:
-        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
-    if len(set(seeds)) != len(seeds):
-        raise BadInput(f"--seeds repeats a seed: {text!r}")
-    return seeds
-
-
 def run(args: argparse.Namespace) -> list[Row]:
     overrides = dict(parse_override(o) for o in args.overrides)
-    scenarios = _split(args.scenarios, "--scenarios")
-    seeds = _seeds(args.seeds)
+    scenarios = split_list(args.scenarios, "--scenarios")
+    seeds = parse_seeds(args.seeds)
     if args.runtime_time_s <= 0:
         raise BadInput(f"--runtime-time-s must be > 0, got {args.runtime_time_s}")
     for name in scenarios:  # bad names and keys fail before any run

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row
+from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, load_scenario, parse_override
@@ -98,9 +98,11 @@ def run(args: argparse.Namespace) -> list[Row]:
     overrides = dict(parse_override(o) for o in args.overrides)
     if args.quick:
         overrides.setdefault("max_time_s", QUICK_MAX_TIME_S)
-    specs = _split(args.policies, "--policies")
-    seeds = _seeds(args.seeds)
-    cases = [Case(key=load_scenario(n, **overrides).name, scenario=n) for n in _split(args.scenarios, "--scenarios")]
+    specs = split_list(args.policies, "--policies")
+    seeds = parse_seeds(args.seeds)
+    cases = [
+        Case(key=load_scenario(n, **overrides).name, scenario=n) for n in split_list(args.scenarios, "--scenarios")
+    ]
     cases += sweep_cases(args.sweep_scenario, _sweep(args))
     docs = None if args.no_docs else Path(args.docs) if args.docs else None if args.quick else Path("docs")
     results = bench_paper_wbsp(cases, specs, seeds, Path(args.out), overrides=overrides)
@@ -143,23 +145,6 @@ def _command(args: argparse.Namespace) -> str:
     for o in args.overrides:
         parts += ["--set", o]
     return " ".join(shlex.quote(p) for p in parts)
-
-
-def _split(text: str, option: str) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise BadInput(f"{option} must name at least one item")
-    return items
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in _split(text, "--seeds")]
-    except ValueError:
-        raise BadInput(f"--seeds must be comma-separated integers, got {text!r}") from None
-    if len(set(seeds)) != len(seeds):
-        raise BadInput(f"--seeds lists a seed twice: {text!r}")
-    return seeds
 
 
 # ------------------------------------------------------------------ running

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from hetsync.errors import BadInput
+from hetsync.runner import policy_specs
 from hetsync.runtime.process import ProcessOptions, run_process
 from hetsync.scenario import load_scenario, parse_override
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         from hetsync.workloads import make_workload
 
         workload = make_workload(scenario.workload, **scenario.workload_args)
-        specs = [s for s in args.policies.split(",") if s.strip()] if args.policies else list(scenario.policies)
+        specs = policy_specs(args.policies, scenario)
         options = ProcessOptions(
             out=Path(args.out),
             worker_timeout_s=args.worker_timeout_s,
