@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hetsync.algos.maxmin import maxmin_rates
@@ -223,3 +223,37 @@ def test_matches_textbook_progressive_filling(inst):
     cap, links = inst
     expected = reference_rates(cap.tolist(), links.tolist())
     np.testing.assert_allclose(maxmin_rates(cap, links), expected, rtol=RTOL, atol=1e-12)
+
+
+@st.composite
+def two_link_instances(draw):
+    n_links = draw(st.integers(2, 6))
+    cap = draw(st.lists(capacities, min_size=n_links, max_size=n_links))
+    flows = draw(
+        st.lists(
+            st.lists(st.integers(0, n_links - 1), min_size=2, max_size=2, unique=True),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    return np.array(cap, dtype=float), np.array(flows, dtype=np.int64)
+
+
+@settings(max_examples=500, deadline=None)
+@given(two_link_instances())
+def test_one_round_when_every_link_is_pure(inst):
+    # The fluid network's fast path (hetsync.sim.network): with two links per
+    # flow, if on every link all flows or none have a smaller share (by more
+    # than the tie tolerance) on their other link, progressive filling gives
+    # every flow the smaller share of its two links, to the bit.
+    cap, links = inst
+    count = np.bincount(links.ravel(), minlength=cap.size).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = cap / count
+    for lk in range(cap.size):
+        on = (links == lk).any(axis=1)
+        other = np.where(links[on, 0] == lk, links[on, 1], links[on, 0])
+        beats = share[lk] > share[other] * (1.0 + 1e-12)
+        assume(beats.all() or not beats.any())
+    expected = np.minimum(share[links[:, 0]], share[links[:, 1]])
+    assert maxmin_rates(cap, links).tobytes() == expected.tobytes()

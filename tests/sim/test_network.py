@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsync.algos.maxmin import maxmin_rates
+from hetsync.sim import network as network_module
 from hetsync.sim.network import Network
 
 INF = math.inf
@@ -310,3 +312,284 @@ def test_first_delivery_matches_maxmin_rates(sc):
     t = net.next_event_s()
     assert t == pytest.approx(first, rel=1e-9, abs=1e-12)
     assert net.advance(t)
+
+
+# -------------------------------------------------------------- fast paths
+#
+# The network skips the full progressive fill when its one-round test shows
+# that the fill would stop after its first round, and keeps a few flows in
+# Python lists instead of numpy arrays. Neither may change a single bit: the
+# networks below are compared with one that always runs the full fill on
+# arrays, after every call, down to the rates and remaining bytes.
+
+FLOW_LAYOUTS = {
+    "default": {},
+    "arrays": {"_to_arrays_above": 0, "_to_lists_below": 0},
+    "lists": {"_to_arrays_above": 10**9, "_to_lists_below": 0},
+    "switching": {"_to_arrays_above": 3, "_to_lists_below": 2},
+    "blocks": {"_to_arrays_above": 0, "_to_lists_below": 0, "_blocks_every": 1, "_block_min": 2, "_loose_max": 2},
+    "blocks-loose": {"_to_arrays_above": 0, "_to_lists_below": 0, "_blocks_every": 3, "_block_min": 2},
+    "blocks-switching": {"_to_arrays_above": 4, "_to_lists_below": 3, "_blocks_every": 2, "_block_min": 3},
+}
+
+
+def configured(up, down, lat, *, one_round_test: bool = True, layout: str = "default") -> Network:
+    net = Network(up, down, lat)
+    net._one_round_test = one_round_test
+    for name, value in FLOW_LAYOUTS[layout].items():
+        setattr(net, name, value)
+    return net
+
+
+def reference(up, down, lat) -> Network:
+    """The full progressive fill at every re-share, flows in arrays."""
+    return configured(up, down, lat, one_round_test=False, layout="arrays")
+
+
+def bits(values) -> list[str]:
+    return [float(v).hex() for v in values]
+
+
+def flow_state(net: Network) -> tuple[list[str], list[str]]:
+    """Rates and remaining bytes of the flows in transfer, slot by slot, as exact bits."""
+    rates, remaining = net._slot_state()
+    return bits(rates), bits(remaining)
+
+
+def check_blocks(net: Network) -> None:
+    """In the blocks layout, every flow is in one block, whose summaries are right."""
+    loose = net._loose
+    if net._layout != network_module._BLOCKS:
+        assert not net._blocks and not net._loc and not net._idx and not loose.slots
+        return
+    n = net._n
+    assert len(net._loc) == len(net._idx) == n
+    assert len(loose.rem) == len(loose.done) == len(loose.lat) == len(loose.slots) <= net._loose_max
+    for j, s in enumerate(loose.slots):
+        assert net._loc[s] is None and net._idx[s] == j
+    seen = len(loose.slots)
+    for link, block in net._blocks.items():
+        k = block.k
+        assert block.link == link and len(block.slots) == k
+        for j, s in enumerate(block.slots):
+            assert net._loc[s] is block and net._idx[s] == j
+            assert link in (net._up[s], net._down[s])
+        seen += k
+        if k:
+            assert block.min_val == block.rem[block.min_i] == block.rem[:k].min()
+            assert len(block.done) == len(block.lat) == k
+            assert block.max_done >= max(block.done)
+    assert seen == n
+
+
+def check_bookkeeping(net: Network) -> None:
+    """The one-round test's per-link state equals a recomputation from the flows."""
+    n_links = 2 * net._m
+    flows = list(zip(net._up, net._down, strict=True))
+    assert len(flows) == net._n
+    count = [0] * n_links
+    partners: list[Counter[int]] = [Counter() for _ in range(n_links)]
+    for u, d in flows:
+        count[u] += 1
+        count[d] += 1
+        partners[u][d] += 1
+        partners[d][u] += 1
+    assert net._count == count
+    for lk in range(n_links):
+        if count[lk]:
+            assert net._share[lk] == net._cap[lk] / count[lk]
+    tracked = {lk for lk in range(n_links) if count[lk] >= 2}
+    assert net._tracked == [{p: k for p, k in partners[lk].items() if p in tracked} for lk in range(n_links)]
+    expected_sorted = {lk: sorted(net._share[p] for p in partners[lk].elements()) for lk in tracked}
+    assert net._sorted == expected_sorted
+    impure = set()
+    for lk in tracked:
+        beats = [net._share[lk] > net._share[p] * (1.0 + 1e-12) for p in partners[lk].elements()]
+        if any(beats) and not all(beats):
+            impure.add(lk)
+    assert net._impure == impure
+
+
+def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> None:
+    """Drive a fast network and the reference with ``program``; compare after every call.
+
+    ``program``: (kind, value, src, dst, nbytes) with kind "start" (start a
+    flow ``value`` seconds after the latest time), "next" (advance to the
+    next event) or "part" (advance a fraction ``value`` of the way to it).
+    ``deep``: also compare the flows' rates and remaining bytes after every
+    call, and check the fast network's bookkeeping.
+    """
+    fast = configured(up, down, lat, layout=layout)
+    ref = reference(up, down, lat)
+    now = 0.0
+    token = 0
+    ops = [*program, *[("next", 0.0, 0, 0, 0.0)] * (2 * len(program) + 2)]
+    for kind, value, src, dst, nbytes in ops:
+        t_ref, t_fast = ref.next_event_s(), fast.next_event_s()
+        assert t_fast.hex() == t_ref.hex()
+        if deep:
+            assert flow_state(fast) == flow_state(ref)
+            check_bookkeeping(fast)
+            check_blocks(fast)
+        if kind == "start":
+            now += value
+            fast.start_flow(now, src, dst, nbytes, token)
+            ref.start_flow(now, src, dst, nbytes, token)
+            token += 1
+        elif t_ref < INF:
+            t = t_ref if kind == "next" else now + value * (t_ref - now)
+            now = max(now, t)
+            assert fast.advance(now) == ref.advance(now)
+        assert fast.active_flows == ref.active_flows
+    assert fast.bytes_delivered == ref.bytes_delivered
+    check_bookkeeping(fast)
+
+
+fast_caps = st.one_of(st.sampled_from([INF, 1e6, 2e6, 4e6]), st.floats(1e4, 1e7), st.just(0.0))
+gaps = st.sampled_from([0.0, 0.0, 0.0, 1e-3, 0.01, 0.1, 0.37])
+sizes = st.one_of(st.sampled_from([1e5, 3e5]), st.floats(1.0, 1e6), st.just(0.0))
+
+
+@st.composite
+def general_programs(draw):
+    m = draw(st.integers(2, 6))
+    up = draw(st.lists(fast_caps, min_size=m, max_size=m))
+    down = draw(st.lists(fast_caps, min_size=m, max_size=m))
+    lat = draw(st.lists(st.sampled_from([0.0, 1e-3, 0.02]), min_size=m, max_size=m))
+    program = []
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.sampled_from(["start", "start", "start", "next", "part"]))
+        src = draw(st.integers(0, m - 1))
+        dst = draw(st.integers(0, m - 2))
+        dst += dst >= src
+        value = draw(gaps) if kind == "start" else draw(st.sampled_from([0.0, 0.3, 0.999]))
+        program.append((kind, value, src, dst, draw(sizes)))
+    return up, down, lat, program
+
+
+@st.composite
+def star_programs(draw):
+    """A parameter server (node 0) and workers pushing to it and pulling from it.
+
+    Server capacities from far below to far above the workers' sum, so the
+    server's links are saturated (many flows at cap / count) or not (each
+    flow at its worker's capacity), with ties between the two, and workers
+    of equal or unequal capacities.
+    """
+    k = draw(st.integers(1, 12))
+    worker_caps = st.one_of(st.sampled_from([1e6, 2e6]), st.floats(5e5, 4e6)) if draw(st.booleans()) else st.just(1e6)
+    workers = draw(st.lists(worker_caps, min_size=k, max_size=k))
+    server = draw(st.sampled_from([1e6, 2e6, 3e6, 4e6, 1e7, 1e8, INF]))
+    up = [server, *workers]
+    down = [server, *draw(st.lists(worker_caps, min_size=k, max_size=k))]
+    program = []
+    for _ in range(draw(st.integers(1, 60))):
+        kind = draw(st.sampled_from(["start"] * 4 + ["next", "part"]))
+        w = draw(st.integers(1, k))
+        src, dst = (w, 0) if draw(st.booleans()) else (0, w)
+        value = draw(st.sampled_from([0.0, 0.0, 1e-3, 0.05])) if kind == "start" else draw(st.sampled_from([0.0, 0.5]))
+        program.append((kind, value, src, dst, draw(st.sampled_from([1e5, 1e5, 2.5e5]))))
+    return up, down, draw(st.sampled_from([0.0, 2e-4])), program
+
+
+@pytest.mark.parametrize("layout", list(FLOW_LAYOUTS))
+@settings(max_examples=150, deadline=None)
+@given(general_programs())
+def test_fast_paths_match_full_fill_general(layout, prog):
+    up, down, lat, program = prog
+    run_side_by_side(up, down, lat, program, layout)
+
+
+@pytest.mark.parametrize("layout", list(FLOW_LAYOUTS))
+@settings(max_examples=150, deadline=None)
+@given(star_programs())
+def test_fast_paths_match_full_fill_star(layout, prog):
+    up, down, lat, program = prog
+    run_side_by_side(up, down, lat, program, layout)
+
+
+@pytest.mark.parametrize("layout", ["default", "blocks", "blocks-loose"])
+@settings(max_examples=100, deadline=None)
+@given(star_programs())
+def test_fast_paths_match_full_fill_star_undisturbed(layout, prog):
+    # longer programs, only the delivery times compared
+    up, down, lat, program = prog
+    run_side_by_side(up, down, lat, program, layout, deep=False)
+
+
+def count_full_fills(monkeypatch) -> list[int]:
+    calls = [0]
+    real = network_module.progressive_fill
+
+    def counting(*args):
+        calls[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(network_module, "progressive_fill", counting)
+    return calls
+
+
+@pytest.mark.parametrize(("server", "pull_server"), [(C, C), (100 * C, 100 * C), (C, 1000 * C)])
+def test_star_of_equal_workers_never_runs_the_full_fill(monkeypatch, server, pull_server):
+    # 150 workers push and pull at once: a saturated server (C), or not (100 C),
+    # or a saturated downlink and a free uplink
+    calls = count_full_fills(monkeypatch)
+    k = 150
+    up = [pull_server] + [C] * k
+    down = [server] + [C] * k
+    starts = [(0.001 * i, w, 0, B, ("push", w)) for i, w in enumerate(range(1, k + 1))]
+    starts += [(0.0005 + 0.001 * i, 0, w, B, ("pull", w)) for i, w in enumerate(range(1, k + 1))]
+    starts.sort(key=lambda s: s[0])
+    net = Network(up, down, 1e-4)
+    layouts = set()
+
+    class Watched:  # the driver's calls, noting the layout after each
+        def __getattr__(self, name):
+            def call(*args):
+                out = getattr(net, name)(*args)
+                layouts.add(net._layout)
+                return out
+
+            return call
+
+    got = drive(Watched(), starts)  # type: ignore[arg-type]
+    assert calls[0] == 0
+    if server == C:
+        assert network_module._BLOCKS in layouts
+    full = drive(reference(up, down, 1e-4), starts)
+    assert calls[0] > 0
+    assert [(tok, t.hex()) for tok, t in got.items()] == [(tok, t.hex()) for tok, t in full.items()]
+
+
+def test_a_block_flow_done_by_its_bytes_behind_one_not_done():
+    # Link 3 (node 0's downlink, 3 B/s) carries j (1e9 B, alone at 3 B/s until
+    # T0), then i (1 B) and h (1.6 B) too, 1 B/s each. When i finishes at
+    # T0 + 1, h has 0.6 B left (not done) and j 0.8 B (done: within 1e-9 of
+    # its size); j is not next by remaining bytes, so the block must look at
+    # all its flows.
+    up, down = [INF] * 3, [3.0, INF, INF]
+    t0 = (1e9 - 1.8) / 3.0
+    program = [("start", 0.0, 1, 0, 1e9), ("start", t0, 2, 0, 1.0), ("start", 0.0, 1, 0, 1.6)]
+    for layout in FLOW_LAYOUTS:
+        run_side_by_side(up, down, 0.0, program, layout)
+    net = configured(up, down, 0.0, layout="blocks")
+    net.start_flow(0.0, 1, 0, 1e9, "j")
+    net.advance(net.next_event_s() if net.next_event_s() < t0 else t0)
+    net.start_flow(t0, 2, 0, 1.0, "i")
+    net.start_flow(t0, 1, 0, 1.6, "h")
+    t = net.next_event_s()
+    assert net._layout == network_module._BLOCKS
+    assert t == pytest.approx(t0 + 1.0)
+    assert net.advance(t) == ["j", "i"]
+    assert net.active_flows == 1
+
+
+def test_a_flow_bottlenecked_elsewhere_takes_the_full_fill(monkeypatch):
+    # the slow sender's flow and the fast ones disagree on the server's downlink
+    calls = count_full_fills(monkeypatch)
+    net = Network([INF, C / 2, INF, INF], [3 * C, INF, INF, INF], 0.0)
+    for w in (1, 2, 3):
+        net.start_flow(0.0, w, 0, B, w)
+    net.next_event_s()
+    assert net._impure == {4}
+    assert calls[0] == 1

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 # Shares within this relative distance of each other are a numerical tie.
-_TIE_RTOL = 1e-12
+TIE_RTOL = 1e-12
 
 
 def maxmin_rates(capacity_Bps: np.ndarray, flow_links: np.ndarray) -> np.ndarray:
@@ -118,7 +118,7 @@ def progressive_fill(
             # smaller share elsewhere on its path. A bottleneck's flows are
             # frozen at its share, the smallest on their paths. (On a link
             # of unlimited flows only, share = path_min = inf: they get inf.)
-            beaten = np.where(path_share > path_min * (1.0 + _TIE_RTOL), links, n_links)
+            beaten = np.where(path_share > path_min * (1.0 + TIE_RTOL), links, n_links)
             not_bottleneck = np.zeros(n_links + 1, dtype=bool)
             not_bottleneck[beaten] = True
             beaten_everywhere = not_bottleneck[links]
