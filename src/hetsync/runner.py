@@ -14,10 +14,9 @@ from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy, parse_policy_spec
-from hetsync.policies.base import PolicyContext
 from hetsync.report import safe_name
 from hetsync.scenario import Scenario
-from hetsync.sim.engine import Simulation
+from hetsync.sim.engine import Simulation, policy_context
 from hetsync.workloads import make_workload
 
 Progress = Callable[[str, float], None]
@@ -36,7 +35,7 @@ def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
 
 def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
     """Validate the specs up front (before any run starts) and return labels."""
-    ctx = PolicyContext(workers=scenario.workers, batch_size=scenario.batch_size, lr=scenario.lr)
+    ctx = policy_context(scenario)
     labels = [make_policy(spec, ctx).label for spec in specs]
     seen: set[str] = set()
     for spec, label in zip(specs, labels, strict=True):

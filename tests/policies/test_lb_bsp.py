@@ -265,3 +265,18 @@ def test_variants_keep_the_contract(sc, spec):
         assert min(batches) >= 1
         if len(batches) == n:  # a full round: the global batch is kept
             assert sum(batches) == n * sc.batch_size, (s["label"], batches)
+
+
+def test_gpu_variant_takes_the_clusters_memory_caps_without_a_parameter(tmp_path):
+    import json
+
+    from hetsync.scenario import load_scenario
+    from hetsync.sim.engine import Simulation
+
+    sc = load_scenario("lbbsp-gpu", max_time_s=1.0)
+    trace = tmp_path / "t.jsonl"
+    Simulation(sc, "lb-bsp:variant=gpu", trace_path=trace, math=False).run()
+    batches = [json.loads(x) for x in trace.read_text().splitlines()]
+    batches = [(r["w"], r["batch"]) for r in batches if r["ev"] == "compute"]
+    assert batches and all(b <= sc.max_batch[w] for w, b in batches)
+    assert any(b != sc.batch_size for _, b in batches)  # it did re-size

@@ -155,6 +155,8 @@ class PolicyContext:
     batch_size: int
     lr: float
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    # per-worker memory caps on the batch, as a cluster reports them (empty: none)
+    max_batch: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.workers < 1:

@@ -36,10 +36,10 @@ one reply, so its ``PullDone`` arrives when the push does). Two variants (``hets
   caps, and damp the move (the step halves when a worker's direction of
   change reverses).
 
-Memory caps (``max_batch``): the policy cannot see the scenario, so they
-are a parameter, one value for all workers or ``v0/v1/...`` per worker
-(cycled over the workers, as the scenario's per-worker lists are when a run
-has fewer workers). The first round is an equal split.
+Memory caps: the cluster's per-worker caps (``PolicyContext.max_batch``,
+the scenario's ``max_batch``) unless the ``max_batch`` parameter overrides
+them with one value for all workers or ``v0/v1/...`` per worker (cycled
+over the workers). The first round is an equal split.
 
 A worker that leaves is no longer waited for; a gradient it had already
 pushed in the open round is applied with the others. X is then shared by
@@ -103,6 +103,8 @@ class BalancedBSP(Policy):
         super().__init__(ctx, **params)
         self.total = self.n * ctx.batch_size  # the global batch X, fixed
         self.caps = parse_caps(self.name, str(self.values.get("max_batch", "")), self.n)
+        if self.caps is None and ctx.max_batch:
+            self.caps = list(ctx.max_batch)
         if self.caps is not None and sum(self.caps) < self.total:
             raise BadInput(
                 f"policy {self.name!r} parameter 'max_batch': the caps add up to {sum(self.caps)}, "

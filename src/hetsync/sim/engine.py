@@ -454,6 +454,7 @@ def policy_context(scenario: Scenario) -> PolicyContext:
         batch_size=scenario.batch_size,
         lr=scenario.lr,
         rng=np.random.default_rng([scenario.seed, 0x9017]),
+        max_batch=scenario.max_batch,
     )
 
 
