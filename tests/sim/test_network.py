@@ -512,7 +512,7 @@ def test_fast_paths_match_full_fill_star(layout, prog):
 @settings(max_examples=100, deadline=None)
 @given(star_programs())
 def test_fast_paths_match_full_fill_star_undisturbed(layout, prog):
-    # longer programs, only the delivery times compared
+    # only the delivery times compared, no looking inside between calls
     up, down, lat, program = prog
     run_side_by_side(up, down, lat, program, layout, deep=False)
 
