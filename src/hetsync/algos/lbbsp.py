@@ -286,7 +286,25 @@ def _check_observation(throughput: float, load: float) -> None:
         raise ValueError(f"load must be finite and > 0, got {load!r}")
 
 
-class CPUBatchManager:
+class _CommEstimate:
+    """Each worker's communication time per round, smoothed (EWMA): the
+    part of a round that does not shrink with a smaller batch."""
+
+    def __init__(self, workers: int, comm_alpha: float) -> None:
+        self.comm = [0.0] * workers
+        self._comm_seen = [False] * workers
+        self.comm_alpha = comm_alpha
+
+    def observe_comm(self, worker: int, comm_s: float) -> None:
+        if not (math.isfinite(comm_s) and comm_s >= 0):
+            return
+        if self._comm_seen[worker]:
+            self.comm[worker] += self.comm_alpha * (comm_s - self.comm[worker])
+        else:
+            self.comm[worker], self._comm_seen[worker] = comm_s, True
+
+
+class CPUBatchManager(_CommEstimate):
     """LB-BSP's CPU-cluster manager: predict throughputs, split X for equal finish.
 
     ``observe`` takes each finished iteration (batch, compute seconds, the
@@ -324,23 +342,13 @@ class CPUBatchManager:
         else:
             self.predictors = [EWMAPredictor(ewma_alpha) for _ in range(workers)]
         self.load = [1.0] * workers
-        self.comm = [0.0] * workers
-        self._comm_seen = [False] * workers
-        self.comm_alpha = comm_alpha
+        _CommEstimate.__init__(self, workers, comm_alpha)
 
     def observe(self, worker: int, batch: int, duration_s: float, load: float = 1.0) -> None:
         if duration_s <= 0:
             return  # nothing to learn from an instant step
         self.predictors[worker].observe(batch / duration_s, load)
         self.load[worker] = load
-
-    def observe_comm(self, worker: int, comm_s: float) -> None:
-        if not (math.isfinite(comm_s) and comm_s >= 0):
-            return
-        if self._comm_seen[worker]:
-            self.comm[worker] += self.comm_alpha * (comm_s - self.comm[worker])
-        else:
-            self.comm[worker], self._comm_seen[worker] = comm_s, True
 
     def predicted_speeds(self, workers: Sequence[int]) -> list[float | None]:
         return [self.predictors[w].predict(self.load[w]) for w in workers]
@@ -574,7 +582,7 @@ class Damper:
         return largest_remainder([m * scale for m in moved], total, hi=caps)
 
 
-class GPUBatchManager:
+class GPUBatchManager(_CommEstimate):
     """LB-BSP's GPU-cluster manager: fit step curves, equal-finish solve, damp.
 
     Learns each worker's :class:`StepCurve` from its (batch, duration / load)
@@ -604,9 +612,7 @@ class GPUBatchManager:
         _bounds(workers, self.total, 1, self.caps)
         self.estimators = [StepCurveEstimator(int(history)) for _ in range(workers)]
         self.load = [1.0] * workers
-        self.comm = [0.0] * workers
-        self._comm_seen = [False] * workers
-        self.comm_alpha = comm_alpha
+        _CommEstimate.__init__(self, workers, comm_alpha)
         self.trust = trust
         self.damper = Damper(workers)
         self.current: dict[int, int] = {}
@@ -617,14 +623,6 @@ class GPUBatchManager:
         self.estimators[worker].observe(batch, duration_s / load)
         self.load[worker] = load
         self.current[worker] = batch
-
-    def observe_comm(self, worker: int, comm_s: float) -> None:
-        if not (math.isfinite(comm_s) and comm_s >= 0):
-            return
-        if self._comm_seen[worker]:
-            self.comm[worker] += self.comm_alpha * (comm_s - self.comm[worker])
-        else:
-            self.comm[worker], self._comm_seen[worker] = comm_s, True
 
     def curve(self, worker: int) -> StepCurve | None:
         """The worker's fitted curve at load 1 (None before its first step)."""
