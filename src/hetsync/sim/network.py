@@ -803,14 +803,24 @@ class Network:
         self._layout = _BLOCKS
         return True
 
-    def _dissolve_blocks(self) -> None:
-        """Switch from _BLOCKS to _FLAT."""
+    def _flat_arrays(self) -> int:
+        """Allocate the _FLAT layout's arrays with the links filled in; the
+        per-flow values are the caller's to fill. Returns the slot count."""
         n = self._n
         slots = max(_INITIAL_SLOTS, 2 * n)
         self._links = np.zeros((2, slots), dtype=np.intp)
         self._up_np, self._down_np = self._links
         self._up_np[:n] = self._up
         self._down_np[:n] = self._down
+        self._rate = np.zeros(slots)
+        self._time_left = np.zeros(slots)
+        self._share_np = np.array(self._share, dtype=np.float64)
+        self._since_blocks_tried = 0
+        return slots
+
+    def _dissolve_blocks(self) -> None:
+        """Switch from _BLOCKS to _FLAT."""
+        slots = self._flat_arrays()
         self._remaining = np.zeros(slots)
         self._done_bytes = np.zeros(slots)
         self._flow_latency = np.zeros(slots)
@@ -827,29 +837,17 @@ class Network:
             self._remaining[where] = loose.rem
             self._done_bytes[where] = loose.done
             self._flow_latency[where] = loose.lat
-        self._rate = np.zeros(slots)
-        self._time_left = np.zeros(slots)
-        self._share_np = np.array(self._share, dtype=np.float64)
         self._blocks, self._loose, self._loc, self._idx = {}, _Loose(), [], []
-        self._since_blocks_tried = 0
         self._layout = _FLAT
 
     def _to_arrays(self) -> None:
         """Switch from _LISTS to _FLAT."""
         n = self._n
-        slots = max(_INITIAL_SLOTS, 2 * n)
-        self._links = np.zeros((2, slots), dtype=np.intp)
-        self._up_np, self._down_np = self._links
-        self._up_np[:n] = self._up
-        self._down_np[:n] = self._down
+        slots = self._flat_arrays()
         for name in ("_remaining", "_done_bytes", "_flow_latency"):
             arr = np.zeros(slots)
             arr[:n] = getattr(self, name)
             setattr(self, name, arr)
-        self._rate = np.zeros(slots)
-        self._time_left = np.zeros(slots)
-        self._share_np = np.array(self._share, dtype=np.float64)
-        self._since_blocks_tried = 0
         self._layout = _FLAT
 
     def _to_lists(self) -> None:
