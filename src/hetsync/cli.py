@@ -36,15 +36,10 @@ def _write_md(args: argparse.Namespace, runs: list[dict[str, Any]], out: Path) -
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
+    from hetsync.scenario import add_override_argument
+
     p.add_argument("--scenario", "-s", default="default", help="built-in name or YAML file (default: default)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key, e.g. --set workers=16 (repeatable)",
-    )
+    add_override_argument(p, "workers=16")
     p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
 
 

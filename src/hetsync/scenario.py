@@ -428,3 +428,15 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key.strip(), yaml.safe_load(value)
     except yaml.YAMLError:
         raise BadInput(f"--set {key.strip()}: value {value!r} is not valid YAML") from None
+
+
+def add_override_argument(parser: Any, example: str = "workers=16") -> None:
+    """The ``--set KEY=VALUE`` flag (repeatable) that ``parse_override`` reads."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a scenario key, e.g. --set {example} (repeatable)",
+    )

@@ -37,7 +37,7 @@ from typing import Any
 from hetsync import report
 from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.runner import compare, write_json_atomic
-from hetsync.scenario import Scenario, load_scenario, parse_override
+from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-elastic"
 HELP = "ElasticBSP paper set-up: BSP, ASP, SSP(3), DSSP(3,12), ElasticBSP R=15/60/240 on elastic-4, several seeds"
@@ -63,14 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=SCENARIO, help="built-in name or YAML file (default: %(default)s)")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key, e.g. --set max_time_s=5 (repeatable)",
-    )
+    add_override_argument(p, "max_time_s=5")
     p.add_argument("--out", default="runs/paper-elastic", help="output folder (default: runs/paper-elastic)")
     p.add_argument("--docs", default="docs", metavar="DIR", help=f"write {DOC_NAME} and img/ here (default: docs)")
     p.add_argument("--no-docs", action="store_true", help="write no docs")

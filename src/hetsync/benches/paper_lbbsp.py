@@ -48,7 +48,7 @@ from hetsync import report
 from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
-from hetsync.scenario import Scenario, load_scenario, parse_override
+from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-lbbsp"
 HELP = "LB-BSP paper set-up: BSP, SSP, ASP, LB-BSP-static and LB-BSP on lbbsp-cpu and lbbsp-gpu, several seeds"
@@ -66,14 +66,7 @@ RUNTIME_WORKERS = 4
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=SCENARIOS, help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a key of every scenario, e.g. --set max_time_s=3 (repeatable)",
-    )
+    add_override_argument(p, "max_time_s=3")
     p.add_argument("--out", default="runs/paper-lbbsp", help="output folder (default: %(default)s)")
     p.add_argument("--docs", default="docs", metavar="DIR", help=f"write {DOC_NAME} and img/ here (default: docs)")
     p.add_argument("--no-docs", action="store_true", help="write no docs")

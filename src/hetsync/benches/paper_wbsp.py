@@ -34,7 +34,7 @@ from hetsync import report
 from hetsync.benches.common import Row, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
-from hetsync.scenario import Scenario, load_scenario, parse_override
+from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-wbsp"
 HELP = "WBSP paper set-up H1-H3: BSP, SSP(s=40), ASP, WBSP, WBSP-overlap; compute share and time to accuracy"
@@ -64,14 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds; several give medians (default: 0)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a key of every scenario, e.g. --set workers=4 (repeatable)",
-    )
+    add_override_argument(p, "workers=4")
     p.add_argument(
         "--comm-sweep",
         default=None,

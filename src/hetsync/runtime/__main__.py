@@ -13,13 +13,13 @@ from pathlib import Path
 from hetsync.errors import BadInput
 from hetsync.runner import policy_specs
 from hetsync.runtime.process import ProcessOptions, run_process
-from hetsync.scenario import load_scenario, parse_override
+from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hetsync.runtime", description=__doc__.splitlines()[0])
     p.add_argument("--scenario", default="default")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_override_argument(p)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--policies", default=None, help="comma-separated policy specs (default: the scenario's)")
     p.add_argument("--out", default="runs/dist")
