@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,8 @@ def parse_seeds(text: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise BadInput(f"--seeds repeats a seed: {text!r}")
     return seeds
+
+
+def mean_or_none(values: list[float]) -> float | None:
+    """The mean, or None for no values (a target no seed reached)."""
+    return statistics.fmean(values) if values else None

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, parse_seeds, split_list
+from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
@@ -207,10 +207,6 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r.get(k) for k in keep} | {"steps_per_worker": r["per_worker"]["steps"]}
 
 
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 def _aggregate(
     label: str, runs: list[dict[str, Any]], per_seed: dict[int, list[dict[str, Any]]], seeds: list[int]
 ) -> dict[str, Any]:
@@ -228,10 +224,10 @@ def _aggregate(
         "policy": runs[0]["policy"],
         "reached": len(ttas),
         "seeds": len(runs),
-        "tta_mean_s": _mean(ttas),
+        "tta_mean_s": mean_or_none(ttas),
         "tta_min_s": min(ttas) if ttas else None,
         "tta_max_s": max(ttas) if ttas else None,
-        "speedup_vs_bsp_mean": _mean(ratios),
+        "speedup_vs_bsp_mean": mean_or_none(ratios),
         "speedup_vs_bsp_min": min(ratios) if ratios else None,
         "speedup_vs_bsp_max": max(ratios) if ratios else None,
         "speedup_pairs": len(ratios),
@@ -242,7 +238,7 @@ def _aggregate(
         "wait_share_mean": statistics.fmean(r["wait_share"] for r in runs),
         "samples_per_s_mean": statistics.fmean(r["samples_per_s"] for r in runs),
         "mean_staleness": statistics.fmean(r["mean_staleness"] for r in runs),
-        "barriers_mean": _mean([r["barriers"] for r in runs if r.get("barriers") is not None]),
+        "barriers_mean": mean_or_none([r["barriers"] for r in runs if r.get("barriers") is not None]),
     }
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, parse_seeds, split_list
+from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -234,10 +234,6 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r.get(k) for k in keep}
 
 
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 def _aggregate(label: str, per_seed: dict[int, list[dict[str, Any]]], seeds: list[int]) -> dict[str, Any]:
     runs = [next(r for r in per_seed[s] if r["label"] == label) for s in seeds]
     ttas = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
@@ -250,31 +246,31 @@ def _aggregate(label: str, per_seed: dict[int, list[dict[str, Any]]], seeds: lis
     rate_ratios = [r["samples_per_s"] / b for r, b in zip(runs, base_rate, strict=True) if b]
     batches = [r["batches"] for r in runs if r.get("batches")]
 
-    def batch_mean(key: str) -> float | None:
-        return _mean([b[key] for b in batches if b.get(key) is not None])
+    def batchmean_or_none(key: str) -> float | None:
+        return mean_or_none([b[key] for b in batches if b.get(key) is not None])
 
     return {
         "label": label,
         "policy": runs[0]["policy"],
         "reached": len(ttas),
         "seeds": len(runs),
-        "tta_mean_s": _mean(ttas),
+        "tta_mean_s": mean_or_none(ttas),
         "tta_min_s": min(ttas) if ttas else None,
         "tta_max_s": max(ttas) if ttas else None,
-        "speedup_mean": _mean(ratios),
+        "speedup_mean": mean_or_none(ratios),
         "speedup_min": min(ratios) if ratios else None,
         "speedup_max": max(ratios) if ratios else None,
         "speedup_pairs": len(ratios),
-        "throughput_vs_bsp": _mean(rate_ratios),
+        "throughput_vs_bsp": mean_or_none(rate_ratios),
         "final_accuracy_mean": statistics.fmean(r["final_accuracy"] for r in runs),
         "final_accuracy_sd": statistics.stdev([r["final_accuracy"] for r in runs]) if len(runs) > 1 else 0.0,
         "compute_share_mean": statistics.fmean(r["compute_share"] for r in runs),
         "wait_share_mean": statistics.fmean(r["wait_share"] for r in runs),
         "samples_per_s_mean": statistics.fmean(r["samples_per_s"] for r in runs),
-        "move_early": batch_mean("move_early"),
-        "move_later": batch_mean("move_later"),
-        "loaded_batch_on": batch_mean("loaded_batch_on"),
-        "loaded_batch_off": batch_mean("loaded_batch_off"),
+        "move_early": batchmean_or_none("move_early"),
+        "move_later": batchmean_or_none("move_later"),
+        "loaded_batch_on": batchmean_or_none("loaded_batch_on"),
+        "loaded_batch_off": batchmean_or_none("loaded_batch_off"),
     }
 
 
