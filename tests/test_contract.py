@@ -8,7 +8,9 @@ For random worker speeds, noise, stragglers and networks (hypothesis):
   policies that drain;
 - barriers hold: when a worker starts its step c, every worker has finished
   at least c − bound steps (bound = 0 for BSP, s for SSP, H − 1 for local SGD);
-- backup workers apply exactly N − b fresh gradients per round.
+- backup workers apply exactly N − b fresh gradients per round;
+- peer-to-peer senders reach at least p receivers, never themselves, and
+  every copy sent arrives.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "ssp:s=0", "ssp:s=1", "local-sgd:H=1", "local-sgd:H=3", "backup:b=0", "backup:b=2"]
 SPECS += ["elastic-bsp:R=1", "elastic-bsp:R=60", "dssp:s_L=0:r_max=2", "dssp:s_L=1:r_max=0"]
-DRAINS = {"bsp", "asp", "ssp", "dssp", "elastic-bsp"}  # nothing may be left in flight once these drain
+SPECS += ["p2p-allreduce:sync=ssp:s=1", "p2p-random:sync=ssp:s=0:p=1", "selmcast:sync=ssp", "selmcast:p=1"]
+# nothing may be left in flight once these drain
+DRAINS = {"bsp", "asp", "ssp", "dssp", "elastic-bsp", "p2p-allreduce", "p2p-random", "selmcast"}
 
 
 @st.composite
@@ -95,6 +99,16 @@ def test_policy_contract(spec, sc):
         for r in (r for r in records if r["ev"] == "apply"):
             assert len(r["ids"]) == n - s["params"]["b"], label
             assert set(r["staleness"]) == {0}, label
+    if s.get("topology") == "p2p":
+        sends = [r for r in records if r["ev"] == "send"]
+        assert all(r["w"] != r["to"] for r in sends), label
+        if "p" in s["params"] and s["multicasts"]:
+            assert s["mean_receivers"] >= min(s["params"]["p"], n - 1), label
+        if s["allreduces"]:
+            assert s["updates"] == s["allreduces"], label  # every all-reduce finished
+        else:  # every multicast finished, every copy arrived
+            assert s["updates"] == s["multicasts"], label
+            assert len(sends) == round(s["mean_receivers"] * s["multicasts"]), label
     shares = s["compute_share"] + s["comm_share"] + s["wait_share"]
     assert abs(shares - 1.0) < 1e-9, label
 

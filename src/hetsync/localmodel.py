@@ -87,6 +87,29 @@ class LocalModel:
             return out
         raise ValueError(f"unknown push kind {kind!r}")
 
+    # ---------------------------------------------------------- peer to peer
+    def commit_local(self) -> int:
+        """Peer to peer: the local steps are the update (there is nothing to
+        push); returns how many steps that applies."""
+        steps = self.local_steps
+        self.ref = self.local
+        self.local_steps = self.local_samples = 0
+        return steps
+
+    def mix(self, received: list[torch.Tensor | None]) -> None:
+        """Peer to peer: replace the model by the equal-weight average of its
+        own and the received ones."""
+        if self.local is None or not received:
+            return
+        total = self.local
+        for model in received:
+            total = total + model  # type: ignore[operator]
+        self.local = self.ref = total / (1 + len(received))
+
+    def replace(self, model: torch.Tensor | None) -> None:
+        """Peer to peer: take the result of an all-reduce as the model."""
+        self.local = self.ref = model
+
     def load(self, model: torch.Tensor | None, version: int) -> int:
         """Replace the model with a pulled one; returns the local steps it overwrote."""
         overwritten = self.local_steps

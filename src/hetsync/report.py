@@ -338,7 +338,9 @@ def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
 # ---------------------------------------------------------------------------
 # traces and the timeline
 
-_INTERVALS = frozenset({"compute", "push", "pull"})
+# peer to peer: a "send" is drawn as an upload on the sender's row and a
+# download on the receiver's; an "allreduce" as an upload
+_INTERVALS = frozenset({"compute", "push", "pull", "send", "allreduce"})
 _EV_RE = re.compile(r'"ev"\s*:\s*"(\w+)"')
 _W_RE = re.compile(r'"w"\s*:\s*(\d+)')
 _T_RE = re.compile(r'"t"\s*:\s*(-?[0-9][0-9.eE+-]*)')
@@ -442,6 +444,7 @@ class _Timeline:
         default_factory=lambda: {kind: {} for kind in _INTERVALS}
     )
     applies: list[float] = field(default_factory=list)
+    p2p: bool = False
 
 
 def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Timeline:
@@ -457,7 +460,14 @@ def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Time
                 out.applies.append(float(rec["t"]))
         elif rec["end"] > lo:
             t = float(rec["t"])
-            out.bars[kind].setdefault(rec["w"], []).append((t, float(rec["end"]) - t))
+            bar = (t, float(rec["end"]) - t)
+            if kind in ("send", "allreduce"):
+                out.p2p = True
+                out.bars["push"].setdefault(rec["w"], []).append(bar)
+                if kind == "send" and rec["to"] < max_workers:
+                    out.bars["pull"].setdefault(rec["to"], []).append(bar)
+            else:
+                out.bars[kind].setdefault(rec["w"], []).append(bar)
     return out
 
 
@@ -472,8 +482,10 @@ def plot_timeline(
     """Draw a per-worker Gantt chart of a trace; return the PNG path.
 
     One row per worker (worker 0 at the top) for the first ``max_workers``
-    workers: compute, push and pull intervals as bars, waiting as the hatched
-    background; ticks in a strip above mark global model updates (``apply``).
+    workers: compute, push and pull intervals as bars (peer to peer: sends and
+    all-reduces as uploads, copies received as downloads), waiting as the
+    hatched background; ticks in a strip above mark global model updates
+    (``apply``; none in peer-to-peer runs).
     ``window_s`` is the time window shown; by default :func:`timeline_window`.
     The file is streamed (twice when the window is chosen automatically).
     """
@@ -526,8 +538,8 @@ def plot_timeline(
     fig.legend(
         handles=[
             Patch(facecolor=COMPUTE_COLOR, label="compute"),
-            Patch(facecolor=PUSH_COLOR, label="push"),
-            Patch(facecolor=PULL_COLOR, label="pull"),
+            Patch(facecolor=PUSH_COLOR, label="send" if data.p2p else "push"),
+            Patch(facecolor=PULL_COLOR, label="receive" if data.p2p else "pull"),
             Patch(
                 facecolor=_WAIT_BACKGROUND,
                 edgecolor=_WAIT_HATCH_COLOR,

@@ -53,6 +53,19 @@ class BackgroundLoad:
             return 1.0
         return self.factor if (now_s + self.phases_s[k]) % self.period_s < self.on_s else 1.0
 
+    def next_switch(self, worker: int, now_s: float) -> tuple[float, float]:
+        """The worker's next switch strictly after ``now_s``: (time, factor
+        from then on); (inf, 1.0) if its load never changes."""
+        if worker not in self.workers or not 0 < self.on_s < self.period_s:
+            return math.inf, 1.0
+        phase = self.phases_s[self.workers.index(worker)]
+        cycle = math.floor((now_s + phase) / self.period_s) * self.period_s - phase
+        eps = 1e-9 * self.period_s
+        for at, factor in ((cycle + self.on_s, 1.0), (cycle + self.period_s, self.factor)):
+            if at > now_s + eps:
+                return at, factor
+        return cycle + self.period_s + self.on_s, 1.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
@@ -83,6 +96,9 @@ class Scenario:
     saturation_batch: tuple[int, ...] = ()
     max_batch: tuple[int, ...] = ()
     background_load: BackgroundLoad | None = None
+    # traffic on some workers' links: while on, their available uplink and
+    # downlink bandwidth is bandwidth_Bps / factor
+    link_load: BackgroundLoad | None = None
     # network
     bandwidth_Bps: tuple[float, ...] = ()
     server_bandwidth_Bps: float | None = None
@@ -181,18 +197,21 @@ class Scenario:
                 value = raw.get(key)
                 if isinstance(value, list) and value:
                     raw[key] = [value[i % len(value)] for i in range(n)]
-            load = raw.get("background_load")
-            if isinstance(load, dict) and isinstance(load.get("workers"), list):
-                raw["background_load"] = {**load, "workers": [w for w in load["workers"] if w < n]}
+            for key in ("background_load", "link_load"):
+                load = raw.get(key)
+                if isinstance(load, dict) and isinstance(load.get("workers"), list):
+                    raw[key] = {**load, "workers": [w for w in load["workers"] if w < n]}
             return scenario_from_dict(raw, default_name=self.name)
 
         def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(values[i % len(values)] for i in range(n)) if values else values
 
-        load = self.background_load
-        if load is not None:
+        def keep_workers(load: BackgroundLoad | None) -> BackgroundLoad | None:
+            if load is None:
+                return None
             keep = [(w, ph) for w, ph in zip(load.workers, load.phases_s, strict=True) if w < n]
-            load = dataclasses.replace(load, workers=tuple(w for w, _ in keep), phases_s=tuple(ph for _, ph in keep))
+            return dataclasses.replace(load, workers=tuple(w for w, _ in keep), phases_s=tuple(ph for _, ph in keep))
+
         return dataclasses.replace(
             self,
             workers=n,
@@ -201,7 +220,8 @@ class Scenario:
             bandwidth_Bps=cut(self.bandwidth_Bps),
             saturation_batch=cut(self.saturation_batch),
             max_batch=cut(self.max_batch),
-            background_load=load,
+            background_load=keep_workers(self.background_load),
+            link_load=keep_workers(self.link_load),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,27 +318,27 @@ def _worker_set(key: str, raw: Any, n: int) -> tuple[int, ...]:
     raise BadInput(f"scenario key {key!r} must be 'all', 'half' or a list of worker indices, got {raw!r}")
 
 
-def _background_load(raw: Any, n: int, rng: np.random.Generator) -> BackgroundLoad | None:
+def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "background_load") -> BackgroundLoad | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise BadInput(f"scenario key 'background_load' must be a mapping, got {raw!r}")
+        raise BadInput(f"scenario key {key!r} must be a mapping, got {raw!r}")
     allowed = {"workers", "period_s", "on_s", "factor", "random_phase"}
     unknown = set(raw) - allowed
     if unknown:
-        raise BadInput(f"scenario key 'background_load.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
-    workers = _worker_set("background_load.workers", raw.get("workers", "all"), n)
+        raise BadInput(f"scenario key '{key}.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
+    workers = _worker_set(f"{key}.workers", raw.get("workers", "all"), n)
     try:
         period = float(raw["period_s"])
         on = float(raw["on_s"])
         factor = float(raw["factor"])
     except KeyError as e:
-        raise BadInput(f"scenario key 'background_load.{e.args[0]}' is required") from None
+        raise BadInput(f"scenario key '{key}.{e.args[0]}' is required") from None
     except (TypeError, ValueError):
-        raise BadInput(f"scenario key 'background_load' needs numbers, got {raw!r}") from None
-    _check(period > 0, "background_load.period_s", period, "must be > 0")
-    _check(0 <= on <= period, "background_load.on_s", on, "must be in [0, period_s]")
-    _check(factor >= 1, "background_load.factor", factor, "must be >= 1")
+        raise BadInput(f"scenario key {key!r} needs numbers, got {raw!r}") from None
+    _check(period > 0, f"{key}.period_s", period, "must be > 0")
+    _check(0 <= on <= period, f"{key}.on_s", on, "must be in [0, period_s]")
+    _check(factor >= 1, f"{key}.factor", factor, "must be >= 1")
     if raw.get("random_phase", True):
         phases = tuple(float(p) for p in rng.uniform(0, period, len(workers)))
     else:
@@ -381,6 +401,7 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     for key in _PER_WORKER_DEFAULTS:
         values[key] = _per_worker(key, raw.get(key), n, rng)
     values["background_load"] = _background_load(raw.get("background_load"), n, rng)
+    values["link_load"] = _background_load(raw.get("link_load"), n, rng, "link_load")
     values["source"] = {"name": values["name"], **raw}
     return Scenario(**values)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from hetsync.benches import paper_elastic, paper_lbbsp, paper_wbsp, runtime, sim, zipline
+from hetsync.benches import paper_elastic, paper_lbbsp, paper_selmcast, paper_wbsp, runtime, sim, zipline
 
-BENCHES: dict[str, ModuleType] = {m.NAME: m for m in (sim, runtime, zipline, paper_wbsp, paper_elastic, paper_lbbsp)}
+BENCHES: dict[str, ModuleType] = {
+    m.NAME: m for m in (sim, runtime, zipline, paper_wbsp, paper_elastic, paper_lbbsp, paper_selmcast)
+}

@@ -17,6 +17,9 @@ from hetsync.policies.elastic_bsp import ElasticBSP
 from hetsync.policies.lb_bsp import LBBSP
 from hetsync.policies.lb_bsp_static import LBBSPStatic
 from hetsync.policies.local_sgd import LocalSGD
+from hetsync.policies.p2p_allreduce import P2PAllReduce
+from hetsync.policies.p2p_random import P2PRandom
+from hetsync.policies.selmcast import Selmcast
 from hetsync.policies.ssp import SSP
 from hetsync.policies.wbsp import WBSP
 from hetsync.policies.wbsp_overlap import WBSPOverlap
@@ -33,6 +36,9 @@ _CLASSES: tuple[type[Policy], ...] = (
     ElasticBSP,
     LBBSP,
     LBBSPStatic,
+    P2PAllReduce,
+    P2PRandom,
+    Selmcast,
 )
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 

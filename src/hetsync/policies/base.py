@@ -30,12 +30,30 @@ Data plane, as every driver executes it (parameter-server topology):
   first and must not start another step for that worker.
 - ``SetTimer(at_s, tag)``: answered by ``TimerFired``.
 
+Peer-to-peer topology (policies with ``topology = "p2p"``): there is no
+server and no global model; a coordinator runs the policy and moves no model
+data. Workers compute with ``local_lr`` (the step is the update), and:
+
+- ``Multicast(worker, receivers)``: the worker sends a copy of its model as
+  it is now to each receiver, point to point (one flow per receiver, all
+  through the sender's uplink). Each arrival is answered by ``ModelArrived``.
+  A receiver keeps what arrives and, at the start of its next step, replaces
+  its model by the equal-weight average of its own and the received ones.
+- ``AllReduce(workers)``: ring all-reduce of those workers' models; each
+  ends with the exact average. Answered by ``AllReduceDone``. No participant
+  may be computing while it runs.
+
+The accuracy of a peer-to-peer run is that of the average of the workers'
+models. ``ComputeDone`` carries the worker's available link bandwidth, as a
+monitor would report it, for policies that plan transfers.
+
 A worker that has no command in progress is *waiting*; that is how barriers
 are expressed: the policy simply does not give it work yet.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -60,6 +78,9 @@ class ComputeDone(Event):
     # background load the worker saw during the step, as a resource monitor
     # would report it (1.0 = unloaded, 2.0 = steps take twice as long)
     load: float = 1.0
+    # available uplink / downlink bandwidth (bytes/s) at the end of the step
+    uplink_Bps: float = math.inf
+    downlink_Bps: float = math.inf
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +107,17 @@ class TimerFired(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerLeft(Event):
     worker: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelArrived(Event):
+    worker: int  # the receiver
+    sender: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllReduceDone(Event):
+    workers: tuple[int, ...]
 
 
 # ------------------------------------------------------------------- commands
@@ -141,6 +173,31 @@ class Pull(Command):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Multicast(Command):
+    worker: int
+    receivers: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.receivers:
+            raise ValueError(f"Multicast.receivers of worker {self.worker} must not be empty")
+        if self.worker in self.receivers:
+            raise ValueError(f"Multicast.receivers of worker {self.worker} must not include the sender")
+        if len(set(self.receivers)) != len(self.receivers):
+            raise ValueError(f"Multicast.receivers of worker {self.worker} has duplicates: {self.receivers}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllReduce(Command):
+    workers: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.workers:
+            raise ValueError("AllReduce.workers must not be empty")
+        if len(set(self.workers)) != len(self.workers):
+            raise ValueError(f"AllReduce.workers has duplicates: {self.workers}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SetTimer(Command):
     at_s: float
     tag: str
@@ -157,6 +214,8 @@ class PolicyContext:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     # per-worker memory caps on the batch, as a cluster reports them (empty: none)
     max_batch: tuple[int, ...] = ()
+    # bytes of one model transfer (the scenario's model_bytes or the real size)
+    model_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -176,6 +235,7 @@ class Param:
     default: Any
     help: str
     minimum: float | None = None
+    choices: tuple[Any, ...] = ()
 
 
 class Policy:
@@ -188,6 +248,8 @@ class Policy:
     name: ClassVar[str]
     summary: ClassVar[str]
     params: ClassVar[tuple[Param, ...]] = ()
+    # "ps": parameter server (push / pull / apply); "p2p": peer to peer
+    topology: ClassVar[str] = "ps"
 
     def __init__(self, ctx: PolicyContext, **params: Any) -> None:
         self.ctx = ctx
@@ -240,6 +302,9 @@ def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any]) 
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}") from None
         if p.type is int and isinstance(raw, float) and raw != int(raw):
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be an integer, got {raw!r}")
+        if p.choices and value not in p.choices:
+            allowed = ", ".join(map(str, p.choices))
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be one of {allowed}, got {raw!r}")
         if p.minimum is not None and value < p.minimum:
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}")
         out[p.name] = value

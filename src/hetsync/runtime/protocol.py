@@ -1,11 +1,11 @@
 """Wire format between the server (rank 0) and the workers (ranks 1..N).
 
-Every message is a fixed header of 24 int64 values, optionally followed by
-one flat float32 model-sized tensor (a model going to a worker, a gradient or
-delta coming back). No pickled Python objects cross the wire. Floats in a
-header are carried as the bits of a float64.
+Every message is a fixed header of 32 int64 values, optionally followed by
+one flat float32 model-sized tensor (a model going to a worker, a gradient,
+delta or model coming back). No pickled Python objects cross the wire.
+Floats in a header are carried as the bits of a float64.
 
-One command message makes exactly one report message:
+Parameter-server runs: one command message makes exactly one report message:
 
 - server → worker: ``RESET`` (+ model: a run starts from the server's model),
   ``PULL`` (+ model, optionally with a chained step), ``COMPUTE`` (a step,
@@ -13,6 +13,25 @@ One command message makes exactly one report message:
   (end of run), ``EXIT`` (end of process).
 - worker → server: a report whose bits say which of pulled / computed /
   pushed (+ payload) happened, or ``BYE`` after ``STOP``.
+
+Peer-to-peer runs (``RESET`` with ``H_P2P`` set; rank 0 is then only the
+coordinator, see :mod:`hetsync.runtime.p2p`) add:
+
+- ``MULTICAST`` to the sender, followed by an int64 tensor of
+  ``H_NPEERS`` receivers; it owes no report (the receivers report).
+- ``EXPECT`` to each receiver (``H_PEER`` = the sender): answered by
+  ``R_ARRIVED`` when the copy has arrived (``R_LOST`` if it never can).
+- ``ALLREDUCE`` to each participant, followed by an int64 tensor of the
+  ``H_NPEERS`` workers in ring order: answered by ``R_REDUCED`` (or
+  ``R_LOST``).
+- ``ABORT``: give up exchange ``H_EXCH`` (a participant died); no report.
+- ``FETCH``: evaluation only: answered at once, even during a step, by
+  ``R_FETCHED`` + the worker's current model.
+
+Every peer-to-peer command carries the exchange id ``H_EXCH`` the server
+gave it; the reports name it in ``R_EXCH``. Model copies and all-reduce
+chunks travel worker to worker with the tag :func:`exchange_tag`, never
+through rank 0.
 
 Times are microseconds since the run's epoch, a wall-clock instant the server
 sends with ``RESET`` (so workers on one machine share the server's clock).
@@ -25,15 +44,32 @@ import struct
 import torch
 import torch.distributed as dist
 
-HEADER_LEN = 24
+HEADER_LEN = 32
 
 # server → worker: H_TYPE bits
 C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
+C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
 # server → worker fields
-H_TYPE, H_VERSION, H_BATCH, H_LR, H_HAS_LR, H_PUSH_AFTER, H_PUSH_KIND, H_SENT_US, H_EPOCH_US, H_RUN = range(10)
+(
+    H_TYPE,
+    H_VERSION,
+    H_BATCH,
+    H_LR,
+    H_HAS_LR,
+    H_PUSH_AFTER,
+    H_PUSH_KIND,
+    H_SENT_US,
+    H_EPOCH_US,
+    H_RUN,
+    H_P2P,  # RESET: the run is peer to peer
+    H_EXCH,  # p2p commands: the exchange id
+    H_PEER,  # EXPECT: the sender
+    H_NPEERS,  # MULTICAST / ALLREDUCE: length of the worker list that follows
+) = range(14)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
+R_ARRIVED, R_REDUCED, R_FETCHED, R_LOST = 32, 64, 128, 256
 # worker → server fields
 (
     R_TYPE,
@@ -53,7 +89,15 @@ R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
     R_OVERWRITTEN,
     R_LOAD,  # float bits: the background load the worker saw during the step
     R_PULL_START_US,  # when the pull began for the worker: sent, and the worker free to take it
-) = range(17)
+    R_UP_BPS,  # float bits: available uplink at the end of the step (inf unthrottled)
+    R_DOWN_BPS,  # float bits: available downlink at the end of the step
+    R_COMMITTED,  # p2p: local steps the step committed (the step is the update)
+    R_EXCH,  # p2p reports: the exchange id
+    R_PEER,  # R_ARRIVED / R_LOST: the sender of the copy
+    R_X_START_US,  # R_ARRIVED: the multicast's start at the sender; R_REDUCED: the ring's start here
+    R_X_COPY_US,  # R_ARRIVED: when this copy began to leave the sender's uplink
+    R_X_END_US,  # R_ARRIVED: arrival; R_REDUCED: the end of the ring here
+) = range(25)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -129,5 +173,20 @@ def command_has_payload(hdr: torch.Tensor) -> bool:
     return bool(int(hdr[H_TYPE]) & (C_RESET | C_PULL))
 
 
+def command_has_peers(hdr: torch.Tensor) -> bool:
+    """MULTICAST and ALLREDUCE are followed by an int64 tensor of workers."""
+    return bool(int(hdr[H_TYPE]) & (C_MULTICAST | C_ALLREDUCE))
+
+
 def report_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[R_TYPE]) & R_PUSHED)
+    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED))
+
+
+_TAG_SPAN = (1 << 31) - 2  # gloo tags are C ints; 0 is the control stream's
+
+
+def exchange_tag(exchange: int) -> int:
+    """The tag of every worker-to-worker message of one exchange. Exchange ids
+    are unique over the server's life, so a receive abandoned with its
+    exchange (a peer died) can never match a later message."""
+    return 1 + exchange % _TAG_SPAN

@@ -2,6 +2,9 @@
 
 It holds the global model and the policy, turns the policy's commands into
 messages (``protocol``), and turns the workers' reports back into events.
+For a peer-to-peer policy it is only the coordinator: it holds no model
+during the run and no model data passes through it (see
+:mod:`hetsync.runtime.p2p`, which also says how evaluation works there).
 One receiver thread per worker posts a blocking receive from that worker
 and queues what arrives; the main thread waits on the queue with a timeout,
 so timers, evaluations and checkpoints happen on time.
@@ -35,12 +38,14 @@ from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
+    AllReduce,
     Apply,
     Command,
     Compute,
     ComputeDone,
     Drop,
     Event,
+    Multicast,
     Pull,
     PullDone,
     Push,
@@ -50,6 +55,7 @@ from hetsync.policies.base import (
     WorkerLeft,
 )
 from hetsync.runtime import protocol as P
+from hetsync.runtime.p2p import Coordinator
 from hetsync.scenario import Scenario
 from hetsync.sim.engine import policy_context
 from hetsync.trace import TraceWriter
@@ -90,6 +96,7 @@ class ServerProcess:
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
         self.channel = P.Channel(workload.n_params, P.report_has_payload)
         self._commands = P.Channel(workload.n_params, P.command_has_payload)
+        self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
         for w in range(self.n):
             threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
 
@@ -104,8 +111,16 @@ class ServerProcess:
                 return
             self.inbox.put((w, hdr, payload, None))
 
-    def _send(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None = None) -> bool:
+    def new_exchange(self) -> int:
+        self._exchanges += 1
+        return self._exchanges
+
+    def _send(
+        self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None = None, peers: tuple[int, ...] | None = None
+    ) -> bool:
         tensors = tuple(self._commands.pack(hdr, payload))
+        if peers is not None:  # MULTICAST / ALLREDUCE: the worker list follows
+            tensors += (torch.tensor(peers, dtype=torch.int64),)
         try:
             for t in tensors:
                 self._sends.append((dist.isend(t, dst=w + 1), tensors))
@@ -147,8 +162,11 @@ class _Run:
     def __init__(self, server: ServerProcess, spec: str, trace_path: Path | None, run_index: int) -> None:
         self.srv = server
         self.sc = server.sc
-        self.policy = make_policy(spec, policy_context(server.sc))
+        self.policy = make_policy(spec, policy_context(server.sc, server.nbytes))
         self.label = self.policy.label
+        self.p2p = Coordinator(self) if self.policy.topology == "p2p" else None
+        self.computing: set[int] = set()  # workers with a step in progress
+        self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.trace = TraceWriter(trace_path)
         self.trace_path = trace_path
         self.run_index = run_index
@@ -206,23 +224,31 @@ class _Run:
             self._loop()
             wall = self.now()
             self._stop_workers()
-            self.ledger.evaluate(wall)
+            if self.p2p is not None:
+                self.p2p.final_evaluation(wall)
+            else:
+                self.ledger.evaluate(wall)
             self._save_checkpoint(wall)
             self.trace.write({"t": wall, "ev": "end", "wall_time_s": wall, "reason": self.stop_reason})
         finally:
             self.trace.close()
         peers = self.peers
+        extra: dict[str, Any] = {"resumed_from": self.resumed}
+        comm_s = [p.comm_s for p in peers]
+        if self.p2p is not None:
+            comm_s = self.p2p.comm_s(self.offset_s, wall)
+            extra.update(self.p2p.summary(wall - self.offset_s))
         return self.ledger.summary(
             scenario=sc,
             driver="dist",
             wall_s=wall,
             compute_s=[p.compute_s for p in peers],
-            comm_s=[p.comm_s for p in peers],
+            comm_s=comm_s,
             worker_steps=[p.steps for p in peers],
             host_s=time.perf_counter() - host_t0,
             stop_reason=self.stop_reason,
             trace_name=self.trace_path.name if self.trace_path is not None else None,
-            extra={"resumed_from": self.resumed},
+            extra=extra,
         )
 
     def _reset_workers(self) -> None:
@@ -234,11 +260,13 @@ class _Run:
             hdr[P.H_EPOCH_US] = P.to_us(self.epoch)
             hdr[P.H_VERSION] = self.ledger.version
             hdr[P.H_RUN] = self.run_index
+            hdr[P.H_P2P] = int(self.p2p is not None)
             srv._send(w, hdr, self.ledger.theta)
         self._await_all(P.R_RESET)
 
     def _stop_workers(self) -> None:
         srv = self.srv
+        self.stopping = True
         for w in sorted(srv.alive):
             hdr = P.header()
             hdr[P.H_TYPE] = P.C_STOP
@@ -301,7 +329,10 @@ class _Run:
                 self._deliver(TimerFired(now_s=now, tag=tag))
             self._watchdog(now)
             if now >= self.next_eval:
-                self.ledger.evaluate(now)
+                if self.p2p is not None:
+                    self.p2p.evaluate(now)
+                else:
+                    self.ledger.evaluate(now)
                 self.next_eval = now + self.eval_every_s
             if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
                 self._save_checkpoint(now)
@@ -331,10 +362,13 @@ class _Run:
 
     # --------------------------------------------------------- reports
     def _report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
-        p = self.peers[w]
-        p.outstanding -= 1
-        p.owed_since_s = now
         kind = int(hdr[P.R_TYPE])
+        if kind & (P.R_ARRIVED | P.R_REDUCED | P.R_FETCHED | P.R_LOST):
+            if self.p2p is not None:
+                self.p2p.report(w, hdr, payload, now)
+            return
+        p = self.peers[w]
+        self._paid(w, now)
         led = self.ledger
         if kind & P.R_PULLED:
             sent = P.from_us(int(hdr[P.R_PULL_START_US]))  # sent, and the worker free to take it
@@ -355,6 +389,10 @@ class _Run:
             p.steps += 1
             led.steps += 1
             led.samples += batch
+            led.applied_steps += int(hdr[P.R_COMMITTED])  # p2p: the step is the update
+            self.computing.discard(w)
+            if self.p2p is not None:
+                self.p2p.computed(w, start, end)
             if int(hdr[P.R_REPLACED]):
                 led.overwritten(w, 1, now)
             self.trace.write(
@@ -369,6 +407,8 @@ class _Run:
                     base_version=base,
                     duration_s=end - start,
                     load=P.get_float(hdr, P.R_LOAD),
+                    uplink_Bps=P.get_float(hdr, P.R_UP_BPS),
+                    downlink_Bps=P.get_float(hdr, P.R_DOWN_BPS),
                 )
             )
         if kind & P.R_PUSHED:
@@ -409,8 +449,11 @@ class _Run:
         srv.alive.discard(w)
         now = self.now()
         self.peers[w].outstanding = 0
+        self.computing.discard(w)
         self.ledger.left.append({"worker": w, "t": now, "reason": reason})
         self.trace.write({"t": now, "ev": "left", "w": w, "reason": reason})
+        if self.p2p is not None:
+            self.p2p.left(w, now)
         self._deliver(WorkerLeft(now_s=now, worker=w))
 
     # -------------------------------------------------------- commands
@@ -418,9 +461,22 @@ class _Run:
         self._execute(self.policy.on_event(event))
 
     def _execute(self, commands: list[Command]) -> None:
+        if self.stopping:
+            return
         for cmd in commands:
             if isinstance(cmd, (Compute, Pull, Push)):
+                if self.p2p is not None and not isinstance(cmd, Compute):
+                    raise PolicyError(f"{self.label}: {type(cmd).__name__} in a peer-to-peer run (there is no server)")
                 self._command(cmd)
+            elif isinstance(cmd, (Multicast, AllReduce)):
+                if self.p2p is None:
+                    raise PolicyError(
+                        f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'"
+                    )
+                if isinstance(cmd, Multicast):
+                    self.p2p.multicast(cmd, self.now())
+                else:
+                    self.p2p.allreduce(cmd, self.now())
             elif isinstance(cmd, Apply):
                 self.ledger.apply(cmd, self.now())
             elif isinstance(cmd, Drop):
@@ -456,6 +512,8 @@ class _Run:
             hdr[P.H_VERSION] = self.ledger.version
             hdr[P.H_SENT_US] = P.to_us(now)
             payload = self.ledger.theta
+        if step is not None and self.p2p is not None and step.local_lr is None:
+            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
         if step is not None and self._budget_allows():
             hdr[P.H_TYPE] |= P.C_COMPUTE
             hdr[P.H_BATCH] = step.batch_size
@@ -465,12 +523,34 @@ class _Run:
             hdr[P.H_PUSH_AFTER] = P.KINDS[step.push] if step.push is not None else 0
         if int(hdr[P.H_TYPE]) == 0:
             return  # a step the budget no longer allows
+        if self._post(w, hdr, payload) and int(hdr[P.H_TYPE]) & P.C_COMPUTE:
+            self.computing.add(w)
+
+    def _post(
+        self,
+        w: int,
+        hdr: torch.Tensor,
+        payload: torch.Tensor | None = None,
+        *,
+        peers: tuple[int, ...] | None = None,
+        owes: bool = True,
+    ) -> bool:
+        """Send a command; ``owes``: the worker owes one report for it."""
+        now = self.now()
+        if not self.srv._send(w, hdr, payload, peers):
+            return False
+        if owes:
+            p = self.peers[w]
+            if p.outstanding == 0:
+                p.owed_since_s = now
+            p.outstanding += 1
+        return True
+
+    def _paid(self, w: int, now: float) -> None:
+        """A report owed by ``w`` came in (or is forgiven)."""
         p = self.peers[w]
-        if not self.srv._send(w, hdr, payload):
-            return
-        if p.outstanding == 0:
-            p.owed_since_s = now
-        p.outstanding += 1
+        p.outstanding = max(0, p.outstanding - 1)
+        p.owed_since_s = now
 
     # ------------------------------------------------------ checkpoints
     def _checkpoint_path(self) -> Path | None:

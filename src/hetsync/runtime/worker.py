@@ -6,14 +6,26 @@ what happened with its own timestamps. Heterogeneity is applied for real: a
 step sleeps for the extra share the scenario gives this worker (slowdown,
 noise, stragglers, background load, injected delay) on top of its measured
 compute time; with ``throttle`` its transfers last at least
-``model bytes / bandwidth``.
+``model bytes / bandwidth`` (the bandwidth divided by the scenario's
+``link_load`` factor when the transfer starts).
+
+Two threads: a control thread reads the command stream; the main thread
+executes steps, pulls and pushes one after another, in order. The control
+thread itself handles what must not wait for a step to end — the
+peer-to-peer commands (:class:`~hetsync.runtime.p2p.PeerComm`) and the
+evaluation's ``FETCH`` — and hands everything else to the main thread.
+
+In a peer-to-peer run (``RESET`` says so) a step first mixes the models
+that have arrived (equal-weight average with its own), then takes the SGD
+step locally and commits it: the step is the update.
 """
 
 from __future__ import annotations
 
-import math
 import os
+import queue
 import signal
+import threading
 import time
 
 import torch
@@ -21,6 +33,7 @@ import torch.distributed as dist
 
 from hetsync.localmodel import LocalModel
 from hetsync.runtime import protocol as P
+from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
 from hetsync.sim.timing import TimingModel
 from hetsync.workloads import Workload
@@ -42,27 +55,45 @@ class WorkerProcess:
         self.sc = scenario
         self.workload = workload
         self.kill_at_s = kill_at_s
-        bw = scenario.bandwidth_Bps[worker]
-        nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
-        self.transfer_floor_s = nbytes / bw if throttle and bw < math.inf else 0.0
+        self.throttle = throttle
+        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
         self.epoch = time.time()
         self.model = LocalModel(None)
         self.steps = 0
+        self.p2p = False
         self.channel = P.Channel(workload.n_params, P.command_has_payload)
+        self.commands: queue.Queue[tuple[torch.Tensor, torch.Tensor | None] | BaseException] = queue.Queue()
+        self._send_lock = threading.Lock()  # reports come from several threads
+        self.comm = PeerComm(
+            worker,
+            scenario,
+            self.nbytes,
+            workload.n_params,
+            throttle=throttle,
+            clock=self._now_s,
+            report=self._send,
+            model=lambda: self.model,
+        )
 
     # --------------------------------------------------------------- io
     def _now_s(self) -> float:
         return time.time() - self.epoch
 
     def _send(self, rep: torch.Tensor, payload: torch.Tensor | None = None) -> None:
-        for t in self.channel.pack(rep, payload):
-            dist.send(t, dst=SERVER_RANK)
+        tensors = self.channel.pack(rep, payload)
+        with self._send_lock:
+            for t in tensors:
+                dist.send(t, dst=SERVER_RANK)
 
     # ------------------------------------------------------------- loop
     def serve(self) -> None:
+        threading.Thread(target=self._read_commands, daemon=True, name="control").start()
         while True:
             self.free_since_s = self._now_s()  # a command sent earlier waited for this moment
-            hdr, payload = self.channel.recv(SERVER_RANK)
+            item = self.commands.get()
+            if isinstance(item, BaseException):
+                raise item
+            hdr, payload = item
             kind = int(hdr[P.H_TYPE])
             if kind & P.C_EXIT:
                 return
@@ -71,6 +102,7 @@ class WorkerProcess:
                 self._reset(hdr, payload)
                 continue
             if kind & P.C_STOP:
+                self.comm.quiesce()  # nothing of this run reports after BYE
                 rep = P.header()
                 rep[P.R_TYPE] = P.R_BYE
                 self._send(rep)
@@ -78,18 +110,56 @@ class WorkerProcess:
             self._maybe_die()
             self._command(hdr, kind, payload)
 
+    def _read_commands(self) -> None:
+        """The control thread: peer-to-peer commands and FETCH at once, the
+        rest to the main thread in order."""
+        try:
+            while True:
+                hdr, payload = self.channel.recv(SERVER_RANK)
+                kind = int(hdr[P.H_TYPE])
+                peers: tuple[int, ...] = ()
+                if P.command_has_peers(hdr):
+                    listed = torch.empty(int(hdr[P.H_NPEERS]), dtype=torch.int64)
+                    dist.recv(listed, src=SERVER_RANK)
+                    peers = tuple(int(x) for x in listed.tolist())
+                exchange = int(hdr[P.H_EXCH])
+                if kind & (P.C_MULTICAST | P.C_EXPECT | P.C_ALLREDUCE):
+                    self._maybe_die()  # a death in the middle of an exchange
+                if kind & P.C_MULTICAST:
+                    self.comm.multicast(exchange, peers)
+                elif kind & P.C_EXPECT:
+                    self.comm.expect(exchange, int(hdr[P.H_PEER]))
+                elif kind & P.C_ALLREDUCE:
+                    self.comm.allreduce(exchange, peers)
+                elif kind & P.C_ABORT:
+                    self.comm.abort(exchange)
+                elif kind & P.C_FETCH:
+                    rep = P.header()
+                    rep[P.R_TYPE] = P.R_FETCHED
+                    self._send(rep, self.model.local)  # the model as it is: a step in progress is not in it
+                else:
+                    self.commands.put((hdr, payload))
+                    if kind & P.C_EXIT:
+                        return
+        except Exception as e:  # the server is gone
+            self.commands.put(e)
+
     def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
         self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
         self.model = LocalModel(model, int(hdr[P.H_VERSION]))
         self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
         self.steps = 0
+        self.p2p = bool(int(hdr[P.H_P2P]))
+        self.comm.reset()
         rep = P.header()
         rep[P.R_TYPE] = P.R_RESET
         self._send(rep)
 
     def _maybe_die(self) -> None:
-        """Fault injection for tests and demos: an abrupt death, like kill -9."""
+        """Fault injection for tests and demos: an abrupt death, like kill -9,
+        at the first command after ``kill_at_s`` (a step, or in peer-to-peer
+        runs also a copy to send or receive, or an all-reduce)."""
         if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -115,11 +185,18 @@ class WorkerProcess:
         self._send(rep, payload)
 
     def _throttle(self, started_s: float) -> None:
-        left = self.transfer_floor_s - (self._now_s() - started_s)
+        Bps = link_Bps(self.sc, self.w, started_s, self.throttle)
+        if Bps == float("inf"):
+            return
+        left = self.nbytes / Bps - (self._now_s() - started_s)
         if left > 0:
             time.sleep(left)
 
     def _compute(self, rep: torch.Tensor, batch: int, local_lr: float | None) -> None:
+        if self.p2p:
+            arrived = self.comm.take_inbox()
+            if arrived:
+                self.model.mix(arrived)  # type: ignore[arg-type]
         start = self._now_s()
         base = self.model.base_version
         x, y = self.shard.next_batch(batch)
@@ -130,9 +207,14 @@ class WorkerProcess:
         if extra > 0:
             time.sleep(extra)
         rep[P.R_REPLACED] = self.model.finish_step(grad, batch, base, local_lr)
+        if self.p2p:
+            rep[P.R_COMMITTED] = self.model.commit_local()
+        end = self._now_s()
         rep[P.R_TYPE] |= P.R_COMPUTED
         rep[P.R_C_START_US] = P.to_us(start)
-        rep[P.R_C_END_US] = P.to_us(self._now_s())
+        rep[P.R_C_END_US] = P.to_us(end)
+        P.put_float(rep, P.R_UP_BPS, link_Bps(self.sc, self.w, end, self.throttle))
+        P.put_float(rep, P.R_DOWN_BPS, link_Bps(self.sc, self.w, end, self.throttle))
         rep[P.R_STEP] = self.steps
         rep[P.R_BATCH] = batch
         rep[P.R_BASE] = base

@@ -15,6 +15,13 @@ model stays valid however the server moves on.
 The server-side meaning of pushes, applies and drops, and the step
 accounting the contract test relies on, live in :mod:`hetsync.ledger`,
 shared with the torch.distributed runtime.
+
+Peer-to-peer policies (``topology = "p2p"``) run on the same loop: a
+``Multicast`` is one flow per receiver from the sender's node, an
+``AllReduce`` is a ring of 2(k−1) phases of k flows of 1/k of the model each,
+and a step is applied to the worker's own model as it ends. The accuracy is
+that of the average of the workers' models. ``link_load`` in the scenario
+changes the workers' link capacities over time, for both topologies.
 """
 
 from __future__ import annotations
@@ -35,12 +42,16 @@ from hetsync.ledger import HeldPush, Ledger
 from hetsync.localmodel import LocalModel
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
+    AllReduce,
+    AllReduceDone,
     Apply,
     Command,
     Compute,
     ComputeDone,
     Drop,
     Event,
+    ModelArrived,
+    Multicast,
     Policy,
     Pull,
     PullDone,
@@ -58,9 +69,10 @@ from hetsync.workloads import Workload, make_workload
 SERVER = 0  # network node of the server; worker w is node w + 1
 EVALS_PER_RUN = 40  # default evaluation count when eval_every_s is not set
 
-# heap priorities at equal times: deliveries first, then step ends, timers,
-# and evaluation last so it sees every update of that instant
-_NET, _COMPUTE, _TIMER, _EVAL = 0, 1, 2, 3
+# heap priorities at equal times: link capacity changes, deliveries, step
+# ends, timers, and evaluation last so it sees every update of that instant.
+# Capacity changes and evaluations alone do not keep a run going.
+_LINK, _NET, _COMPUTE, _TIMER, _EVAL = -1, 0, 1, 2, 3
 
 
 @dataclass(slots=True)
@@ -78,11 +90,22 @@ class _Worker:
     inflight_grad: torch.Tensor | None = None
     inflight_start_s: float = 0.0
     inflight_base: int = 0
+    inbox: list[torch.Tensor | None] = field(default_factory=list)  # p2p: models received, not yet mixed
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """A multicast or an all-reduce in flight (p2p)."""
+
+    start_s: float
+    workers: tuple[int, ...]  # sender first for a multicast; the ring for an all-reduce
+    left: int  # flows of the multicast, or of the ring's current phase, not delivered
+    phase: int = 0  # ring phase
 
 
 @dataclass(slots=True)
 class _Transfer:
-    kind: str  # "push" or "pull"
+    kind: str  # "push", "pull", "send" (p2p model copy) or "ring" (all-reduce chunk)
     worker: int
     start_s: float
     nbytes: int
@@ -90,6 +113,8 @@ class _Transfer:
     snapshot: torch.Tensor | None = None
     version: int = 0
     then: Compute | None = None
+    peer: int = -1  # send / ring: the receiving worker
+    exchange: _Exchange | None = None
 
 
 @dataclass
@@ -121,16 +146,17 @@ class Simulation:
         self.math = math
         self.progress = progress
         self.workload = workload or make_workload(scenario.workload, **scenario.workload_args)
-        self.policy: Policy = make_policy(policy, policy_context(scenario))
+        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
+        self.policy: Policy = make_policy(policy, policy_context(scenario, self.nbytes))
         self.label = self.policy.label
+        self.p2p = self.policy.topology == "p2p"
         self.timing = TimingModel(scenario)
-        bw = scenario.bandwidth_Bps
+        bw = [b / self._link_factor(w, 0.0) for w, b in enumerate(scenario.bandwidth_Bps)]
         self.net = Network(
             uplink_Bps=(scenario.server_Bps, *bw),
             downlink_Bps=(scenario.server_Bps, *bw),
             latency_s=scenario.latency_s,
         )
-        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
         self.trace = TraceWriter(trace_path)
         self.trace_path = trace_path
 
@@ -150,11 +176,21 @@ class Simulation:
         self.budget = scenario.max_steps * n if scenario.max_steps is not None else None
         self.stop_reason = "drained"
         self.events = 0
+        # p2p accounting: copies sent per multicast, exchange durations
+        self.multicasts = 0
+        self.receivers_sum = 0
+        self.allreduces = 0
+        self.exchange_s_sum = 0.0
+        self.exchanges_done = 0
+
+    def _link_factor(self, worker: int, now_s: float) -> float:
+        load = self.sc.link_load
+        return load.factor_at(worker, now_s) if load is not None else 1.0
 
     # ------------------------------------------------------------ heap
     def _schedule(self, at_s: float, prio: int, payload: Any) -> None:
         self._seq += 1
-        if prio != _EVAL:
+        if prio != _EVAL and prio != _LINK:
             self._live += 1
         heapq.heappush(self._heap, (at_s, prio, self._seq, payload))
 
@@ -197,6 +233,10 @@ class Simulation:
                 self.ledger.drop(cmd, self.now)
             elif isinstance(cmd, SetTimer):
                 self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
+            elif isinstance(cmd, Multicast):
+                self._multicast(cmd)
+            elif isinstance(cmd, AllReduce):
+                self._allreduce(cmd)
             else:
                 raise PolicyError(f"{self.label}: unknown command {cmd!r}")
 
@@ -212,10 +252,17 @@ class Simulation:
         led = self.ledger
         if self.budget is not None and led.started_steps >= self.budget:
             return  # step budget spent: the worker stays idle and the run drains
+        if self.p2p and cmd.local_lr is None:
+            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
         led.started_steps += 1
         self._settle(w)
         w.computing = True
         duration = self.timing.step_duration_s(cmd.worker, cmd.batch_size, self.now)
+        if w.inbox:
+            t0 = time.perf_counter()
+            w.model.mix(w.inbox)
+            w.inbox = []
+            led.math_time_s += time.perf_counter() - t0
         if self.math:
             t0 = time.perf_counter()
             x, y = self.shards[cmd.worker].next_batch(cmd.batch_size)
@@ -239,6 +286,8 @@ class Simulation:
         t0 = time.perf_counter()
         if w.model.finish_step(grad, b, base, cmd.local_lr):
             self.ledger.overwritten(index, 1, self.now)  # an unpushed gradient replaced by a newer one
+        if self.p2p:
+            self.ledger.applied_steps += w.model.commit_local()  # the step is the update
         if self.math:
             self.ledger.math_time_s += time.perf_counter() - t0
         self.trace.write(
@@ -255,6 +304,8 @@ class Simulation:
                 base_version=base,
                 duration_s=self.now - start_s,
                 load=self.timing.load_factor(index, start_s),
+                uplink_Bps=self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now),
+                downlink_Bps=self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now),
             )
         )
 
@@ -285,19 +336,33 @@ class Simulation:
         self._transfer(tr)
 
     def _transfer(self, tr: _Transfer) -> None:
-        w = self.workers[tr.worker]
-        self._settle(w)
-        w.comm += 1
         node = tr.worker + 1
-        src, dst = (node, SERVER) if tr.kind == "push" else (SERVER, node)
+        if tr.kind == "ring":  # the all-reduce books its members' time as a whole
+            src, dst = node, tr.peer + 1
+        else:
+            busy = [tr.worker, tr.peer] if tr.kind == "send" else [tr.worker]  # a receiver is busy too
+            for i in busy:
+                w = self.workers[i]
+                self._settle(w)
+                w.comm += 1
+            if tr.kind == "send":
+                src, dst = node, tr.peer + 1
+            else:
+                src, dst = (node, SERVER) if tr.kind == "push" else (SERVER, node)
         self.net.start_flow(self.now, src, dst, tr.nbytes, tr)
         self._net_dirty = True
 
     def _transfer_done(self, tr: _Transfer) -> None:
         w = self.workers[tr.worker]
+        self.ledger.bytes_sent += tr.nbytes
+        if tr.kind == "ring":
+            self._ring_chunk_done(tr)
+            return
         self._settle(w)
         w.comm -= 1
-        self.ledger.bytes_sent += tr.nbytes
+        if tr.kind == "send":
+            self._copy_done(tr)
+            return
         if tr.kind == "push":
             rec = self.ledger.pushes[tr.push_id]
             self.trace.write(
@@ -337,6 +402,136 @@ class Simulation:
     def _deliver(self, event: Event) -> None:
         self._execute(self.policy.on_event(event))
 
+    # ----------------------------------------------------- peer to peer
+    def _p2p_only(self, cmd: Command) -> None:
+        if not self.p2p:
+            raise PolicyError(f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'")
+
+    def _multicast(self, cmd: Multicast) -> None:
+        self._p2p_only(cmd)
+        w = self._worker(cmd, cmd.worker)
+        for r in cmd.receivers:
+            self._worker(cmd, r)
+        ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
+        self.multicasts += 1
+        self.receivers_sum += len(cmd.receivers)
+        for r in cmd.receivers:
+            self._transfer(
+                _Transfer(
+                    kind="send",
+                    worker=cmd.worker,
+                    start_s=self.now,
+                    nbytes=self.nbytes,
+                    snapshot=w.model.local,
+                    peer=r,
+                    exchange=ex,
+                )
+            )
+
+    def _copy_done(self, tr: _Transfer) -> None:
+        peer = self.workers[tr.peer]
+        self._settle(peer)
+        peer.comm -= 1
+        peer.inbox.append(tr.snapshot)
+        ex = tr.exchange
+        assert ex is not None
+        ex.left -= 1
+        if ex.left == 0:
+            self.exchanges_done += 1
+            self.exchange_s_sum += self.now - ex.start_s
+            self.ledger.version += 1
+        self.trace.write(
+            {"t": tr.start_s, "ev": "send", "w": tr.worker, "to": tr.peer, "end": self.now, "nbytes": tr.nbytes}
+        )
+        self._deliver(ModelArrived(now_s=self.now, worker=tr.peer, sender=tr.worker))
+
+    def _allreduce(self, cmd: AllReduce) -> None:
+        self._p2p_only(cmd)
+        for i in cmd.workers:
+            if self._worker(cmd, i).computing:
+                raise PolicyError(f"{self.label}: AllReduce includes worker {i}, which is computing")
+        if len(cmd.workers) < 2:
+            raise PolicyError(f"{self.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
+        ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
+        self.allreduces += 1
+        self.multicasts += len(cmd.workers)  # each worker's model reaches every other
+        self.receivers_sum += len(cmd.workers) * (len(cmd.workers) - 1)
+        for i in cmd.workers:
+            w = self.workers[i]
+            self._settle(w)
+            w.comm += 1
+        self._ring_phase(ex)
+
+    def _ring_phase(self, ex: _Exchange) -> None:
+        ring = ex.workers
+        k = len(ring)
+        chunk = -(-self.nbytes // k)  # the model in k chunks, the last one padded
+        ex.left = k
+        for j in range(k):
+            succ = ring[(j + 1) % k]
+            self._transfer(
+                _Transfer(kind="ring", worker=ring[j], start_s=self.now, nbytes=chunk, peer=succ, exchange=ex)
+            )
+
+    def _ring_chunk_done(self, tr: _Transfer) -> None:
+        ex = tr.exchange
+        assert ex is not None
+        ex.left -= 1
+        if ex.left:
+            return
+        ex.phase += 1
+        k = len(ex.workers)
+        if ex.phase < 2 * (k - 1):
+            self._ring_phase(ex)
+            return
+        t0 = time.perf_counter()
+        models = [self.workers[i].model for i in ex.workers]
+        if models[0].local is not None:
+            mean = torch.stack([m.local for m in models]).mean(dim=0)  # type: ignore[misc]
+            for m in models:
+                m.replace(mean)
+        self.ledger.math_time_s += time.perf_counter() - t0
+        for i in ex.workers:
+            w = self.workers[i]
+            self._settle(w)
+            w.comm -= 1
+            self.trace.write(
+                {"t": ex.start_s, "ev": "allreduce", "w": i, "end": self.now, "nbytes": self.nbytes, "workers": k}
+            )
+        self.exchanges_done += 1
+        self.exchange_s_sum += self.now - ex.start_s
+        self.ledger.version += 1
+        self._deliver(AllReduceDone(now_s=self.now, workers=ex.workers))
+
+    def _average_model(self) -> None:
+        """p2p: what is evaluated is the average of the workers' models."""
+        if self.p2p and self.math:
+            self.ledger.theta = torch.stack([w.model.local for w in self.workers]).mean(dim=0)  # type: ignore[misc]
+
+    def _evaluate(self, at_s: float) -> None:
+        self._average_model()
+        self.ledger.evaluate(at_s)
+
+    # ------------------------------------------------------- link load
+    def _schedule_link_switches(self) -> None:
+        load = self.sc.link_load
+        if load is None:
+            return
+        for w in load.workers:
+            at, factor = load.next_switch(w, 0.0)
+            if at < math.inf:
+                self._schedule(at, _LINK, (w, factor))
+
+    def _link_switch(self, worker: int, factor: float) -> None:
+        bw = self.sc.bandwidth_Bps[worker] / factor
+        self.net.set_capacity(self.now, worker + 1, uplink_Bps=bw, downlink_Bps=bw)
+        self._net_dirty = True
+        load = self.sc.link_load
+        assert load is not None
+        at, nxt = load.next_switch(worker, self.now)
+        if at < math.inf:
+            self._schedule(at, _LINK, (worker, nxt))
+
     # -------------------------------------------------------- evaluation
     def eval_interval_s(self) -> float:
         return eval_interval_s(self.sc)
@@ -359,16 +554,17 @@ class Simulation:
                     "model_nbytes": self.nbytes,
                 }
             )
-            self.ledger.evaluate(0.0)
+            self._evaluate(0.0)
             every = self.eval_interval_s()
             self._schedule(every, _EVAL, None)
+            self._schedule_link_switches()
             self._execute(self.policy.start(0.0))
             if self._net_dirty:
                 self._schedule_net()
             self._loop(every)
             for w in self.workers:
                 self._settle(w)
-            self.ledger.evaluate(self.now)
+            self._evaluate(self.now)
             self.trace.write({"t": self.now, "ev": "end", "wall_time_s": self.now, "reason": self.stop_reason})
         finally:
             self.trace.close()
@@ -383,7 +579,7 @@ class Simulation:
             host_s=time.perf_counter() - host_t0,
             stop_reason=self.stop_reason,
             trace_name=self.trace_path.name if self.trace_path is not None else None,
-            extra={"events": self.events, "outstanding_detail": self._outstanding_detail()},
+            extra={"events": self.events, "outstanding_detail": self._outstanding_detail(), **self._p2p_summary()},
         )
         return RunResult(summary=summary, params=self.ledger.theta)
 
@@ -402,8 +598,13 @@ class Simulation:
             self.now = at
             self.events += 1
             if prio == _EVAL:
-                self.ledger.evaluate(at)
+                self._evaluate(at)
                 self._schedule(at + eval_every_s, _EVAL, None)
+                continue
+            if prio == _LINK:
+                self._link_switch(*payload)
+                if self._net_dirty:
+                    self._schedule_net()
                 continue
             self._live -= 1
             if prio == _NET:
@@ -430,6 +631,19 @@ class Simulation:
             f"{self.ledger.started_steps} steps started, workers busy: {busy or 'none'}"
         )
 
+    def _p2p_summary(self) -> dict[str, Any]:
+        if not self.p2p:
+            return {}
+        steps_per_worker = self.ledger.steps / self.n
+        return {
+            "topology": "p2p",
+            "multicasts": self.multicasts,
+            "allreduces": self.allreduces,
+            "mean_receivers": self.receivers_sum / self.multicasts if self.multicasts else 0.0,
+            "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
+            "mean_round_s": self.now / steps_per_worker if steps_per_worker else None,
+        }
+
     def _outstanding_detail(self) -> dict[str, int]:
         """Where the steps in flight at the stop are: every one is somewhere."""
         return {
@@ -448,13 +662,14 @@ class Simulation:
         return min(1.0, max(parts))
 
 
-def policy_context(scenario: Scenario) -> PolicyContext:
+def policy_context(scenario: Scenario, model_bytes: int = 0) -> PolicyContext:
     return PolicyContext(
         workers=scenario.workers,
         batch_size=scenario.batch_size,
         lr=scenario.lr,
         rng=np.random.default_rng([scenario.seed, 0x9017]),
         max_batch=scenario.max_batch,
+        model_bytes=model_bytes,
     )
 
 

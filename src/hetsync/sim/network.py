@@ -11,6 +11,15 @@ alone. This is the fluid flow model of SimGrid and similar simulators: no
 packets, no slow start. The parameter server is a node like any other, so an
 incast into it or a broadcast from it costs what its links allow.
 
+Capacities may change in virtual time (``set_capacity``: background traffic
+switched on and off on a worker's links, say): the flows transfer at the old
+rates up to the change and share the links at the new capacities from then
+on, as if the change were a flow start. A flow in transfer whose two links
+become unlimited leaves the sharing then and is delivered its latency later;
+one crossing a link of capacity 0 waits at rate 0 until it comes back. A
+change updates the per-link state of the fast paths below just as a flow
+start does, so they stay in use after it, with the same exactness.
+
 Cost: the rates are recomputed whenever the set of flows in transfer has
 changed, the next time the clock is read (flows started at one instant with
 no look at the clock in between are shared once), but rarely by the full
@@ -22,19 +31,22 @@ in transfer live in Python lists while they are few, in numpy arrays while
 they are many, and then, in that one-round regime, grouped by a shared
 bottleneck link whose share is their common rate, so that moving the clock
 costs one array operation per group and finding the next finish none.
-Starting or finishing a flow costs O(1) Python work, O(log F) for the
-per-link bookkeeping and a few operations over the F flows in transfer.
+Starting or finishing a flow, or changing a capacity, costs O(1) Python
+work, O(log F) for the per-link bookkeeping and a few operations over the F
+flows in transfer.
 Deliveries waiting out their latency sit in a heap keyed by (delivery time,
 start order), which is also the order ``advance`` reports them in. Nothing
 depends on hashing or randomness: the same calls give bit-identical results,
 the same as if every re-share ran the full progressive fill over the flows in
-the original implementation's order (tests/sim/test_network.py checks this).
+the original implementation's order (tests/sim/test_network.py checks this,
+tests/sim/test_network_capacity.py with capacity changes).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import operator
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -79,6 +91,19 @@ def _node_values(values: Iterable[float], name: str, finite: bool) -> list[float
             kind = "finite and nonnegative" if finite else "nonnegative (inf allowed)"
             raise ValueError(f"{name}[{i}] = {v!r}: must be {kind}")
     return out
+
+
+def _capacity_value(value: float | None, name: str) -> float | None:
+    """``value`` as a capacity (+ 0.0: no -0.0), or None; checks it is nonnegative."""
+    if value is None:
+        return None
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} = {value!r}: must be a number") from None
+    if not c >= 0.0:
+        raise ValueError(f"{name} = {value!r}: must be nonnegative (inf allowed)")
+    return c + 0.0
 
 
 class _Block:
@@ -171,9 +196,10 @@ class Network:
     """Flows between nodes sharing uplinks and downlinks max–min fairly.
 
     Times are absolute virtual seconds and never go backwards across calls.
-    A driver starts transfers with ``start_flow``, reads ``next_event_s`` and
-    calls ``advance`` at that time, or earlier when it has an event of its own
-    first, to collect the tokens of the delivered flows.
+    A driver starts transfers with ``start_flow`` (and may change capacities
+    with ``set_capacity``), reads ``next_event_s`` and calls ``advance`` at
+    that time, or earlier when it has an event of its own first, to collect
+    the tokens of the delivered flows.
     """
 
     def __init__(
@@ -393,6 +419,137 @@ class Network:
             self._bytes_delivered += size
             out.append(token)
         return out
+
+    def set_capacity(
+        self,
+        now_s: float,
+        node: int,
+        *,
+        uplink_Bps: float | None = None,
+        downlink_Bps: float | None = None,
+    ) -> None:
+        """Change node ``node``'s uplink and/or downlink capacity at ``now_s``.
+
+        Every flow transfers at the old rates up to ``now_s`` (transfers done
+        by then are settled at their own times, as ``advance`` settles them;
+        their tokens wait for the next ``advance``), and from ``now_s`` on the
+        flows in transfer share the links at the new capacities, max–min
+        fairly. A capacity of ``inf`` or 0 is allowed, as in the constructor:
+        a flow crossing a link of capacity 0 gets rate 0 and waits until the
+        capacity comes back; a flow in transfer whose two links are now both
+        unlimited leaves the sharing at ``now_s`` and is delivered its latency
+        later. Latencies do not change. ``None`` leaves that link as it is.
+
+        A capacity equal to the current one changes nothing: the call then
+        only moves the network's clock to ``now_s``, as ``advance`` would
+        (cheap unless transfers finish by then). So does a change of links
+        that no flow in transfer crosses, apart from the capacities new flows
+        will see. Otherwise the remaining bytes are brought up to ``now_s``
+        and the flows re-shared the next time the clock is read, by the same
+        fast paths as after a flow start (the per-link state of the one-round
+        test is updated for the new shares): the rates are bit for bit those
+        of the full progressive fill over the flows at the new capacities.
+
+        Raises:
+            ValueError: naming the argument, if ``now_s`` is earlier than a
+                previous call's time or not finite, ``node`` is not a node
+                index, or a capacity is negative or NaN.
+        """
+        m = self._m
+        try:
+            i = operator.index(node)
+        except TypeError:
+            raise ValueError(f"node = {node!r}: must be a node index in [0, {m})") from None
+        if not 0 <= i < m:
+            raise ValueError(f"node = {node!r}: must be a node index in [0, {m})")
+        up = _capacity_value(uplink_Bps, "uplink_Bps")
+        down = _capacity_value(downlink_Bps, "downlink_Bps")
+        self._settle(now_s)
+
+        cap = self._cap
+        changes = []
+        if up is not None and up != cap[i]:
+            changes.append((i, up))
+            self._up_inf[i] = up == math.inf
+        if down is not None and down != cap[m + i]:
+            changes.append((m + i, down))
+            self._down_inf[i] = down == math.inf
+        if not changes:
+            return
+        count = self._count
+        if any(count[link] for link, _ in changes):
+            # The rates change now: bring the remaining bytes up to now first
+            # (if still dirty after _settle, they are at _t_ref == now_s).
+            if not self._dirty:
+                self._move_remaining(now_s - self._t_ref)
+            self._t_ref = now_s
+            self._dirty = True
+        share, share_np, tracked = self._share, self._share_np, self._tracked
+        for link, c in changes:
+            cap[link] = c
+            self._capacity[link] = c
+            k = count[link]
+            if k:
+                # As in _attach and _detach: the new share goes into the
+                # sorted partner shares of the tracked links across.
+                old = share[link]
+                new = c / k
+                share[link] = new
+                if share_np is not None:
+                    share_np[link] = new
+                if new != old and tracked[link]:
+                    self._move_share(link, old, new)
+                if k > 1:
+                    self._check(link)
+        self._has_dead_link = 0.0 in cap
+        if any(c == math.inf and count[link] for link, c in changes):
+            self._drop_unlimited(now_s)
+
+    def _drop_unlimited(self, t: float) -> None:
+        """Queue and remove the flows in transfer whose two links are unlimited, at ``t``.
+
+        Such a flow would get rate inf; like one started on two unlimited
+        links, it is delivered after its latency alone. (Only set_capacity
+        makes these: rare, so the _BLOCKS layout is dissolved first.)
+        """
+        cap, up, down = self._cap, self._up, self._down
+        inf = math.inf
+        done = [i for i, (u, d) in enumerate(zip(up, down, strict=True)) if cap[u] == inf and cap[d] == inf]
+        if not done:
+            return
+        if self._layout == _BLOCKS:
+            self._dissolve_blocks()
+        meta, deliveries = self._meta, self._deliveries
+        n = self._n
+        if self._layout == _FLAT:
+            lists: tuple[list[Any], ...] = (up, down, meta)
+            arrays: tuple[np.ndarray, ...] = (
+                self._remaining,
+                self._done_bytes,
+                self._flow_latency,
+                self._up_np,
+                self._down_np,
+            )
+        else:
+            lists = (up, down, meta, self._remaining, self._done_bytes, self._flow_latency)
+            arrays = ()
+        # As in _finish_transfers: in decreasing slot order, the last flow
+        # moving into each hole.
+        for i in reversed(done):
+            latency, seq, size, token = meta[i]
+            heapq.heappush(deliveries, (t + latency, seq, size, token))
+            self._detach(i, up[i], down[i])
+            n -= 1
+            if i == n:
+                for lst in lists:
+                    lst.pop()
+            else:
+                for lst in lists:
+                    lst[i] = lst.pop()
+                for arr in arrays:
+                    arr[i] = arr[n]
+        self._n = n
+        self._dirty = True
 
     def _settle(self, now_s: float) -> None:
         """Finish every transfer done by ``now_s``, each at its own time."""

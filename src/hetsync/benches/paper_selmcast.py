@@ -1,0 +1,420 @@
+"""``hetsync bench paper-selmcast``: SELMCAST (Luo et al., IEEE Trans.
+Services Computing 2024) against the peer-to-peer baselines.
+
+Every policy of the scenario list — ``p2p-allreduce`` (everyone averages
+everyone; ring all-reduce under BSP), ``p2p-random`` (exactly p random
+receivers) and ``selmcast`` (bandwidth-aware receivers, at least p) — under
+BSP rounds and under SSP, on ``p2p-bw`` (16 workers, 100 Mb/s to 10 Gb/s
+links, traffic switching on half of them, 100 MB transfers) and on its
+homogeneous control. Reported per policy: receivers per sender actually
+achieved, mean exchange time (a multicast's first byte to its last copy; an
+all-reduce's start to end), mean round time (wall time per step of a worker),
+compute share and time to the target accuracy; then SELMCAST's ratios to the
+random baseline under the same rounds, which is what the paper claims
+(shorter synchronization, a larger average p, faster training).
+
+``--runtime`` runs the same comparison on real processes (4 workers, links
+throttled in the sender and the receiver to unequal bandwidths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from hetsync import report
+from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
+from hetsync.runner import compare, write_json_atomic
+from hetsync.scenario import add_override_argument, load_scenario, parse_override
+
+NAME = "paper-selmcast"
+HELP = "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, round time, TTA"
+
+SCENARIOS = ("p2p-bw", "p2p-homogeneous")
+QUICK_MAX_TIME_S = 120.0
+TIMELINE_S = 60.0
+# the runtime comparison: 4 real workers, slow links throttled, a smaller model
+RUNTIME_SCENARIO = "p2p-bw"
+RUNTIME_OVERRIDES: dict[str, Any] = {
+    "workers": 4,
+    "model_bytes": 4_000_000,  # 0.32 s per copy at 100 Mb/s, 3 ms at 10 Gb/s
+    "delay_s": 0.1,  # real steps take about 1 ms: make them 0.1 s
+    "max_time_s": 60,
+    "eval_every_s": 2,
+    "link_load": {"workers": [1, 2], "period_s": 20, "on_s": 10, "factor": 4},
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/paper-selmcast", help="output folder (default: runs/paper-selmcast)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's; writes no docs unless --docs",
+    )
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
+    p.add_argument("--policies", default=None, help="comma-separated specs (default: each scenario's list)")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds; several give means (default: 0)")
+    add_override_argument(p, "workers=8")
+    p.add_argument(
+        "--runtime",
+        action="store_true",
+        help="also run on real processes: 4 workers on p2p-bw with throttled links (about 6 min)",
+    )
+    p.add_argument(
+        "--docs", default=None, metavar="DIR", help="write results-selmcast.md and img/ here (default: docs)"
+    )
+    p.add_argument("--no-docs", action="store_true", help="write no docs")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.quick:
+        overrides.setdefault("max_time_s", QUICK_MAX_TIME_S)
+    seeds = parse_seeds(args.seeds)
+    specs = split_list(args.policies, "--policies") if args.policies else None
+    scenarios = split_list(args.scenarios, "--scenarios")
+    for name in scenarios:  # validate every scenario before the first run
+        load_scenario(name, **overrides)
+    out = Path(args.out)
+    results = [bench_scenario(name, specs, seeds, out / Path(name).stem, overrides) for name in scenarios]
+    if args.runtime:
+        results.append(bench_runtime(specs, out / "runtime"))
+    write_json_atomic(out / "results.json", results)
+    docs = None if args.no_docs else Path(args.docs) if args.docs else None if args.quick else Path("docs")
+    if docs is not None:
+        write_docs(results, docs, command=_command(args))
+    return rows_of(results)
+
+
+def _command(args: argparse.Namespace) -> str:
+    parts = ["hetsync", "bench", NAME]
+    if args.quick:
+        parts.append("--quick")
+    for option, value, default in (
+        ("--scenarios", args.scenarios, ",".join(SCENARIOS)),
+        ("--policies", args.policies, None),
+        ("--seeds", args.seeds, "0"),
+    ):
+        if value != default:
+            parts += [option, value]
+    if args.runtime:
+        parts.append("--runtime")
+    for o in args.overrides:
+        parts += ["--set", o]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+# ------------------------------------------------------------------ running
+def _done_printer():  # type: ignore[no-untyped-def]
+    con = report.terminal_console()
+    clock = [time.perf_counter()]
+
+    def done(s: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        tta = s["time_to_target_s"]
+        con.print(
+            f"  {s['scenario']} seed {s['seed']} · {s['label']}: receivers/sender {s['mean_receivers']:.2f}, "
+            f"exchange {_secs(s['mean_exchange_s'])}, compute {100 * s['compute_share']:.1f}%, "
+            f"TTA {_secs(tta)} ({now - clock[0]:.1f} s real)"
+        )
+        clock[0] = now
+
+    return done
+
+
+def bench_scenario(
+    name: str, specs: list[str] | None, seeds: list[int], out: Path, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Every policy on one scenario and every seed (simulator); one record."""
+    runs_by_seed = {}
+    done = _done_printer()
+    for seed in seeds:
+        sc = load_scenario(name, **{**overrides, "seed": seed})
+        where = out if len(seeds) == 1 else out / f"seed-{seed}"
+        runs = compare(sc, specs or list(sc.policies), where, on_result=done)
+        _plots(runs, where, sc.name)
+        report.terminal_console().print(report.summary_table(runs))
+        runs_by_seed[seed] = runs
+    return _aggregate(sc.name, "sim", runs_by_seed, where)
+
+
+def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
+    """The comparison on real processes with throttled links (rank 0 coordinates)."""
+    import json
+
+    import yaml
+
+    from hetsync.runtime.launch import launch, server_log_tail
+
+    base = load_scenario(RUNTIME_SCENARIO)
+    raw = {**base.source, **RUNTIME_OVERRIDES, "name": f"{RUNTIME_SCENARIO}-runtime"}  # type: ignore[dict-item]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "scenario.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    sc = load_scenario(str(path))
+    specs = specs or list(sc.policies)
+    report.terminal_console().print(
+        f"  runtime: {sc.workers} workers + coordinator, throttled links, {len(specs)} policies, "
+        f"{sc.max_time_s:g} s each"
+    )
+    args = ["--scenario", str(path), "--policies", ",".join(specs), "--out", str(out), "--throttle"]
+    code = launch(sc.workers, args, out, timeout_s=120 + 3 * len(specs) * (sc.max_time_s or 60))
+    if code != 0:
+        raise RuntimeError(f"the runtime comparison failed (exit {code}):\n{server_log_tail(out)}")
+    runs = json.loads((out / "summary.json").read_text())
+    _plots(runs, out, sc.name)
+    report.terminal_console().print(report.summary_table(runs))
+    return _aggregate(sc.name, "dist", {sc.seed: runs}, out)
+
+
+def _plots(runs: list[dict[str, Any]], where: Path, scenario: str) -> None:
+    report.plot_accuracy(runs, where / "accuracy.png")
+    report.plot_shares(runs, where / "shares.png")
+    plot_exchange(runs, where / "exchange.png", title=f"peer-to-peer exchanges · {scenario}")
+    for r in runs:
+        if r["trace"] and r["policy"] in ("p2p-random", "selmcast"):
+            end = min(TIMELINE_S, r["wall_time_s"])
+            report.plot_timeline(
+                where / r["trace"],
+                where / f"timeline-{report.safe_name(r['label'])}.png",
+                title=f"{r['label']} · {scenario} · first {end:g} s",
+                max_workers=16,
+                window_s=(0.0, end),
+            )
+
+
+def plot_exchange(runs: list[dict[str, Any]], path: Path, *, title: str) -> Path:
+    """Two bar panels per policy: receivers per sender, mean exchange time."""
+    from matplotlib.figure import Figure
+
+    labels = [r["label"] for r in runs]
+    colors = report._label_colors(runs)
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    y = range(len(runs))
+    left.barh(y, [r["mean_receivers"] for r in runs], color=colors)
+    left.set_xlabel("receivers per sender (achieved)")
+    right.barh(y, [r["mean_exchange_s"] or 0.0 for r in runs], color=colors)
+    right.set_xlabel("mean exchange time (s)")
+    for ax in (left, right):
+        ax.set_yticks(list(y), labels if ax is left else [""] * len(runs), fontsize=8)
+        ax.invert_yaxis()
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    fig.suptitle(title, x=0.01, ha="left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+METRICS = ("mean_receivers", "mean_exchange_s", "mean_round_s", "compute_share", "time_to_target_s", "final_accuracy")
+
+
+def _aggregate(
+    scenario: str, driver: str, runs_by_seed: dict[int, list[dict[str, Any]]], where: Path
+) -> dict[str, Any]:
+    """Means over seeds per policy label; ratios of selmcast to random per sync."""
+    by_label: dict[str, dict[str, Any]] = {}
+    for runs in runs_by_seed.values():
+        for r in runs:
+            entry = by_label.setdefault(r["label"], {"policy": r["policy"], "sync": r["params"]["sync"], "runs": []})
+            entry["runs"].append(r)
+    policies = {}
+    for label, entry in by_label.items():
+        rs = entry["runs"]
+        row = {m: mean_or_none([r[m] for r in rs if r[m] is not None]) for m in METRICS}
+        row["sync_s"] = mean_or_none([sync_per_step_s(r) for r in rs])
+        row["reached"] = sum(r["time_to_target_s"] is not None for r in rs)
+        row["seeds"] = len(rs)
+        policies[label] = {"policy": entry["policy"], "sync": entry["sync"], **row}
+    ratios = {}
+    for sync in ("bsp", "ssp"):
+        sel = _pick(policies, "selmcast", sync)
+        for base in ("p2p-random", "p2p-allreduce"):
+            other = _pick(policies, base, sync)
+            if sel is None or other is None:
+                continue
+            ratios[f"{sync}: selmcast vs {base}"] = {
+                "sync_speedup": _ratio(other["sync_s"], sel["sync_s"]),
+                "receivers_ratio": _ratio(sel["mean_receivers"], other["mean_receivers"]),
+                "round_speedup": _ratio(other["mean_round_s"], sel["mean_round_s"]),
+                "tta_speedup": _ratio(other["time_to_target_s"], sel["time_to_target_s"]),
+            }
+    return {
+        "scenario": scenario,
+        "driver": driver,
+        "seeds": sorted(runs_by_seed),
+        "policies": policies,
+        "ratios": ratios,
+        "target_accuracy": next(iter(runs_by_seed.values()))[0]["target_accuracy"],
+        "dir": str(where),
+    }
+
+
+def sync_per_step_s(run: dict[str, Any]) -> float:
+    """Time a worker spends not computing, per step, averaged over workers:
+    what a round's synchronization costs, under BSP and SSP alike."""
+    pw = run["per_worker"]
+    per = [(run["wall_time_s"] - c) / k for c, k in zip(pw["compute_s"], pw["steps"], strict=True) if k]
+    return sum(per) / len(per)
+
+
+def _pick(policies: dict[str, dict[str, Any]], policy: str, sync: str) -> dict[str, Any] | None:
+    return next((p for p in policies.values() if p["policy"] == policy and p["sync"] == sync), None)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def rows_of(results: list[dict[str, Any]]) -> list[Row]:
+    rows: list[Row] = []
+    for res in results:
+        where = f"{res['scenario']} ({res['driver']})"
+        for label, p in res["policies"].items():
+            rows.append(
+                {"metric": f"{label}: receivers per sender", "value": p["mean_receivers"], "unit": "", "setting": where}
+            )
+            rows.append(
+                {"metric": f"{label}: mean exchange", "value": p["mean_exchange_s"], "unit": "s", "setting": where}
+            )
+            rows.append({"metric": f"{label}: mean round", "value": p["mean_round_s"], "unit": "s", "setting": where})
+            rows.append(
+                {"metric": f"{label}: compute share", "value": p["compute_share"], "unit": "", "setting": where}
+            )
+            rows.append(
+                {"metric": f"{label}: time to target", "value": p["time_to_target_s"], "unit": "s", "setting": where}
+            )
+        for name, r in res["ratios"].items():
+            for key, unit in (
+                ("sync_speedup", "x shorter sync"),
+                ("receivers_ratio", "x receivers"),
+                ("tta_speedup", "x faster to target"),
+            ):
+                rows.append({"metric": name, "value": r[key], "unit": unit, "setting": where})
+    return rows
+
+
+# -------------------------------------------------------------------- docs
+def _secs(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3g} s"
+
+
+def _x(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def _img(res: dict[str, Any], kind: str) -> str:
+    return f"selmcast-{res['scenario']}-{res['driver']}-{kind}.png"
+
+
+def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Path:
+    """Write ``results-selmcast.md`` and copy the plots to ``img/selmcast-*``."""
+    img = docs / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    for res in results:
+        src = Path(res["dir"])
+        for kind in ("accuracy", "exchange", "shares"):
+            shutil.copyfile(src / f"{kind}.png", img / _img(res, kind))
+        for png in sorted(src.glob("timeline-*.png")):
+            shutil.copyfile(png, img / _img(res, png.stem))
+    path = docs / "results-selmcast.md"
+    path.write_text(render_markdown(results, command=command))
+    return path
+
+
+def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
+    import platform
+
+    import torch
+
+    from hetsync.benches.common import _cpus
+
+    lines = [
+        "# SELMCAST: bandwidth-aware receivers for peer-to-peer training",
+        "",
+        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} ({platform.machine()}, {_cpus()} CPUs, "
+        f"torch {torch.__version__}). Simulated runs use virtual time; `dist` runs are real processes.",
+        SETUP,
+    ]
+    for res in results:
+        seeds = ", ".join(map(str, res["seeds"]))
+        lines += [
+            f"## {res['scenario']} ({'simulator' if res['driver'] == 'sim' else 'real processes'}, seeds {seeds})",
+            "",
+            f"Target accuracy {res['target_accuracy']:g}. Means over seeds; TTA over the seeds that reached it.",
+            "",
+            "| policy | receivers / sender | exchange | sync / step | round | compute share | time to target | final acc |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for label, p in res["policies"].items():
+            reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+            lines.append(
+                f"| {label} | {p['mean_receivers']:.2f} | {_secs(p['mean_exchange_s'])} | {_secs(p['sync_s'])} "
+                f"| {_secs(p['mean_round_s'])} "
+                f"| {100 * p['compute_share']:.1f}% | {_secs(p['time_to_target_s'])}{reached} "
+                f"| {p['final_accuracy']:.3f} |"
+            )
+        if res["ratios"]:
+            lines += [
+                "",
+                "| comparison | sync shorter | receivers | round shorter | faster to target |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            for name, r in res["ratios"].items():
+                lines.append(
+                    f"| {name} | {_x(r['sync_speedup'])} | {_x(r['receivers_ratio'])} "
+                    f"| {_x(r['round_speedup'])} | {_x(r['tta_speedup'])} |"
+                )
+        lines += [
+            "",
+            f"![accuracy](img/{_img(res, 'accuracy')})",
+            f"![exchanges](img/{_img(res, 'exchange')})",
+            f"![shares](img/{_img(res, 'shares')})",
+            "",
+        ]
+        timelines = sorted(Path(res["dir"]).glob("timeline-*.png"))
+        lines += [f"![{p.stem}](img/{_img(res, p.stem)})" for p in timelines]
+        lines.append("")
+    lines.append(READING)
+    return "\n".join(lines) + "\n"
+
+
+SETUP = """
+Set-up: every worker takes a local SGD step, then sends its model to its
+receivers; a receiver averages its own model with what it received. Under
+`sync=bsp` a round is a step on every worker and one exchange planned for
+all; under `sync=ssp` (s = 3) a worker's round is its step and its own
+multicast, and no worker may be more than s rounds ahead of the slowest.
+`p2p-allreduce` averages everyone (a ring all-reduce under BSP, a multicast
+to all others under SSP); `p2p-random` sends to exactly p = 2 random
+receivers; `selmcast` picks at least p = 2 receivers from the bandwidth each
+worker reports, minimizing the exchange's makespan, and adds receivers
+wherever that does not lengthen it. Accuracy is that of the average of the
+workers' models. *Exchange*: a multicast's first byte to its last copy
+arriving (an all-reduce's start to end), averaged over multicasts, so a
+fast sender with many extra receivers counts once; *sync / step*: the time
+a worker spends not computing, per step, averaged over workers — the cost
+of synchronization the paper's first claim is about; *round*: wall time per
+step of a worker; *receivers / sender*: copies sent per multicast (N − 1
+for an all-reduce).
+"""
+
+READING = """
+## Reading the results
+
+The paper (only its abstract could be read) claims that SELMCAST shortens
+synchronization, so compute is used more, and raises the average number of
+receivers per sender, so training converges faster than with random
+receivers; it gives no figures. The ratios above are what this
+implementation measures; *sync shorter* above 1× and *receivers* above 1×
+are the two claimed effects, *faster to target* the outcome. On the homogeneous control every link is
+the same, so bandwidth awareness has little to exploit: what remains is
+SELMCAST's balancing of copies per receiver and the extras it adds where
+links have room.
+"""

@@ -1,0 +1,24 @@
+"""p2p-random — each sender multicasts to exactly p receivers drawn uniformly
+at random, ignoring bandwidth: the state of the art SELMCAST (Luo et al.,
+IEEE Trans. Services Computing 2024) improves on, as in Epidemic Learning
+(de Vos et al., NeurIPS 2023: every node sends to s random others and
+averages what it receives). Training converges as long as every worker keeps
+taking part; a larger p converges faster. With fewer than p + 1 live workers
+each sends to all the others.
+"""
+
+from __future__ import annotations
+
+from hetsync.algos.selmcast import random_receivers
+from hetsync.policies.p2p_base import P_PARAM, S_PARAM, SYNC_PARAM, PeerPolicy
+
+
+class P2PRandom(PeerPolicy):
+    name = "p2p-random"
+    summary = "peer to peer: each sender picks exactly p random receivers"
+    params = (SYNC_PARAM, S_PARAM, P_PARAM)
+
+    def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
+        p = min(self.values["p"], len(self.alive) - 1)
+        plan = random_receivers(self.n, p, self.ctx.rng, senders=senders, eligible=sorted(self.alive))
+        return {i: plan[i] for i in senders}

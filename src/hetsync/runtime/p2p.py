@@ -1,0 +1,663 @@
+"""Peer-to-peer runs on the runtime: the workers' data plane and the
+coordinator's books.
+
+In a peer-to-peer run (a policy with ``topology = "p2p"``) rank 0 is only the
+*coordinator*: it runs the policy, sends commands and receives small reports.
+No model data passes through it during training: copies and all-reduce chunks
+go worker to worker with ``dist.isend``/``dist.irecv`` (explicit peer ranks on
+the one gloo group, one tag per exchange, :func:`~hetsync.runtime.protocol.exchange_tag`).
+Two things do pass through rank 0, neither of them training traffic: the
+``RESET`` that starts every run gives every worker the same initial model (as
+in parameter-server runs), and evaluation fetches the workers' models (below).
+
+Messages (:mod:`hetsync.runtime.protocol`), for a ``Multicast(i, R)``: the
+coordinator sends ``EXPECT(e, sender=i)`` to every receiver and
+``MULTICAST(e)`` + the receiver list (a small int64 tensor) to ``i``. The
+sender posts one ``isend`` per receiver of a snapshot of its model as it is
+then, each behind a small copy header; every receiver has posted an
+``irecv`` from ``i`` as soon as its EXPECT arrived, and a waiter thread
+reports ``ARRIVED(e, i)`` when the copy is in (``ModelArrived`` on the
+coordinator). An ``AllReduce(W)`` sends ``ALLREDUCE(e)`` + the ring to every
+member; each runs the ring in a thread and reports ``REDUCED(e)``; the
+coordinator delivers ``AllReduceDone`` when all members have.
+
+Threads on a worker (:class:`PeerComm`): the main thread executes steps one
+after another, as in parameter-server runs; a control thread reads the
+command stream and handles ``MULTICAST``/``EXPECT``/``ALLREDUCE``/``ABORT``
+/``FETCH`` at once, even while a step runs (so a receiver busy computing
+under SSP still takes its copies), by posting non-blocking ops; one waiter
+thread per expected copy and one thread per all-reduce block in
+``Work.wait()`` and report. The control thread never waits on a peer, and
+every op is posted before anyone waits for it, so an exchange in which every
+worker is both a sender and a receiver cannot deadlock. Reports to rank 0 from all
+these threads go through one lock (a report with a payload is two sends for
+large models). Measured on gloo: concurrent sends and receives from several
+threads on one process group, to and from the same and different peers, are
+safe (every message arrives intact), messages with the same peers and tag
+match in the order they were posted, and an op with a peer whose process
+dies fails within a second (the connection resets). ``Work.wait(timeout)``
+is *not* usable: a timeout closes the connection for good. So a receive from
+a live peer that will never send (the exchange was given up) cannot be
+cancelled: its thread stays blocked and is abandoned; the exchange's unique
+tag makes sure it never matches a later message, and ``ABORT`` and the run
+generation make sure it never touches the model or reports.
+
+Throttling (``--throttle``): every worker's uplink and downlink run at
+``bandwidth_Bps[w] / link_load.factor_at(w, t)``. The bytes themselves move
+as fast as the network lets them (on loopback, at once); a multicast is
+shaped on the timestamps, and whatever depends on them waits for it. A multicast's copies leave the sender's uplink
+one after another (copy k of a multicast that starts at t0 occupies it for
+``[t0 + k·T, t0 + (k+1)·T]``, ``T = bytes / uplink``; a multicast queues
+behind the previous one's copies); the copy header carries those times. A
+receiver's downlink takes one copy at a time, each for ``bytes / downlink``:
+a copy gets the first free slot on it that starts no earlier than its start
+on the uplink and ends no earlier than its end there (the copies already
+booked on the downlink keep theirs: :func:`book_slot`). The copy counts as
+arrived — is mixable and reported — at the end of that slot: the waiter
+thread sleeps until then. All-reduce chunks are shaped by really waiting:
+each phase's chunk is sent no earlier than ``chunk bytes / min(own uplink,
+successor's downlink)`` after the phase began, so the ring moves at the pace
+of its slowest link, phase by phase.
+
+Timing: as the simulator books it, a worker is communicating while a copy it
+sends or receives is in flight (from the copy's start on the uplink to its
+arrival) or while it takes part in an all-reduce, and not computing. The
+coordinator collects those intervals from the reports and the compute
+intervals from the step reports, and books ``|comm ∖ compute|``.
+
+Evaluation: the accuracy of a peer-to-peer run is that of the average of the
+workers' models. Every ``eval_every_s`` the coordinator sends ``FETCH`` to
+every live worker; the control thread answers at once with the model as it
+is (a step in progress is not in it yet, as in the simulator) and the
+coordinator evaluates the average at the time it asked. The fetched bytes are
+not counted as traffic and the workers' time to send them (microseconds,
+concurrent with their steps) is not booked. At the end of a run, after
+``STOP``, the models are fetched once more; their average is the run's final
+model (``model-<label>.pt``). Checkpoints (``--checkpoint-dir``) hold the
+average as last evaluated; a resumed run starts every worker from it.
+
+Control messages keep the runtime's one format: for models of up to
+``FUSE_LIMIT_PARAMS`` parameters every message to or from rank 0 is one
+model-sized buffer, header first (:class:`~hetsync.runtime.protocol.Channel`);
+for ``EXPECT`` and the reports that is padding, not model data.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from hetsync.errors import PolicyError
+from hetsync.localmodel import LocalModel
+from hetsync.policies.base import AllReduce, AllReduceDone, ModelArrived, Multicast
+from hetsync.runtime import protocol as P
+from hetsync.scenario import Scenario
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hetsync.runtime.server import _Run
+
+# a model copy is one float32 message: this many int64 header fields, then the model
+COPY_HDR = 8
+_COPY_F32 = 2 * COPY_HDR
+CP_EXCH, CP_SENDER, CP_START_US, CP_COPY_US, CP_UP_END_US = range(5)
+
+
+def link_Bps(sc: Scenario, worker: int, t: float, throttle: bool) -> float:
+    """The worker's available link bandwidth at ``t`` (both directions):
+    ``bandwidth_Bps / link_load factor``; inf without throttling."""
+    if not throttle:
+        return math.inf
+    load = sc.link_load
+    return sc.bandwidth_Bps[worker] / (load.factor_at(worker, t) if load is not None else 1.0)
+
+
+def _seconds(nbytes: float, Bps: float) -> float:
+    return nbytes / Bps if Bps < math.inf else 0.0
+
+
+def book_slot(busy: list[tuple[float, float]], earliest: float, length: float) -> float:
+    """Book the first free slot of ``length`` starting at or after
+    ``earliest`` on a link whose booked slots are ``busy`` (sorted, disjoint;
+    updated in place); returns the slot's start."""
+    start = earliest
+    at = 0
+    for i, (a, b) in enumerate(busy):
+        if b <= start:
+            at = i + 1
+            continue
+        if a >= start + length:
+            break
+        start = b
+        at = i + 1
+    if length > 0:
+        busy.insert(at, (start, start + length))
+    return start
+
+
+# ------------------------------------------------------------------ worker side
+class PeerComm:
+    """A worker's peer-to-peer data plane (see the module docstring).
+
+    Called from the control thread (``multicast``, ``expect``, ``allreduce``,
+    ``abort``) and the main thread (``take_inbox``, ``reset``, ``quiesce``);
+    its own threads wait for ops. ``lock`` guards its state and is held
+    while a report is sent, so that after ``quiesce`` or ``reset`` (which bump
+    the generation under it) nothing from before is reported or applied.
+    """
+
+    def __init__(
+        self,
+        worker: int,
+        scenario: Scenario,
+        nbytes: int,
+        n_params: int,
+        *,
+        throttle: bool,
+        clock: Callable[[], float],
+        report: Callable[[torch.Tensor], None],
+        model: Callable[[], LocalModel],
+    ) -> None:
+        self.w = worker
+        self.sc = scenario
+        self.nbytes = nbytes
+        self.n_params = n_params
+        self.throttle = throttle
+        self.clock = clock
+        self.report = report
+        self.model = model
+        self.lock = threading.Lock()
+        self.gen = 0
+        self.aborted: set[int] = set()
+        self.up_free_s = 0.0  # when the uplink has sent the copies queued on it
+        self.down_busy: list[tuple[float, float]] = []  # the downlink's booked slots
+        self.inbox: list[torch.Tensor] = []
+        self.sends: list[tuple[Any, torch.Tensor]] = []  # isends not known complete (with their buffers)
+
+    # ----------------------------------------------------------- lifecycle
+    def reset(self) -> None:
+        """A new run: forget everything of the old one."""
+        with self.lock:
+            self.gen += 1
+            self.aborted.clear()
+            self.up_free_s = 0.0
+            self.down_busy = []
+            self.inbox = []
+            self._reap()
+
+    def quiesce(self) -> None:
+        """End of a run (STOP): from now on nothing in flight reports or
+        touches the model."""
+        with self.lock:
+            self.gen += 1
+
+    def abort(self, exchange: int) -> None:
+        with self.lock:
+            self.aborted.add(exchange)
+
+    def take_inbox(self) -> list[torch.Tensor]:
+        with self.lock:
+            out, self.inbox = self.inbox, []
+            return out
+
+    def _reap(self) -> None:
+        self.sends = [(work, buf) for work, buf in self.sends if not work.is_completed()]
+
+    def _rate(self, worker: int, t: float) -> float:
+        return link_Bps(self.sc, worker, t, self.throttle)
+
+    def _report_now(self, gen: int, exchange: int, rep: torch.Tensor) -> bool:
+        """Report unless the run or the exchange is over; call with ``lock`` held."""
+        if gen != self.gen or exchange in self.aborted:
+            return False
+        rep[P.R_EXCH] = exchange
+        self.report(rep)
+        return True
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        threading.Thread(target=target, args=args, daemon=True, name=f"p2p-{self.w}").start()
+
+    # ----------------------------------------------------------- multicast
+    def multicast(self, exchange: int, receivers: tuple[int, ...]) -> None:
+        """Send a snapshot of the model as it is now to every receiver."""
+        now = self.clock()
+        model = self.model().local
+        assert model is not None
+        with self.lock:
+            self._reap()
+            t = max(now, self.up_free_s)
+            plan = []
+            for r in receivers:
+                end = t + _seconds(self.nbytes, self._rate(self.w, t))
+                plan.append((r, t, end))
+                t = end
+            self.up_free_s = t
+        tag = P.exchange_tag(exchange)
+        for r, start, end in plan:
+            buf = torch.empty(_COPY_F32 + self.n_params, dtype=torch.float32)
+            hdr = buf[:_COPY_F32].view(torch.int64)
+            hdr.zero_()
+            hdr[CP_EXCH] = exchange
+            hdr[CP_SENDER] = self.w
+            hdr[CP_START_US] = P.to_us(now)
+            hdr[CP_COPY_US] = P.to_us(start)
+            hdr[CP_UP_END_US] = P.to_us(end)
+            buf[_COPY_F32:].copy_(model)
+            try:
+                work = dist.isend(buf, dst=r + 1, tag=tag)
+            except Exception:  # the receiver is gone; the coordinator hears of it
+                continue
+            with self.lock:
+                self.sends.append((work, buf))
+
+    def expect(self, exchange: int, sender: int) -> None:
+        """Post the receive of ``sender``'s copy; a waiter thread reports it."""
+        gen = self.gen
+        buf = torch.empty(_COPY_F32 + self.n_params, dtype=torch.float32)
+        try:
+            work = dist.irecv(buf, src=sender + 1, tag=P.exchange_tag(exchange))
+        except Exception:
+            self._lost(gen, exchange, sender)
+            return
+        self._spawn(self._await_copy, gen, exchange, sender, buf, work)
+
+    def _lost(self, gen: int, exchange: int, sender: int) -> None:
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_LOST
+        rep[P.R_PEER] = sender
+        with self.lock:
+            self._report_now(gen, exchange, rep)
+
+    def _await_copy(self, gen: int, exchange: int, sender: int, buf: torch.Tensor, work: Any) -> None:
+        try:
+            work.wait()
+        except Exception:  # the sender died
+            self._lost(gen, exchange, sender)
+            return
+        real = self.clock()
+        hdr = buf[:_COPY_F32].view(torch.int64)
+        start = P.from_us(int(hdr[CP_START_US]))
+        copy_start = P.from_us(int(hdr[CP_COPY_US]))
+        up_end = P.from_us(int(hdr[CP_UP_END_US]))
+        arrive = real
+        if self.throttle:
+            with self.lock:
+                if gen != self.gen:
+                    return
+                length = _seconds(self.nbytes, self._rate(self.w, copy_start))
+                busy = self.down_busy
+                while busy and busy[0][1] < real - 60.0:  # long past: nothing can be booked there any more
+                    busy.pop(0)
+                slot = book_slot(busy, max(copy_start, up_end - length), length)
+                arrive = max(real, slot + length)
+            wait = arrive - self.clock()
+            if wait > 0:
+                time.sleep(wait)
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_ARRIVED
+        rep[P.R_PEER] = sender
+        rep[P.R_X_START_US] = P.to_us(start)
+        rep[P.R_X_COPY_US] = P.to_us(copy_start)
+        rep[P.R_X_END_US] = P.to_us(max(arrive, self.clock()))
+        with self.lock:
+            if gen == self.gen and exchange not in self.aborted:
+                self.inbox.append(buf[_COPY_F32:])  # mixable from now on
+                self._report_now(gen, exchange, rep)
+
+    # ----------------------------------------------------------- all-reduce
+    def allreduce(self, exchange: int, ring: tuple[int, ...]) -> None:
+        self._spawn(self._ring, self.gen, exchange, ring, self.clock())
+
+    def _ring(self, gen: int, exchange: int, ring: tuple[int, ...], start: float) -> None:
+        try:
+            mean = self.ring_mean(exchange, ring)
+        except Exception:  # a member died
+            rep = P.header()
+            rep[P.R_TYPE] = P.R_LOST
+            rep[P.R_PEER] = -1
+            with self.lock:
+                self._report_now(gen, exchange, rep)
+            return
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_REDUCED
+        rep[P.R_X_START_US] = P.to_us(start)
+        with self.lock:
+            if gen == self.gen and exchange not in self.aborted:
+                self.model().replace(mean)
+                rep[P.R_X_END_US] = P.to_us(self.clock())
+                self._report_now(gen, exchange, rep)
+
+    def ring_mean(self, exchange: int, ring: tuple[int, ...]) -> torch.Tensor:
+        """Ring all-reduce (Patarasuk & Yuan): 2(k−1) phases, each sending
+        1/k of the model to the ring successor and receiving 1/k from the
+        predecessor — k−1 of reduce-scatter, then k−1 of all-gather. Works on
+        a copy; the model is replaced only when all of it is done."""
+        k = len(ring)
+        j = ring.index(self.w)
+        succ, pred = ring[(j + 1) % k] + 1, ring[(j - 1) % k] + 1
+        model = self.model().local
+        assert model is not None
+        n = model.numel()
+        c = -(-n // k)
+        flat = torch.zeros(k * c, dtype=torch.float32)
+        flat[:n].copy_(model)
+        chunks = flat.view(k, c)
+        incoming = torch.empty(c, dtype=torch.float32)
+        chunk_bytes = -(-self.nbytes // k)
+        tag = P.exchange_tag(exchange)
+        for phase in range(2 * (k - 1)):
+            if phase < k - 1:  # reduce-scatter
+                send_i, recv_i = (j - phase) % k, (j - phase - 1) % k
+            else:  # all-gather
+                s = phase - (k - 1)
+                send_i, recv_i = (j + 1 - s) % k, (j - s) % k
+            t0 = self.clock()
+            rx = dist.irecv(incoming, src=pred, tag=tag)
+            if self.throttle:
+                Bps = min(self._rate(self.w, t0), self._rate(succ - 1, t0))
+                wait = t0 + _seconds(chunk_bytes, Bps) - self.clock()
+                if wait > 0:
+                    time.sleep(wait)
+            tx = dist.isend(chunks[send_i], dst=succ, tag=tag)
+            rx.wait()
+            tx.wait()
+            if phase < k - 1:
+                chunks[recv_i].add_(incoming)
+            else:
+                chunks[recv_i].copy_(incoming)
+        return flat[:n] / k
+
+
+# ------------------------------------------------------------- coordinator side
+@dataclass(slots=True)
+class _Exchange:
+    kind: str  # "multicast" or "allreduce"
+    start_s: float
+    workers: tuple[int, ...]  # the sender, then the receivers; or the ring
+    pending: set[int]  # workers whose report is still owed
+    arrived: int = 0  # multicast: copies that arrived
+
+
+@dataclass(slots=True)
+class _Fetch:
+    at_s: float
+    waiting: set[int]
+    models: list[torch.Tensor] = field(default_factory=list)
+
+
+def measure(intervals: list[tuple[float, float]], minus: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of (∪ intervals) ∖ (∪ minus), within [lo, hi]."""
+
+    def merged(ivs: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out: list[tuple[float, float]] = []
+        for a, b in sorted((max(a, lo), min(b, hi)) for a, b in ivs):
+            if b <= a:
+                continue
+            if out and a <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], b))
+            else:
+                out.append((a, b))
+        return out
+
+    total = 0.0
+    cut = merged(minus)
+    k = 0
+    for a, b in merged(intervals):
+        total += b - a
+        while k < len(cut) and cut[k][1] <= a:
+            k += 1
+        m = k
+        while m < len(cut) and cut[m][0] < b:
+            total -= min(b, cut[m][1]) - max(a, cut[m][0])
+            m += 1
+    return total
+
+
+class Coordinator:
+    """Rank 0's side of a peer-to-peer run: turns ``Multicast``/``AllReduce``
+    into messages, the workers' reports into ``ModelArrived``/``AllReduceDone``,
+    keeps the exchanges' books (trace records, summary fields, comm
+    intervals) and collects models for evaluation. Owned by the server's
+    ``_Run``, whose sending, outstanding-report and delivery helpers it uses.
+
+    Outstanding reports (the server's watchdog): each ``EXPECT``,
+    ``ALLREDUCE`` and ``FETCH`` owes one report; ``MULTICAST`` owes none (its
+    receivers report). When a worker dies, what others owed for exchanges
+    with it is forgiven and their late reports are ignored.
+    """
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        n = run.srv.n
+        self.exchanges: dict[int, _Exchange] = {}
+        self.multicasts = 0
+        self.allreduces = 0
+        self.receivers_sum = 0
+        self.exchange_s_sum = 0.0
+        self.exchanges_done = 0
+        self.compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+        self.comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+        self.fetch: _Fetch | None = None
+
+    # ------------------------------------------------------------ commands
+    def _check(self, cmd: Multicast | AllReduce, workers: tuple[int, ...]) -> None:
+        n = self.run.srv.n
+        for w in workers:
+            if not 0 <= w < n:
+                raise PolicyError(f"{self.run.label}: {type(cmd).__name__} names worker {w}, not in 0..{n - 1}")
+
+    def multicast(self, cmd: Multicast, now: float) -> None:
+        run, alive = self.run, self.run.srv.alive
+        self._check(cmd, (cmd.worker, *cmd.receivers))
+        self.multicasts += 1
+        self.receivers_sum += len(cmd.receivers)
+        receivers = tuple(r for r in cmd.receivers if r in alive)
+        if cmd.worker not in alive or not receivers:
+            return
+        e = run.srv.new_exchange()
+        self.exchanges[e] = _Exchange("multicast", now, (cmd.worker, *receivers), set(receivers))
+        for r in receivers:
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_EXPECT
+            hdr[P.H_EXCH] = e
+            hdr[P.H_PEER] = cmd.worker
+            run._post(r, hdr, owes=True)
+        hdr = P.header()
+        hdr[P.H_TYPE] = P.C_MULTICAST
+        hdr[P.H_EXCH] = e
+        hdr[P.H_NPEERS] = len(receivers)
+        run._post(cmd.worker, hdr, peers=receivers, owes=False)
+
+    def allreduce(self, cmd: AllReduce, now: float) -> None:
+        run = self.run
+        self._check(cmd, cmd.workers)
+        if len(cmd.workers) < 2:
+            raise PolicyError(f"{run.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
+        for w in cmd.workers:
+            if w in run.computing:
+                raise PolicyError(f"{run.label}: AllReduce includes worker {w}, which is computing")
+        k = len(cmd.workers)
+        self.allreduces += 1
+        self.multicasts += k  # each worker's model reaches every other
+        self.receivers_sum += k * (k - 1)
+        e = run.srv.new_exchange()
+        self.exchanges[e] = _Exchange("allreduce", now, cmd.workers, set(cmd.workers) & run.srv.alive)
+        for w in cmd.workers:
+            if w not in run.srv.alive:
+                continue
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_ALLREDUCE
+            hdr[P.H_EXCH] = e
+            hdr[P.H_NPEERS] = k
+            run._post(w, hdr, peers=cmd.workers, owes=True)
+        if len(self.exchanges[e].pending) < k:  # a member already gone: it cannot complete
+            self._abort(e, now)
+
+    # ------------------------------------------------------------- reports
+    def report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
+        kind = int(hdr[P.R_TYPE])
+        if kind & P.R_FETCHED:
+            self._fetched(w, payload, now)
+            return
+        e = int(hdr[P.R_EXCH])
+        ex = self.exchanges.get(e)
+        if ex is None or w not in ex.pending:
+            return  # forgiven: a peer of that exchange died
+        ex.pending.discard(w)
+        run = self.run
+        run._paid(w, now)
+        led, nbytes = run.ledger, run.srv.nbytes
+        if ex.kind == "multicast":
+            sender = ex.workers[0]
+            if kind & P.R_ARRIVED:
+                start = P.from_us(int(hdr[P.R_X_START_US]))
+                copy_start = P.from_us(int(hdr[P.R_X_COPY_US]))
+                end = P.from_us(int(hdr[P.R_X_END_US]))
+                self.comm_iv[sender].append((copy_start, end))
+                self.comm_iv[w].append((copy_start, end))
+                led.bytes_sent += nbytes
+                ex.arrived += 1
+                run.trace.write({"t": start, "ev": "send", "w": sender, "to": w, "end": end, "nbytes": nbytes})
+            if not ex.pending:
+                self._finish(e, ex, now)
+            if kind & P.R_ARRIVED:
+                run._deliver(ModelArrived(now_s=now, worker=w, sender=sender))
+            return
+        if not kind & P.R_REDUCED:
+            return  # a ring op failed: a member died, and its WorkerLeft ends the exchange
+        start, end = P.from_us(int(hdr[P.R_X_START_US])), P.from_us(int(hdr[P.R_X_END_US]))
+        k = len(ex.workers)
+        self.comm_iv[w].append((start, end))
+        run.trace.write({"t": ex.start_s, "ev": "allreduce", "w": w, "end": end, "nbytes": nbytes, "workers": k})
+        if ex.pending:
+            return
+        led.bytes_sent += 2 * (k - 1) * k * -(-nbytes // k)
+        self._finish(e, ex, now)
+        run._deliver(AllReduceDone(now_s=now, workers=ex.workers))
+
+    def _finish(self, e: int, ex: _Exchange, now: float) -> None:
+        del self.exchanges[e]
+        if ex.kind == "multicast" and not ex.arrived:
+            return
+        self.exchanges_done += 1
+        self.exchange_s_sum += now - ex.start_s
+        self.run.ledger.version += 1
+
+    def computed(self, w: int, start: float, end: float) -> None:
+        self.compute_iv[w].append((start, end))
+
+    # ------------------------------------------------------------- deaths
+    def left(self, w: int, now: float) -> None:
+        """Before the policy hears of it: forgive what others owed for
+        exchanges with ``w`` and stop rings it was in."""
+        run = self.run
+        for e, ex in list(self.exchanges.items()):
+            if w not in ex.workers:
+                continue
+            if ex.kind == "allreduce":
+                self._abort(e, now)
+            elif ex.workers[0] == w:  # the sender: its copies never come
+                for r in ex.pending:
+                    run._paid(r, now)
+                del self.exchanges[e]
+            elif w in ex.pending:
+                ex.pending.discard(w)
+                if not ex.pending:
+                    self._finish(e, ex, now)
+        if self.fetch is not None and w in self.fetch.waiting:
+            self.fetch.waiting.discard(w)
+            if not self.fetch.waiting:
+                self._evaluate_fetched()
+
+    def _abort(self, e: int, now: float) -> None:
+        ex = self.exchanges.pop(e)
+        run = self.run
+        for p in ex.pending:
+            run._paid(p, now)
+        for p in ex.workers:
+            if p in run.srv.alive:
+                hdr = P.header()
+                hdr[P.H_TYPE] = P.C_ABORT
+                hdr[P.H_EXCH] = e
+                run._post(p, hdr, owes=False)
+
+    # ---------------------------------------------------------- evaluation
+    def evaluate(self, now: float) -> None:
+        """Ask every live worker for its model; evaluate their average when
+        all have answered (skipped while the previous request is open)."""
+        if self.fetch is not None:
+            return
+        live = sorted(self.run.srv.alive)
+        if not live:
+            return
+        self.fetch = _Fetch(at_s=now, waiting=set(live))
+        for w in live:
+            hdr = P.header()
+            hdr[P.H_TYPE] = P.C_FETCH
+            self.run._post(w, hdr, owes=True)
+
+    def _fetched(self, w: int, payload: torch.Tensor | None, now: float) -> None:
+        f = self.fetch
+        if f is None or w not in f.waiting:
+            return
+        f.waiting.discard(w)
+        self.run._paid(w, now)
+        if payload is not None:
+            f.models.append(payload)
+        if not f.waiting:
+            self._evaluate_fetched()
+
+    def _evaluate_fetched(self) -> None:
+        f, self.fetch = self.fetch, None
+        assert f is not None
+        if f.models:
+            led = self.run.ledger
+            led.theta = torch.stack(f.models).mean(dim=0)
+            led.evaluate(f.at_s)
+
+    def final_evaluation(self, wall: float) -> None:
+        """After STOP: fetch every live worker's model (nothing else is in
+        flight any more) and evaluate their average at ``wall``."""
+        run, srv = self.run, self.run.srv
+        self.fetch = None
+        self.evaluate(wall)
+        f = self.fetch
+        deadline = time.time() + srv.opts.worker_timeout_s
+        while self.fetch is f and f is not None:
+            try:
+                w, hdr, payload, error = srv.inbox.get(timeout=max(0.01, deadline - time.time()))
+            except queue.Empty:  # the silent ones are gone
+                for w in sorted(f.waiting):
+                    run._left(w, f"no reply within worker_timeout_s={srv.opts.worker_timeout_s}")
+                break
+            if error is not None:
+                run._left(w, error)
+            elif hdr is not None and int(hdr[P.R_TYPE]) & P.R_FETCHED:
+                self._fetched(w, payload, run.now())
+        if self.fetch is f:
+            self.fetch = None
+
+    # ------------------------------------------------------------- summary
+    def comm_s(self, lo: float, hi: float) -> list[float]:
+        """Per worker: time in flight (sending, receiving, all-reducing)
+        while not computing, within [lo, hi]."""
+        return [measure(c, m, lo, hi) for c, m in zip(self.comm_iv, self.compute_iv, strict=True)]
+
+    def summary(self, wall: float) -> dict[str, Any]:
+        steps_per_worker = self.run.ledger.steps / self.run.srv.n
+        return {
+            "topology": "p2p",
+            "multicasts": self.multicasts,
+            "allreduces": self.allreduces,
+            "mean_receivers": self.receivers_sum / self.multicasts if self.multicasts else 0.0,
+            "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
+            "mean_round_s": wall / steps_per_worker if steps_per_worker else None,
+        }

@@ -1,0 +1,159 @@
+"""Peer-to-peer policies on the runtime: real processes, models moving worker
+to worker over gloo, rank 0 only coordinating (hetsync.runtime.p2p).
+
+Each launch costs about half a minute of start-up on a 2-core machine, so
+the policies of one test share a launch and the runs are short.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from hetsync.cli import main
+from hetsync.report import safe_name
+from hetsync.runtime.launch import launch, server_log_tail
+from hetsync.runtime.p2p import book_slot, measure
+from hetsync.scenario import load_scenario
+from hetsync.sim.engine import simulate
+
+P2P_SPECS = [f"{name}:sync={sync}" for name in ("p2p-allreduce", "p2p-random", "selmcast") for sync in ("bsp", "ssp")]
+FAST = {"jitter": "0", "max_time_s": "null"}
+STEPS = 20
+
+
+def overrides(**values: str) -> list[str]:
+    out = []
+    for key, value in {**FAST, **values}.items():
+        out += ["--set", f"{key}={value}"]
+    return out
+
+
+def traced(out: Path, run: dict, ev: str) -> list[dict]:
+    lines = (out / run["trace"]).read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["ev"] == ev]
+
+
+@pytest.fixture(scope="module")
+def p2p_runs(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Every p2p policy under bsp and ssp, and a parameter-server policy,
+    in one ``hetsync run`` on 3 workers."""
+    out = tmp_path_factory.mktemp("p2p")
+    argv = ["run", "--nproc", "3", "--scenario", "homogeneous-8", *overrides(max_steps=str(STEPS))]
+    argv += ["--policies", ",".join([*P2P_SPECS, "bsp"]), "--no-plots", "--out", str(out)]
+    assert main(argv) == 0, server_log_tail(out)
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_every_p2p_policy_runs_to_completion(p2p_runs):
+    out, runs = p2p_runs
+    assert [r["policy"] for r in runs] == [s.split(":")[0] for s in P2P_SPECS] + ["bsp"]
+    for r in runs[:-1]:
+        label = r["label"]
+        assert r["driver"] == "dist" and r["workers"] == 3 and r["stop_reason"] == "max_steps", label
+        assert r["steps"] == 3 * STEPS and r["applied_steps"] == r["steps"] and r["outstanding_steps"] == 0, label
+        assert r["topology"] == "p2p" and r["multicasts"] > 0 and r["updates"] > 0, label
+        if r["policy"] == "p2p-allreduce":
+            assert r["mean_receivers"] == 2.0, label
+        else:
+            assert r["mean_receivers"] >= r["params"]["p"], label
+        assert 0 < r["mean_exchange_s"] < r["wall_time_s"], label
+        assert r["mean_round_s"] == pytest.approx(r["wall_time_s"] / STEPS), label
+        assert 0.0 < r["compute_share"] < 1.0 and 0.0 < r["comm_share"] < 1.0, label
+        assert abs(r["compute_share"] + r["comm_share"] + r["wait_share"] - 1) < 1e-6, label
+        assert r["final_accuracy"] > 0.5, label  # the average of the workers' models learned
+        # the data plane: copies worker to worker, or one all-reduce record per member
+        if r["allreduces"]:
+            assert len(traced(out, r, "allreduce")) == 3 * r["allreduces"], label
+        else:
+            sends = traced(out, r, "send")
+            assert len(sends) == pytest.approx(r["multicasts"] * r["mean_receivers"]), label
+            assert all(s["w"] != s["to"] and s["end"] >= s["t"] for s in sends), label
+    ps = runs[-1]  # the parameter-server run on the same workers, after the p2p ones
+    assert ps["stop_reason"] == "max_steps" and ps["updates"] == STEPS and "topology" not in ps
+
+
+def test_p2p_allreduce_bsp_equals_the_simulator(p2p_runs):
+    """Both average exactly after every round, so the runtime's ring
+    all-reduce must land on the simulator's model."""
+    out, runs = p2p_runs
+    run = next(r for r in runs if r["label"] == "p2p-allreduce(sync=bsp)")
+    ours = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)
+    sc = load_scenario("homogeneous-8", jitter=0, max_time_s=None, max_steps=STEPS).with_workers(3)
+    sim = simulate(sc, "p2p-allreduce:sync=bsp")
+    assert run["allreduces"] == sim.summary["allreduces"] == STEPS
+    assert (ours - sim.params).abs().max().item() <= 1e-5
+    assert ours.abs().max().item() > 0.1  # a trained model, not two zero vectors
+
+
+def test_throttled_exchanges_follow_the_links(tmp_path):
+    """Slow links (2 MB/s) on workers 0 and 1, fast ones (20 MB/s) on 2 and 3;
+    a copy is 150 kB: 75 ms through a slow link, 7.5 ms through a fast one."""
+    nbytes, slow, fast = 150_000, 2e6, 2e7
+    bw = [slow, slow, fast, fast]
+    args = ["--scenario", "homogeneous-8", *overrides(workers="4", max_steps="3", model_bytes=str(nbytes))]
+    args += ["--set", f"bandwidth_Bps={json.dumps(bw)}", "--throttle", "--no-plots"]
+    args += ["--policies", "p2p-random:sync=bsp,p2p-allreduce:sync=bsp", "--out", str(tmp_path)]
+    assert launch(4, args, tmp_path, timeout_s=300) == 0, server_log_tail(tmp_path)
+    gossip, ring = json.loads((tmp_path / "summary.json").read_text())
+
+    multicasts = defaultdict(list)
+    for s in traced(tmp_path, gossip, "send"):
+        multicasts[(s["w"], s["t"])].append(s)
+    assert len(multicasts) == 4 * 3
+    fast_copies = []
+    for (w, t), copies in multicasts.items():
+        ends = sorted(c["end"] for c in copies)
+        up_s = nbytes / bw[w]
+        # the copies leave the uplink one after another: k copies take k·bytes/uplink
+        assert ends[-1] - t >= 0.95 * len(copies) * up_s, copies
+        for c in copies:  # and none arrives before the slower of its two links allows
+            assert c["end"] - t >= 0.95 * nbytes / min(bw[w], bw[c["to"]]), c
+            if bw[w] == bw[c["to"]] == fast:
+                fast_copies.append(c["end"] - t)
+        assert ends[-1] - t <= len(copies) * up_s + 3 * nbytes / slow + 0.15, copies
+    if fast_copies:  # fast to fast: far below a slow link's 75 ms
+        assert sum(fast_copies) / len(fast_copies) < 0.04, fast_copies
+
+    # the ring 0 → 1 → 2 → 3 → 0: every phase waits for a 37.5 kB chunk through a
+    # slow link (18.75 ms); 2·(4 − 1) = 6 phases
+    phase_s = nbytes / 4 / slow
+    records = traced(tmp_path, ring, "allreduce")
+    assert len(records) == 4 * ring["allreduces"] > 0
+    for r in records:
+        assert 0.95 * 6 * phase_s <= r["end"] - r["t"] <= 6 * phase_s + 0.15, r
+    assert ring["comm_share"] > ring["compute_share"]  # the links dominate here
+
+
+def test_killed_worker_does_not_hang_a_p2p_run(tmp_path):
+    args = ["--scenario", "homogeneous-8", *overrides(max_time_s="4"), "--no-plots", "--out", str(tmp_path)]
+    args += ["--policies", "p2p-allreduce:sync=bsp,selmcast:sync=ssp"]
+    args += ["--kill-worker", "1", "--kill-at-s", "1.5", "--worker-timeout-s", "5"]
+    assert launch(3, args, tmp_path, timeout_s=300) == 0, server_log_tail(tmp_path)
+    ring, gossip = json.loads((tmp_path / "summary.json").read_text())
+    assert [x["worker"] for x in ring["workers_left"]] == [1]
+    assert 1.5 <= ring["workers_left"][0]["t"] < 3.5  # noticed promptly
+    assert ring["stop_reason"] == "max_time" and ring["wall_time_s"] == pytest.approx(4.0, abs=0.5)
+    steps = ring["per_worker"]["steps"]
+    assert steps[0] > steps[1] and steps[2] > steps[1]  # the others went on without it
+    late = [r for r in traced(tmp_path, ring, "allreduce") if r["t"] > ring["workers_left"][0]["t"]]
+    assert late and all(r["workers"] == 2 for r in late)  # rings of the two left
+    # the next policy starts without the dead worker and finishes too
+    assert gossip["workers_left"][0]["worker"] == 1 and gossip["stop_reason"] == "max_time"
+    assert gossip["steps"] > 0 and gossip["per_worker"]["steps"][1] == 0
+
+
+def test_link_slots_and_interval_measure():
+    busy: list[tuple[float, float]] = []
+    assert book_slot(busy, 1.0, 0.5) == 1.0
+    assert book_slot(busy, 0.0, 0.5) == 0.0  # an earlier gap is still free
+    assert book_slot(busy, 0.2, 0.5) == 0.5  # does not fit before 0.5: waits for the slot
+    assert book_slot(busy, 0.6, 0.3) == 1.5  # the gap 0.5–1.0 is taken now
+    assert busy == [(0.0, 0.5), (0.5, 1.0), (1.0, 1.5), (1.5, 1.8)]
+    # comm time is the time in flight while not computing
+    assert measure([(0, 2), (1, 3)], [(0.5, 1.0), (2.5, 5)], 0, 10) == pytest.approx(2.0)
+    assert measure([(0, 2)], [], 1, 10) == pytest.approx(1.0)
