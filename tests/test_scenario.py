@@ -34,3 +34,12 @@ def test_every_builtin_loads():
 
     for name in builtin_scenarios():
         assert load_scenario(name).workers >= 1
+
+
+def test_a_workers_override_fits_the_files_lists_instead_of_refusing_them():
+    sc = load_scenario("p2p-bw", workers=6)  # explicit link_load workers up to 14, bandwidth cycle
+    assert sc.link_load is not None and sc.link_load.workers == (1, 2, 5)
+    assert sc.bandwidth_Bps == (1.25e7, 3.125e7, 1.25e8, 1.25e9, 1.25e7, 3.125e7)
+    assert load_scenario("default", workers=4).slowdown == (1.0, 1.0, 1.0, 1.25)  # an explicit list, cut
+    # a list given with the new size is taken as given
+    assert load_scenario("default", workers=3, slowdown=[1, 2, 3]).slowdown == (1.0, 2.0, 3.0)

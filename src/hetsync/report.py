@@ -483,7 +483,8 @@ def plot_timeline(
 
     One row per worker (worker 0 at the top) for the first ``max_workers``
     workers: compute, push and pull intervals as bars (peer to peer: sends and
-    all-reduces as uploads, copies received as downloads), waiting as the
+    all-reduces on the upper half of the row, copies received on the lower
+    half), waiting as the
     hatched background; ticks in a strip above mark global model updates
     (``apply``; none in peer-to-peer runs).
     ``window_s`` is the time window shown; by default :func:`timeline_window`.
@@ -517,8 +518,10 @@ def plot_timeline(
             hatch="////",
             linewidth=0,
         )
-        for kind, color in (("push", PUSH_COLOR), ("pull", PULL_COLOR)):
-            ax.broken_barh(data.bars[kind].get(w, []), (y, height), facecolor=color)
+        for k, (kind, color) in enumerate((("push", PUSH_COLOR), ("pull", PULL_COLOR))):
+            # peer to peer: a worker sends and receives at once; sends on the upper half, receives below
+            band = (y + k * height / 2, height / 2) if data.p2p else (y, height)
+            ax.broken_barh(data.bars[kind].get(w, []), band, facecolor=color)
         ax.broken_barh(
             data.bars["compute"].get(w, []),
             (y, height),

@@ -192,16 +192,7 @@ class Scenario:
         if n < 1:
             raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers")
         if self.source is not None:
-            raw = {**self.source, "workers": n}
-            for key in _PER_WORKER_DEFAULTS:
-                value = raw.get(key)
-                if isinstance(value, list) and value:
-                    raw[key] = [value[i % len(value)] for i in range(n)]
-            for key in ("background_load", "link_load"):
-                load = raw.get(key)
-                if isinstance(load, dict) and isinstance(load.get("workers"), list):
-                    raw[key] = {**load, "workers": [w for w in load["workers"] if w < n]}
-            return scenario_from_dict(raw, default_name=self.name)
+            return scenario_from_dict(fit_to_workers(self.source, n), default_name=self.name)
 
         def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(values[i % len(values)] for i in range(n)) if values else values
@@ -229,6 +220,23 @@ class Scenario:
         out.pop("source")
         out["policies"] = list(self.policies)
         return out
+
+
+def fit_to_workers(raw: dict[str, Any], n: int, keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A raw scenario mapping for n workers: explicit per-worker lists are
+    cycled (worker i gets entry i mod len) and explicit load worker lists
+    drop indices >= n; generators are left to resolve for n. Keys in ``keep``
+    (given for the new size already) are left alone."""
+    out = {**raw, "workers": n}
+    for key in _PER_WORKER_DEFAULTS:
+        value = out.get(key)
+        if key not in keep and isinstance(value, list) and value:
+            out[key] = [value[i % len(value)] for i in range(n)]
+    for key in ("background_load", "link_load"):
+        load = out.get(key)
+        if key not in keep and isinstance(load, dict) and isinstance(load.get("workers"), list):
+            out[key] = {**load, "workers": [w for w in load["workers"] if isinstance(w, int) and w < n]}
+    return out
 
 
 def _check(ok: bool, key: str, value: Any, rule: str) -> None:
@@ -436,6 +444,11 @@ def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"cannot read scenario file {str(path)!r}: {e}") from None
     if isinstance(raw, dict):
+        n = overrides.get("workers")
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n != raw.get("workers"):
+            # another cluster size: the file's per-worker lists and load worker
+            # sets are fitted to it (as Scenario.with_workers does), not refused
+            raw = fit_to_workers(raw, n, keep=frozenset(overrides))
         raw = {**raw, **overrides}
     return scenario_from_dict(raw, default_name=path.stem)
 

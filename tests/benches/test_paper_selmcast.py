@@ -1,0 +1,56 @@
+"""Smoke test of ``hetsync bench paper-selmcast`` on a tiny run, and its arithmetic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetsync.benches import BENCHES, paper_selmcast
+from hetsync.cli import main
+from hetsync.scenario import load_scenario
+
+
+def test_tiny_run_prints_rows_writes_results_and_docs(tmp_path, capsys):
+    out, docs, rows_json = tmp_path / "out", tmp_path / "docs", tmp_path / "rows.json"
+    argv = ["bench", "paper-selmcast", "--out", str(out), "--docs", str(docs), "--json", str(rows_json)]
+    argv += ["--policies", "p2p-random,selmcast,selmcast:sync=ssp,p2p-random:sync=ssp"]
+    argv += ["--set", "workers=6", "--set", "max_time_s=60", "--set", "model_bytes=20000000"]
+    assert main(argv) == 0
+    assert "paper-selmcast" in BENCHES
+    results = json.loads((out / "results.json").read_text())
+    assert [r["scenario"] for r in results] == ["p2p-bw", "p2p-homogeneous"]
+    for res in results:
+        assert set(res["ratios"]) == {"bsp: selmcast vs p2p-random", "ssp: selmcast vs p2p-random"}
+        pols = res["policies"]
+        assert pols["p2p-random(sync=bsp,p=2)"]["mean_receivers"] == 2
+        assert pols["selmcast(sync=bsp,p=2,bandwidth=worst)"]["mean_receivers"] >= 2
+        for name, r in res["ratios"].items():
+            sync = name.split(":")[0]
+            sel = next(p for p in pols.values() if p["policy"] == "selmcast" and p["sync"] == sync)
+            rnd = next(p for p in pols.values() if p["policy"] == "p2p-random" and p["sync"] == sync)
+            assert r["receivers_ratio"] == pytest.approx(sel["mean_receivers"] / rnd["mean_receivers"])
+            assert r["sync_speedup"] == pytest.approx(rnd["sync_s"] / sel["sync_s"])
+    rows = json.loads(rows_json.read_text())
+    assert any(r["metric"] == "bsp: selmcast vs p2p-random" and r["unit"] == "x receivers" for r in rows)
+    text = (docs / "results-selmcast.md").read_text()
+    assert "| ssp: selmcast vs p2p-random |" in text and "## p2p-bw (simulator, seeds 0)" in text
+    for kind in ("accuracy", "exchange", "shares"):
+        assert (docs / "img" / f"selmcast-p2p-bw-sim-{kind}.png").stat().st_size > 0
+    assert "p2p-bw seed 0 · selmcast(sync=bsp" in capsys.readouterr().out
+
+
+def test_sync_per_step_is_the_time_not_computing_per_step():
+    run = {"wall_time_s": 10.0, "per_worker": {"compute_s": [4.0, 8.0], "steps": [2, 4]}}
+    assert paper_selmcast.sync_per_step_s(run) == pytest.approx((6.0 / 2 + 2.0 / 4) / 2)
+
+
+@pytest.mark.parametrize("name", paper_selmcast.SCENARIOS)
+def test_the_scenarios_are_the_issues_settings(name):
+    sc = load_scenario(name)
+    assert sc.workers == 16 and sc.model_bytes == 100_000_000
+    if name == "p2p-bw":
+        assert min(sc.bandwidth_Bps) == 1.25e7 and max(sc.bandwidth_Bps) == 1.25e9  # 100 Mb/s .. 10 Gb/s
+        assert sc.link_load is not None and len(sc.link_load.workers) == 8
+    else:
+        assert set(sc.bandwidth_Bps) == {1.25e8} and sc.link_load is None
