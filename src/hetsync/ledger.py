@@ -191,3 +191,27 @@ class Ledger:
         }
         out.update(extra or {})
         return out
+
+
+def p2p_summary(
+    *,
+    multicasts: int,
+    allreduces: int,
+    receivers_sum: int,
+    exchange_s_sum: float,
+    exchanges_done: int,
+    steps: int,
+    workers: int,
+    wall_s: float,
+) -> dict[str, Any]:
+    """The summary fields of a peer-to-peer run (docs/formats.md), the same
+    for the simulator and the runtime."""
+    steps_per_worker = steps / workers
+    return {
+        "topology": "p2p",
+        "multicasts": multicasts,
+        "allreduces": allreduces,
+        "mean_receivers": receivers_sum / multicasts if multicasts else 0.0,
+        "mean_exchange_s": exchange_s_sum / exchanges_done if exchanges_done else None,
+        "mean_round_s": wall_s / steps_per_worker if steps_per_worker else None,
+    }

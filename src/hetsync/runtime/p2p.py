@@ -95,6 +95,7 @@ import torch
 import torch.distributed as dist
 
 from hetsync.errors import PolicyError
+from hetsync.ledger import p2p_summary
 from hetsync.localmodel import LocalModel
 from hetsync.policies.base import AllReduce, AllReduceDone, ModelArrived, Multicast
 from hetsync.runtime import protocol as P
@@ -652,12 +653,13 @@ class Coordinator:
         return [measure(c, m, lo, hi) for c, m in zip(self.comm_iv, self.compute_iv, strict=True)]
 
     def summary(self, wall: float) -> dict[str, Any]:
-        steps_per_worker = self.run.ledger.steps / self.run.srv.n
-        return {
-            "topology": "p2p",
-            "multicasts": self.multicasts,
-            "allreduces": self.allreduces,
-            "mean_receivers": self.receivers_sum / self.multicasts if self.multicasts else 0.0,
-            "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
-            "mean_round_s": wall / steps_per_worker if steps_per_worker else None,
-        }
+        return p2p_summary(
+            multicasts=self.multicasts,
+            allreduces=self.allreduces,
+            receivers_sum=self.receivers_sum,
+            exchange_s_sum=self.exchange_s_sum,
+            exchanges_done=self.exchanges_done,
+            steps=self.run.ledger.steps,
+            workers=self.run.srv.n,
+            wall_s=wall,
+        )

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import HeldPush, Ledger
+from hetsync.ledger import HeldPush, Ledger, p2p_summary
 from hetsync.localmodel import LocalModel
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
@@ -634,15 +634,16 @@ class Simulation:
     def _p2p_summary(self) -> dict[str, Any]:
         if not self.p2p:
             return {}
-        steps_per_worker = self.ledger.steps / self.n
-        return {
-            "topology": "p2p",
-            "multicasts": self.multicasts,
-            "allreduces": self.allreduces,
-            "mean_receivers": self.receivers_sum / self.multicasts if self.multicasts else 0.0,
-            "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
-            "mean_round_s": self.now / steps_per_worker if steps_per_worker else None,
-        }
+        return p2p_summary(
+            multicasts=self.multicasts,
+            allreduces=self.allreduces,
+            receivers_sum=self.receivers_sum,
+            exchange_s_sum=self.exchange_s_sum,
+            exchanges_done=self.exchanges_done,
+            steps=self.ledger.steps,
+            workers=self.n,
+            wall_s=self.now,
+        )
 
     def _outstanding_detail(self) -> dict[str, int]:
         """Where the steps in flight at the stop are: every one is somewhere."""
