@@ -193,25 +193,38 @@ class Ledger:
         return out
 
 
-def p2p_summary(
-    *,
-    multicasts: int,
-    allreduces: int,
-    receivers_sum: int,
-    exchange_s_sum: float,
-    exchanges_done: int,
-    steps: int,
-    workers: int,
-    wall_s: float,
-) -> dict[str, Any]:
-    """The summary fields of a peer-to-peer run (docs/formats.md), the same
-    for the simulator and the runtime."""
-    steps_per_worker = steps / workers
-    return {
-        "topology": "p2p",
-        "multicasts": multicasts,
-        "allreduces": allreduces,
-        "mean_receivers": receivers_sum / multicasts if multicasts else 0.0,
-        "mean_exchange_s": exchange_s_sum / exchanges_done if exchanges_done else None,
-        "mean_round_s": wall_s / steps_per_worker if steps_per_worker else None,
-    }
+@dataclass(slots=True)
+class ExchangeStats:
+    """Peer-to-peer bookkeeping, the same for the simulator and the runtime:
+    what the summary reports about multicasts and all-reduces
+    (docs/formats.md)."""
+
+    multicasts: int = 0
+    allreduces: int = 0
+    receivers_sum: int = 0
+    exchange_s_sum: float = 0.0
+    exchanges_done: int = 0
+
+    def multicast(self, receivers: int) -> None:
+        self.multicasts += 1
+        self.receivers_sum += receivers
+
+    def allreduce(self, members: int) -> None:
+        self.allreduces += 1
+        self.multicasts += members  # each member's model reaches every other
+        self.receivers_sum += members * (members - 1)
+
+    def finished(self, duration_s: float) -> None:
+        self.exchanges_done += 1
+        self.exchange_s_sum += duration_s
+
+    def summary(self, *, steps: int, workers: int, wall_s: float) -> dict[str, Any]:
+        steps_per_worker = steps / workers
+        return {
+            "topology": "p2p",
+            "multicasts": self.multicasts,
+            "allreduces": self.allreduces,
+            "mean_receivers": self.receivers_sum / self.multicasts if self.multicasts else 0.0,
+            "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
+            "mean_round_s": wall_s / steps_per_worker if steps_per_worker else None,
+        }

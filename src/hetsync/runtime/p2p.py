@@ -95,7 +95,7 @@ import torch
 import torch.distributed as dist
 
 from hetsync.errors import PolicyError
-from hetsync.ledger import p2p_summary
+from hetsync.ledger import ExchangeStats
 from hetsync.localmodel import LocalModel
 from hetsync.policies.base import AllReduce, AllReduceDone, ModelArrived, Multicast
 from hetsync.runtime import protocol as P
@@ -439,11 +439,7 @@ class Coordinator:
         self.run = run
         n = run.srv.n
         self.exchanges: dict[int, _Exchange] = {}
-        self.multicasts = 0
-        self.allreduces = 0
-        self.receivers_sum = 0
-        self.exchange_s_sum = 0.0
-        self.exchanges_done = 0
+        self.stats = ExchangeStats()
         self.compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.fetch: _Fetch | None = None
@@ -458,8 +454,7 @@ class Coordinator:
     def multicast(self, cmd: Multicast, now: float) -> None:
         run, alive = self.run, self.run.srv.alive
         self._check(cmd, (cmd.worker, *cmd.receivers))
-        self.multicasts += 1
-        self.receivers_sum += len(cmd.receivers)
+        self.stats.multicast(len(cmd.receivers))
         receivers = tuple(r for r in cmd.receivers if r in alive)
         if cmd.worker not in alive or not receivers:
             return
@@ -486,9 +481,7 @@ class Coordinator:
             if w in run.computing:
                 raise PolicyError(f"{run.label}: AllReduce includes worker {w}, which is computing")
         k = len(cmd.workers)
-        self.allreduces += 1
-        self.multicasts += k  # each worker's model reaches every other
-        self.receivers_sum += k * (k - 1)
+        self.stats.allreduce(k)
         e = run.srv.new_exchange()
         self.exchanges[e] = _Exchange("allreduce", now, cmd.workers, set(cmd.workers) & run.srv.alive)
         for w in cmd.workers:
@@ -548,8 +541,7 @@ class Coordinator:
         del self.exchanges[e]
         if ex.kind == "multicast" and not ex.arrived:
             return
-        self.exchanges_done += 1
-        self.exchange_s_sum += now - ex.start_s
+        self.stats.finished(now - ex.start_s)
         self.run.ledger.version += 1
 
     def computed(self, w: int, start: float, end: float) -> None:
@@ -653,13 +645,4 @@ class Coordinator:
         return [measure(c, m, lo, hi) for c, m in zip(self.comm_iv, self.compute_iv, strict=True)]
 
     def summary(self, wall: float) -> dict[str, Any]:
-        return p2p_summary(
-            multicasts=self.multicasts,
-            allreduces=self.allreduces,
-            receivers_sum=self.receivers_sum,
-            exchange_s_sum=self.exchange_s_sum,
-            exchanges_done=self.exchanges_done,
-            steps=self.run.ledger.steps,
-            workers=self.run.srv.n,
-            wall_s=wall,
-        )
+        return self.stats.summary(steps=self.run.ledger.steps, workers=self.run.srv.n, wall_s=wall)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import HeldPush, Ledger, p2p_summary
+from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.localmodel import LocalModel
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
@@ -177,11 +177,7 @@ class Simulation:
         self.stop_reason = "drained"
         self.events = 0
         # p2p accounting: copies sent per multicast, exchange durations
-        self.multicasts = 0
-        self.receivers_sum = 0
-        self.allreduces = 0
-        self.exchange_s_sum = 0.0
-        self.exchanges_done = 0
+        self.stats = ExchangeStats()
 
     def _link_factor(self, worker: int, now_s: float) -> float:
         load = self.sc.link_load
@@ -413,8 +409,7 @@ class Simulation:
         for r in cmd.receivers:
             self._worker(cmd, r)
         ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
-        self.multicasts += 1
-        self.receivers_sum += len(cmd.receivers)
+        self.stats.multicast(len(cmd.receivers))
         for r in cmd.receivers:
             self._transfer(
                 _Transfer(
@@ -437,8 +432,7 @@ class Simulation:
         assert ex is not None
         ex.left -= 1
         if ex.left == 0:
-            self.exchanges_done += 1
-            self.exchange_s_sum += self.now - ex.start_s
+            self.stats.finished(self.now - ex.start_s)
             self.ledger.version += 1
         self.trace.write(
             {"t": tr.start_s, "ev": "send", "w": tr.worker, "to": tr.peer, "end": self.now, "nbytes": tr.nbytes}
@@ -453,9 +447,7 @@ class Simulation:
         if len(cmd.workers) < 2:
             raise PolicyError(f"{self.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
         ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
-        self.allreduces += 1
-        self.multicasts += len(cmd.workers)  # each worker's model reaches every other
-        self.receivers_sum += len(cmd.workers) * (len(cmd.workers) - 1)
+        self.stats.allreduce(len(cmd.workers))
         for i in cmd.workers:
             w = self.workers[i]
             self._settle(w)
@@ -498,8 +490,7 @@ class Simulation:
             self.trace.write(
                 {"t": ex.start_s, "ev": "allreduce", "w": i, "end": self.now, "nbytes": self.nbytes, "workers": k}
             )
-        self.exchanges_done += 1
-        self.exchange_s_sum += self.now - ex.start_s
+        self.stats.finished(self.now - ex.start_s)
         self.ledger.version += 1
         self._deliver(AllReduceDone(now_s=self.now, workers=ex.workers))
 
@@ -634,16 +625,7 @@ class Simulation:
     def _p2p_summary(self) -> dict[str, Any]:
         if not self.p2p:
             return {}
-        return p2p_summary(
-            multicasts=self.multicasts,
-            allreduces=self.allreduces,
-            receivers_sum=self.receivers_sum,
-            exchange_s_sum=self.exchange_s_sum,
-            exchanges_done=self.exchanges_done,
-            steps=self.ledger.steps,
-            workers=self.n,
-            wall_s=self.now,
-        )
+        return self.stats.summary(steps=self.ledger.steps, workers=self.n, wall_s=self.now)
 
     def _outstanding_detail(self) -> dict[str, int]:
         """Where the steps in flight at the stop are: every one is somewhere."""
