@@ -519,8 +519,7 @@ class Network:
             return
         if self._layout == _BLOCKS:
             self._dissolve_blocks()
-        meta, deliveries = self._meta, self._deliveries
-        n = self._n
+        meta = self._meta
         if self._layout == _FLAT:
             lists: tuple[list[Any], ...] = (up, down, meta)
             arrays: tuple[np.ndarray, ...] = (
@@ -533,23 +532,7 @@ class Network:
         else:
             lists = (up, down, meta, self._remaining, self._done_bytes, self._flow_latency)
             arrays = ()
-        # As in _finish_transfers: in decreasing slot order, the last flow
-        # moving into each hole.
-        for i in reversed(done):
-            latency, seq, size, token = meta[i]
-            heapq.heappush(deliveries, (t + latency, seq, size, token))
-            self._detach(i, up[i], down[i])
-            n -= 1
-            if i == n:
-                for lst in lists:
-                    lst.pop()
-            else:
-                for lst in lists:
-                    lst[i] = lst.pop()
-                for arr in arrays:
-                    arr[i] = arr[n]
-        self._n = n
-        self._dirty = True
+        self._remove_done(done, t, lists, arrays)
 
     def _settle(self, now_s: float) -> None:
         """Finish every transfer done by ``now_s``, each at its own time."""
@@ -729,7 +712,7 @@ class Network:
         dt = t - self._t_ref
         self._t_ref = t
         limit = dt + (_DONE_S + _CLOCK_RTOL * abs(t))
-        up, down, meta, deliveries = self._up, self._down, self._meta, self._deliveries
+        up, down, meta = self._up, self._down, self._meta
         layout = self._layout
         if layout == _BLOCKS:
             done = self._finish_in_blocks(dt, limit)
@@ -754,13 +737,23 @@ class Network:
             ]
             lists = (up, down, meta, rem, done_bytes, self._flow_latency)
             arrays = ()
-        # The flows leave in decreasing slot order, the last flow moving into
-        # each hole. Rates are recomputed: they are not moved.
+        self._remove_done(done, t, lists, arrays)
+
+    def _remove_done(
+        self, done: list[int], t: float, lists: tuple[list[Any], ...], arrays: tuple[np.ndarray, ...]
+    ) -> None:
+        """Queue the flows in slots ``done`` (ascending) for delivery after
+        their latency from ``t`` and remove them from every per-slot list and
+        array. The flows leave in decreasing slot order, the last flow moving
+        into each hole. Rates are recomputed: they are not moved."""
+        up, down, meta, deliveries = self._up, self._down, self._meta, self._deliveries
+        blocks = self._layout == _BLOCKS
+        n = self._n
         for i in reversed(done):
             latency, seq, size, token = meta[i]
             heapq.heappush(deliveries, (t + latency, seq, size, token))
             self._detach(i, up[i], down[i])
-            if layout == _BLOCKS:
+            if blocks:
                 holder = self._loc[i]
                 (self._loose if holder is None else holder).remove(self._idx[i], self._idx)
             n -= 1
@@ -772,7 +765,7 @@ class Network:
                     lst[i] = lst.pop()
                 for arr in arrays:
                     arr[i] = arr[n]
-                if layout == _BLOCKS:
+                if blocks:
                     holder = self._loc[i]
                     (self._loose if holder is None else holder).slots[self._idx[i]] = i
         self._n = n
