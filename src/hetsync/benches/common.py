@@ -86,3 +86,12 @@ def parse_seeds(text: str) -> list[int]:
 def mean_or_none(values: list[float]) -> float | None:
     """The mean, or None for no values (a target no seed reached)."""
     return statistics.fmean(values) if values else None
+
+
+def spread(name: str, values: list[float], unit: str = "") -> dict[str, float | None]:
+    """``{name}_mean{unit}``, ``_min`` and ``_max`` of the values (None for none)."""
+    return {
+        f"{name}_mean{unit}": mean_or_none(values),
+        f"{name}_min{unit}": min(values) if values else None,
+        f"{name}_max{unit}": max(values) if values else None,
+    }

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
+from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list, spread
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
@@ -224,12 +224,8 @@ def _aggregate(
         "policy": runs[0]["policy"],
         "reached": len(ttas),
         "seeds": len(runs),
-        "tta_mean_s": mean_or_none(ttas),
-        "tta_min_s": min(ttas) if ttas else None,
-        "tta_max_s": max(ttas) if ttas else None,
-        "speedup_vs_bsp_mean": mean_or_none(ratios),
-        "speedup_vs_bsp_min": min(ratios) if ratios else None,
-        "speedup_vs_bsp_max": max(ratios) if ratios else None,
+        **spread("tta", ttas, "_s"),
+        **spread("speedup_vs_bsp", ratios),
         "speedup_pairs": len(ratios),
         "final_accuracy_mean": statistics.fmean(finals),
         "final_accuracy_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
+from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list, spread
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -254,12 +254,8 @@ def _aggregate(label: str, per_seed: dict[int, list[dict[str, Any]]], seeds: lis
         "policy": runs[0]["policy"],
         "reached": len(ttas),
         "seeds": len(runs),
-        "tta_mean_s": mean_or_none(ttas),
-        "tta_min_s": min(ttas) if ttas else None,
-        "tta_max_s": max(ttas) if ttas else None,
-        "speedup_mean": mean_or_none(ratios),
-        "speedup_min": min(ratios) if ratios else None,
-        "speedup_max": max(ratios) if ratios else None,
+        **spread("tta", ttas, "_s"),
+        **spread("speedup", ratios),
         "speedup_pairs": len(ratios),
         "throughput_vs_bsp": mean_or_none(rate_ratios),
         "final_accuracy_mean": statistics.fmean(r["final_accuracy"] for r in runs),
