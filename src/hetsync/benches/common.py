@@ -95,3 +95,26 @@ def spread(name: str, values: list[float], unit: str = "") -> dict[str, float | 
         f"{name}_min{unit}": min(values) if values else None,
         f"{name}_max{unit}": max(values) if values else None,
     }
+
+
+def add_output_arguments(p: Any, bench: str, doc_name: str, *, quick: bool = False) -> None:
+    """``--out``, ``--docs`` and ``--no-docs`` of a paper bench; with
+    ``quick``, a ``--quick`` run writes no docs unless ``--docs`` is given."""
+    p.add_argument("--out", default=f"runs/{bench}", help="output folder (default: %(default)s)")
+    where = "docs; none with --quick" if quick else "docs"
+    p.add_argument(
+        "--docs",
+        default=None if quick else "docs",
+        metavar="DIR",
+        help=f"write {doc_name} and img/ here (default: {where})",
+    )
+    p.add_argument("--no-docs", action="store_true", help="write no docs")
+
+
+def docs_dir(args: Any) -> Path | None:
+    """Where a paper bench writes its page, from the arguments above."""
+    if args.no_docs:
+        return None
+    if args.docs:
+        return Path(args.docs)
+    return None if getattr(args, "quick", False) else Path("docs")

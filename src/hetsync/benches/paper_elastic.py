@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list, spread
+from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list, spread
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
@@ -64,9 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
     add_override_argument(p, "max_time_s=5")
-    p.add_argument("--out", default="runs/paper-elastic", help="output folder (default: runs/paper-elastic)")
-    p.add_argument("--docs", default="docs", metavar="DIR", help=f"write {DOC_NAME} and img/ here (default: docs)")
-    p.add_argument("--no-docs", action="store_true", help="write no docs")
+    add_output_arguments(p, NAME, DOC_NAME)
     p.add_argument(
         "--no-diagnosis",
         action="store_true",
@@ -78,7 +76,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     overrides = dict(parse_override(o) for o in args.overrides)
     specs = split_list(args.policies, "--policies")
     seeds = parse_seeds(args.seeds)
-    docs = None if args.no_docs else Path(args.docs)
+    docs = docs_dir(args)
     command = shlex.join(["hetsync", "bench", "paper-elastic", *_argv(args)])
     results = bench_paper_elastic(
         args.scenario, specs, seeds, Path(args.out), overrides=overrides, diagnosis=not args.no_diagnosis

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list, spread
+from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list, spread
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -67,9 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=SCENARIOS, help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
     add_override_argument(p, "max_time_s=3")
-    p.add_argument("--out", default="runs/paper-lbbsp", help="output folder (default: %(default)s)")
-    p.add_argument("--docs", default="docs", metavar="DIR", help=f"write {DOC_NAME} and img/ here (default: docs)")
-    p.add_argument("--no-docs", action="store_true", help="write no docs")
+    add_output_arguments(p, NAME, DOC_NAME)
     p.add_argument("--no-diagnosis", action="store_true", help="skip the runs without step-time noise")
     p.add_argument(
         "--runtime",
@@ -102,8 +100,9 @@ def run(args: argparse.Namespace) -> list[Row]:
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
-    if not args.no_docs:
-        write_doc(results, Path(args.docs), out, command)
+    docs = docs_dir(args)
+    if docs is not None:
+        write_doc(results, docs, out, command)
     return rows(results)
 
 

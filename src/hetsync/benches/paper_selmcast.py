@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, mean_or_none, parse_seeds, split_list
+from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
@@ -52,7 +52,7 @@ RUNTIME_OVERRIDES: dict[str, Any] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/paper-selmcast", help="output folder (default: runs/paper-selmcast)")
+    add_output_arguments(p, NAME, "results-selmcast.md", quick=True)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -67,10 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run on real processes: 4 workers on p2p-bw with throttled links (about 6 min)",
     )
-    p.add_argument(
-        "--docs", default=None, metavar="DIR", help="write results-selmcast.md and img/ here (default: docs)"
-    )
-    p.add_argument("--no-docs", action="store_true", help="write no docs")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -87,7 +83,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     if args.runtime:
         results.append(bench_runtime(specs, out / "runtime"))
     write_json_atomic(out / "results.json", results)
-    docs = None if args.no_docs else Path(args.docs) if args.docs else None if args.quick else Path("docs")
+    docs = docs_dir(args)
     if docs is not None:
         write_docs(results, docs, command=_command(args))
     return rows_of(results)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, parse_seeds, split_list
+from hetsync.benches.common import Row, add_output_arguments, docs_dir, parse_seeds, split_list
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -55,7 +55,7 @@ PAPER_TTA_REDUCTION = 0.60  # "up to 60 % lower than the fastest baseline"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/paper-wbsp", help="output folder (default: runs/paper-wbsp)")
+    add_output_arguments(p, NAME, "results-wbsp.md", quick=True)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -73,8 +73,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"communication (default: {','.join(map(str, SWEEP_MODEL_BYTES))}; none with --quick; '' for none)",
     )
     p.add_argument("--sweep-scenario", default=SWEEP_SCENARIO, help="scenario of the sweep (default: %(default)s)")
-    p.add_argument("--docs", default=None, metavar="DIR", help="write results-wbsp.md and img/ here (default: docs)")
-    p.add_argument("--no-docs", action="store_true", help="write no docs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +95,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         Case(key=load_scenario(n, **overrides).name, scenario=n) for n in split_list(args.scenarios, "--scenarios")
     ]
     cases += sweep_cases(args.sweep_scenario, _sweep(args))
-    docs = None if args.no_docs else Path(args.docs) if args.docs else None if args.quick else Path("docs")
+    docs = docs_dir(args)
     results = bench_paper_wbsp(cases, specs, seeds, Path(args.out), overrides=overrides)
     if docs is not None:
         write_docs(results, docs, command=_command(args))
