@@ -413,9 +413,11 @@ def check_bookkeeping(net: Network) -> None:
 def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> None:
     """Drive a fast network and the reference with ``program``; compare after every call.
 
-    ``program``: (kind, value, src, dst, nbytes) with kind "start" (start a
-    flow ``value`` seconds after the latest time), "next" (advance to the
-    next event) or "part" (advance a fraction ``value`` of the way to it).
+    ``program``: (kind, value, a, b, nbytes) with kind "start" (start a flow
+    from node a to node b, ``value`` seconds after the latest time), "cap"
+    (set node a's capacities to b = (uplink, downlink) ``value`` seconds after
+    the latest time; nbytes unused), "next" (advance to the next event) or
+    "part" (advance a fraction ``value`` of the way to it).
     ``deep``: also compare the flows' rates and remaining bytes after every
     call, and check the fast network's bookkeeping.
     """
@@ -424,7 +426,7 @@ def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> 
     now = 0.0
     token = 0
     ops = [*program, *[("next", 0.0, 0, 0, 0.0)] * (2 * len(program) + 2)]
-    for kind, value, src, dst, nbytes in ops:
+    for kind, value, a, b, nbytes in ops:
         t_ref, t_fast = ref.next_event_s(), fast.next_event_s()
         assert t_fast.hex() == t_ref.hex()
         if deep:
@@ -433,14 +435,19 @@ def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> 
             check_blocks(fast)
         if kind == "start":
             now += value
-            fast.start_flow(now, src, dst, nbytes, token)
-            ref.start_flow(now, src, dst, nbytes, token)
+            fast.start_flow(now, a, b, nbytes, token)
+            ref.start_flow(now, a, b, nbytes, token)
             token += 1
+        elif kind == "cap":
+            now += value
+            fast.set_capacity(now, a, uplink_Bps=b[0], downlink_Bps=b[1])
+            ref.set_capacity(now, a, uplink_Bps=b[0], downlink_Bps=b[1])
         elif t_ref < INF:
             t = t_ref if kind == "next" else now + value * (t_ref - now)
             now = max(now, t)
             assert fast.advance(now) == ref.advance(now)
         assert fast.active_flows == ref.active_flows
+        assert fast._cap == ref._cap
     assert fast.bytes_delivered == ref.bytes_delivered
     check_bookkeeping(fast)
 

@@ -15,11 +15,13 @@ from hetsync.sim import network as network_module
 from hetsync.sim.network import Network
 from tests.sim.test_network import (
     FLOW_LAYOUTS,
-    check_blocks,
-    check_bookkeeping,
     configured,
+    fast_caps,
     flow_state,
+    gaps,
     reference,
+    run_side_by_side,
+    sizes,
 )
 
 INF = math.inf
@@ -396,47 +398,6 @@ def test_stuck_flows_stay_stuck(sc):
 #
 # After capacity changes the fast paths (one-round test, flow layouts) still
 # give the very bits of the full progressive fill over the flows in arrays.
-
-
-def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> None:
-    """As in test_network, with a "cap" kind: (kind, value, node, (up, down), 0.0).
-
-    "cap" changes ``node``'s capacities ``value`` seconds after the latest time.
-    """
-    fast = configured(up, down, lat, layout=layout)
-    ref = reference(up, down, lat)
-    now = 0.0
-    token = 0
-    ops = [*program, *[("next", 0.0, 0, 0, 0.0)] * (2 * len(program) + 2)]
-    for kind, value, a, b, nbytes in ops:
-        t_ref, t_fast = ref.next_event_s(), fast.next_event_s()
-        assert t_fast.hex() == t_ref.hex()
-        if deep:
-            assert flow_state(fast) == flow_state(ref)
-            check_bookkeeping(fast)
-            check_blocks(fast)
-        if kind == "start":
-            now += value
-            fast.start_flow(now, a, b, nbytes, token)
-            ref.start_flow(now, a, b, nbytes, token)
-            token += 1
-        elif kind == "cap":
-            now += value
-            fast.set_capacity(now, a, uplink_Bps=b[0], downlink_Bps=b[1])
-            ref.set_capacity(now, a, uplink_Bps=b[0], downlink_Bps=b[1])
-        elif t_ref < INF:
-            t = t_ref if kind == "next" else now + value * (t_ref - now)
-            now = max(now, t)
-            assert fast.advance(now) == ref.advance(now)
-        assert fast.active_flows == ref.active_flows
-        assert fast._cap == ref._cap
-    assert fast.bytes_delivered == ref.bytes_delivered
-    check_bookkeeping(fast)
-
-
-fast_caps = st.one_of(st.sampled_from([INF, 1e6, 2e6, 4e6]), st.floats(1e4, 1e7), st.just(0.0))
-gaps = st.sampled_from([0.0, 0.0, 0.0, 1e-3, 0.01, 0.1, 0.37])
-sizes = st.one_of(st.sampled_from([1e5, 3e5]), st.floats(1.0, 1e6), st.just(0.0))
 
 
 @st.composite
