@@ -112,12 +112,24 @@ def _load(args: argparse.Namespace) -> Any:
     return load_scenario(args.scenario, **overrides)
 
 
+def _progress_columns() -> tuple[Any, ...]:
+    """One progress bar per policy run: name, bar, percent, time."""
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+    return (
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeElapsedColumn(),
+    )
+
+
 def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
     if getattr(args, "runtime", "sim") == "dist":
         if args.policies is None and specs is not None:
             args.policies = ",".join(specs)
         return _cmd_run(args, args.nproc or _load(args).workers)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from hetsync import report, runner
 
@@ -131,12 +143,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
         f"[bold]{scenario.name}[/]: {scenario.workers} workers, {scenario.workload}, "
         f"policies {', '.join(labels)} → {out}/"
     )
-    columns = (
-        TextColumn("{task.description:<18}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>5.1f}%"),
-        TimeElapsedColumn(),
-    )
+    columns = _progress_columns()
     with Progress(*columns, console=con, transient=False) as bar:
         tasks = {label: bar.add_task(label, total=1.0) for label in labels}
 
@@ -159,7 +166,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
 def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     import json
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from hetsync import report, runner
     from hetsync.runtime import launch
@@ -185,12 +192,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         f"[bold]{scenario.name}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
         f"policies {', '.join(labels)} → {out}/"
     )
-    columns = (
-        TextColumn("{task.description:<18}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>5.1f}%"),
-        TimeElapsedColumn(),
-    )
+    columns = _progress_columns()
     with Progress(*columns, console=con) as bar:
         tasks = {label: bar.add_task(label, total=1.0) for label in labels}
         done: set[str] = set()

@@ -184,13 +184,18 @@ def _workers(name: str, idx: Sequence[int] | None, n: int) -> list[int]:
     return sorted(out)
 
 
-def _check_p(p: int, senders: list[int], eligible: list[int]) -> int:
+def _int_at_least(name: str, value: int, minimum: int) -> int:
     try:
-        q = operator.index(p)
+        q = operator.index(value)
     except TypeError:
-        raise ValueError(f"p must be an integer >= 1, got {p!r}") from None
-    if q < 1:
-        raise ValueError(f"p must be an integer >= 1, got {p!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}") from None
+    if q < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return q
+
+
+def _check_p(p: int, senders: list[int], eligible: list[int]) -> int:
+    q = _int_at_least("p", p, 1)
     elig = set(eligible)
     for i in senders:
         room = len(eligible) - (i in elig)
@@ -569,12 +574,7 @@ def random_receivers(
     replacement). Returns one sorted tuple per worker, ``()`` for
     non-senders. Same ``p``/index validation as :func:`select_receivers`.
     """
-    try:
-        size = operator.index(n)
-    except TypeError:
-        raise ValueError(f"n must be an integer >= 0, got {n!r}") from None
-    if size < 0:
-        raise ValueError(f"n must be an integer >= 0, got {n!r}")
+    size = _int_at_least("n", n, 0)
     snd = _workers("senders", senders, size)
     elig = _workers("eligible", eligible, size)
     q = _check_p(p, snd, elig)
