@@ -27,6 +27,14 @@ SUMMARY_KEYS = {
     "steps",
     "updates",
     "bytes_sent",
+    # named metrics (docs/formats.md); the accuracy fields above are their aliases for accuracy targets
+    "target_metric",
+    "target_value",
+    "target_direction",
+    "final_metric",
+    "best_metric",
+    "final_metrics",
+    "metric_curve",
 }
 
 
@@ -55,6 +63,15 @@ def write(tmp_path, text, name="s.yaml"):
         (lambda t: ["compare", "--set", "workload=imagenet", "--out", str(t)], "'imagenet'"),
         (lambda t: ["compare", "--scenario", write(t, "workers: 2\n")], "max_time_s"),
         (lambda t: ["bogus"], "invalid choice"),
+        (
+            lambda t: ["simulate", "-p", "bsp", "--set", "target={metric: perplexity, value: 40}", "-o", str(t)],
+            "scenario key 'target.metric': workload 'digits-mlp' reports accuracy, loss; got 'perplexity'",
+        ),
+        (
+            lambda t: ["compare", "--set", "target={metric: loss, value: 1}", "--set", "target_accuracy=0.9"],
+            "'target_accuracy'",
+        ),
+        (lambda t: ["compare", "--set", "target={metric: loss, value: 1, direction: down}"], "'target.direction'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv_fn, needle):

@@ -7,7 +7,8 @@ For random worker speeds, noise, stragglers and networks (hypothesis):
   and those add up exactly — and nothing is in flight at all for the
   policies that drain;
 - barriers hold: when a worker starts its step c, every worker has finished
-  at least c − bound steps (bound = 0 for BSP, s for SSP, H − 1 for local SGD);
+  at least c − bound steps (bound = 0 for BSP, s for SSP, H − 1 for local SGD
+  and DiLoCo);
 - backup workers apply exactly N − b fresh gradients per round;
 - peer-to-peer senders reach at least p receivers, never themselves, and
   every copy sent arrives.
@@ -30,6 +31,7 @@ from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "ssp:s=0", "ssp:s=1", "local-sgd:H=1", "local-sgd:H=3", "backup:b=0", "backup:b=2"]
 SPECS += ["elastic-bsp:R=1", "elastic-bsp:R=60", "dssp:s_L=0:r_max=2", "dssp:s_L=1:r_max=0"]
+SPECS += ["diloco:H=1", "diloco:H=3"]
 SPECS += ["p2p-allreduce:sync=ssp:s=1", "p2p-random:sync=ssp:s=0:p=1", "selmcast:sync=ssp", "selmcast:p=1"]
 # nothing may be left in flight once these drain
 DRAINS = {"bsp", "asp", "ssp", "dssp", "elastic-bsp", "p2p-allreduce", "p2p-random", "selmcast"}

@@ -222,3 +222,83 @@ def test_write_report(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["accuracy.png", "shares.png", "timeline-bsp.png", "timeline-ssp-s-3.png"]
     for path in paths:
         assert_png(path)
+
+
+# ---------------------------------------------------------------------------
+# named metrics: a perplexity target (a metric to minimize), mixed metrics
+
+
+def make_lm_run(label: str, *, tta: float | None = 2.0, scale: float = 1.0) -> dict[str, Any]:
+    """A run summary with a perplexity target, as Ledger.summary writes it (no accuracy aliases)."""
+    curve = [[0.0, 900.0 * scale], [1.0, 120.0 * scale], [2.0, 39.0 * scale], [3.0, 31.5 * scale]]
+    run = make_run(label, tta=tta)
+    for key in ("target_accuracy", "final_accuracy", "best_accuracy", "accuracy_curve"):
+        del run[key]
+    return run | {
+        "scenario": "tinylm-4",
+        "target_metric": "perplexity",
+        "target_value": 40.0,
+        "target_direction": "min",
+        "final_metric": curve[-1][1],
+        "best_metric": curve[-1][1],
+        "final_metrics": {"loss": 3.45, "perplexity": curve[-1][1], "accuracy": 0.31},
+        "metric_curve": curve,
+    }
+
+
+def _text(table: Any) -> str:
+    console = Console(record=True, width=150)
+    console.print(table)
+    return console.export_text()
+
+
+def test_summary_table_follows_the_target_metric() -> None:
+    text = _text(summary_table([make_lm_run("bsp"), make_lm_run("asp", tta=None, scale=1.5)]))
+    assert "target perplexity ≤ 40.0" in text
+    assert "final ppl" in text and "final acc" not in text
+    assert "31.5" in text and "47.25" in text
+    # accuracy runs, old or new, read as before
+    text = _text(summary_table([make_run("bsp")]))
+    assert "target accuracy 0.8" in text and "final acc" in text and "0.900" in text
+
+
+def test_mixed_metrics_do_not_crash(tmp_path: Path) -> None:
+    from hetsync.report import metric_plot_name, write_markdown
+
+    runs = [make_run("bsp"), make_lm_run("asp")]
+    text = _text(summary_table(runs))
+    assert "accuracy 0.8; perplexity ≤ 40.0" in text
+    assert "acc 0.900" in text and "ppl 31.5" in text
+    assert metric_plot_name(runs) == "metrics"
+    assert_png(plot_accuracy(runs, tmp_path / "m.png"))
+    page = write_markdown(runs, tmp_path, tmp_path / "page.md", command="test")
+    assert "| bsp |" in page.read_text()
+
+
+def test_write_report_names_the_metric_plot_after_the_metric(tmp_path: Path) -> None:
+    from hetsync.report import write_markdown
+
+    runs = [make_lm_run("bsp"), make_lm_run("ssp(s=3)", tta=None, scale=1.4)]
+    for run in runs:
+        write_trace(tmp_path / run["trace"], bsp_trace(workers=4, rounds=20))
+    paths = write_report(runs, tmp_path)
+    assert [p.name for p in paths] == ["perplexity.png", "shares.png", "timeline-bsp.png", "timeline-ssp-s-3.png"]
+    for path in paths:
+        assert_png(path)
+    page = write_markdown(runs, tmp_path, tmp_path / "doc" / "page.md", command="hetsync compare").read_text()
+    assert "target perplexity ≤ 40.0" in page and "| final ppl |" in page and "| 31.5 |" in page
+    assert "![perplexity](img/page-perplexity.png)" in page
+    assert (tmp_path / "doc" / "img" / "page-perplexity.png").stat().st_size > 0
+
+
+def test_the_metric_plot_uses_a_log_axis_for_perplexity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.figure import Figure
+
+    saved: list[Figure] = []
+    monkeypatch.setattr("hetsync.report._save", lambda fig, path: saved.append(fig) or Path(path))
+    plot_accuracy([make_lm_run("bsp")], tmp_path / "p.png")
+    plot_accuracy([make_run("bsp")], tmp_path / "a.png")
+    (lm,), (acc,) = saved[0].axes, saved[1].axes
+    assert lm.get_yscale() == "log" and "perplexity" in lm.get_ylabel()
+    assert acc.get_yscale() == "linear" and acc.get_ylabel() == "test accuracy"
+    assert any("target ≤ 40" in t.get_text() for t in lm.texts)

@@ -43,3 +43,95 @@ def test_a_workers_override_fits_the_files_lists_instead_of_refusing_them():
     assert load_scenario("default", workers=4).slowdown == (1.0, 1.0, 1.0, 1.25)  # an explicit list, cut
     # a list given with the new size is taken as given
     assert load_scenario("default", workers=3, slowdown=[1, 2, 3]).slowdown == (1.0, 2.0, 3.0)
+
+
+def test_step_costs_accept_measured_and_other_words_are_errors_naming_the_key():
+    from hetsync.scenario import parse_override
+
+    sc = load_scenario("default", **dict([parse_override("per_sample_s=measured")]))
+    assert (sc.fixed_s, sc.per_sample_s, sc.measured_timing) == (0.02, "measured", True)
+    sc = scenario_from_dict({"workers": 2, "max_steps": 1, "fixed_s": "measured"})
+    assert (sc.fixed_s, sc.per_sample_s, sc.measured_timing) == ("measured", 0.001, True)
+    assert not load_scenario("default").measured_timing
+    for key in ("per_sample_s", "fixed_s"):
+        with pytest.raises(BadInput, match=f"'{key}' must be int or float or 'measured', got 'fast'"):
+            scenario_from_dict({"workers": 2, "max_steps": 1, key: "fast"})
+        with pytest.raises(BadInput, match=f"'{key}'"):
+            scenario_from_dict({"workers": 2, "max_steps": 1, key: -1})
+
+
+def test_an_unresolved_measured_cost_is_an_error_where_numbers_are_needed():
+    sc = scenario_from_dict({"workers": 2, "max_steps": 1, "per_sample_s": "measured"})
+    with pytest.raises(BadInput, match="per_sample_s is 'measured' and not measured yet"):
+        sc.nominal_step_s(0, 32)
+    resolved = sc.with_step_cost(fixed_s=1.0, per_sample_s=0.5)
+    assert (resolved.fixed_s, resolved.per_sample_s) == (0.0, 0.5)  # fixed_s was given: kept
+    assert resolved.nominal_step_s(0, 4) == 2.0
+    assert sc.with_workers(3).per_sample_s == "measured"
+    assert resolved.with_workers(3).per_sample_s == 0.5
+
+
+# ------------------------------------------------------------------ target
+def _target_scenario(**keys):
+    return scenario_from_dict({"workers": 2, "max_steps": 3, **keys})
+
+
+def test_target_mapping_shorthand_and_default():
+    sc = _target_scenario(target={"metric": "perplexity", "value": 40})
+    assert (sc.target_metric, sc.target_value, sc.target_direction) == ("perplexity", 40.0, None)
+    assert sc.target_accuracy is None
+    sc = _target_scenario(target={"metric": "loss", "value": "3e-1", "direction": "min"})
+    assert (sc.target_metric, sc.target_value, sc.target_direction) == ("loss", 0.3, "min")
+    sc = _target_scenario(target_accuracy=0.93)
+    assert (sc.target_metric, sc.target_value, sc.target_direction) == ("accuracy", 0.93, None)
+    assert sc.target_accuracy == 0.93
+    sc = _target_scenario()
+    assert (sc.target_metric, sc.target_value) == ("accuracy", 0.9)
+    # to_dict gives the key that sets it, and reads back the same
+    target = _target_scenario(target={"metric": "loss", "value": 1}).to_dict()["target"]
+    assert target == {"metric": "loss", "value": 1.0}
+    assert _target_scenario(target=target).target_metric == "loss"
+
+
+@pytest.mark.parametrize(
+    ("keys", "needle"),
+    [
+        ({"target": {"metric": "loss", "value": 1}, "target_accuracy": 0.9}, "'target' and 'target_accuracy'"),
+        ({"target": {"metric": "loss", "value": 1, "direction": "up"}}, "'target.direction'"),
+        ({"target": {"metric": "loss", "value": "low"}}, "'target.value'"),
+        ({"target": {"metric": "loss", "value": True}}, "'target.value'"),
+        ({"target": {"metric": "loss", "value": float("nan")}}, "'target.value'"),
+        ({"target": {"metric": "loss"}}, "'target.value' is required"),
+        ({"target": {"value": 1}}, "'target.metric' is required"),
+        ({"target": {"metric": 3, "value": 1}}, "'target.metric'"),
+        ({"target": {"metric": "loss", "value": 1, "goal": 2}}, "'target.goal'"),
+        ({"target": 0.9}, "'target'"),
+        ({"target": {"metric": "accuracy", "value": 1.5}}, "'target.value'"),
+        ({"target_accuracy": 1.5}, "'target_accuracy'"),
+        ({"target_accuracy": "high"}, "'target_accuracy'"),
+    ],
+)
+def test_target_errors_name_the_key(keys, needle):
+    with pytest.raises(BadInput, match=needle.replace("(", r"\(")):
+        _target_scenario(**keys)
+
+
+def test_a_target_override_replaces_the_files_target_accuracy():
+    sc = load_scenario("default", target={"metric": "loss", "value": 0.3})  # default.yaml has target_accuracy
+    assert (sc.target_metric, sc.target_value) == ("loss", 0.3)
+    sc = load_scenario("default", target_accuracy=0.5)
+    assert (sc.target_metric, sc.target_value) == ("accuracy", 0.5)
+
+
+def test_target_direction_comes_from_the_workload_unless_given():
+    metrics = {"accuracy": "max", "loss": "min"}
+    assert _target_scenario(target={"metric": "loss", "value": 1}).target_direction_for("w", metrics) == "min"
+    assert _target_scenario().target_direction_for("w", metrics) == "max"
+    sc = _target_scenario(target={"metric": "loss", "value": 1, "direction": "max"})
+    assert sc.target_direction_for("w", metrics) == "max"
+    with pytest.raises(
+        BadInput, match=r"^scenario key 'target.metric': workload 'w' reports accuracy, loss; got 'ppl'$"
+    ):
+        _target_scenario(target={"metric": "ppl", "value": 1}).target_direction_for("w", metrics)
+    with pytest.raises(BadInput, match="'target.direction' is required"):
+        _target_scenario(target={"metric": "f1", "value": 1}).target_direction_for("w", {"f1": None})

@@ -155,6 +155,11 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
 
         runs = runner.compare(scenario, specs, out, progress=tick, on_result=done)
     con.print(report.summary_table(runs))
+    measured = next((r["measured_step"] for r in runs if r.get("measured_step")), None)
+    if measured is not None:  # one measurement serves every run of the comparison
+        from hetsync.steptime import describe_measured
+
+        con.print(describe_measured(measured, scenario.workload), markup=False, highlight=False)
     written = [out / "summary.json"] + [out / r["trace"] for r in runs]
     if not args.no_plots:
         written += report.write_report(runs, out)
@@ -208,6 +213,9 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         if code == 0:
             for label in labels:
                 bar.update(tasks[label], completed=1.0)
+    refused = _bad_input_message(out) if code != 0 else None
+    if refused is not None:  # the processes refused their input: say why in one line, as a simulation does
+        raise BadInput(refused)
     if code != 0:
         con.print(f"[red]the server exited with status {code}[/]; last lines of {out}/logs/rank-0.log:")
         con.print(launch.server_log_tail(out), markup=False, highlight=False)
@@ -220,6 +228,29 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     _write_md(args, runs, out)
     con.print(f"wrote {out}/summary.json, traces, plots and logs/")
     return 0
+
+
+def _bad_input_message(out: Path) -> str | None:
+    """What the server of a failed ``hetsync run`` refused as bad input (its
+    exit-status record, else the error line its entry point logged), or None
+    if it failed for another reason."""
+    import json
+
+    from hetsync.runtime.process import EXIT_STATUS
+
+    try:
+        status = json.loads((out / EXIT_STATUS).read_text())
+        if status.get("code") == EXIT_BAD_INPUT and status.get("error"):
+            return str(status["error"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        lines = (out / "logs" / "rank-0.log").read_text().splitlines()
+    except OSError:
+        return None
+    marker = "hetsync.runtime: error: "  # runtime/__main__.py refused the scenario before starting
+    found = [ln.split(marker, 1)[1] for ln in lines if marker in ln]
+    return found[-1] if found else None
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

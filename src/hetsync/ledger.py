@@ -14,6 +14,7 @@ that was never pushed, or a newer gradient replaced an unpushed one) or
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,9 @@ from typing import Any
 import torch
 
 from hetsync.errors import PolicyError
+from hetsync.optim import Stepper
 from hetsync.policies.base import Apply, Drop, Policy
+from hetsync.recipe import OptimizerConfig, ScheduleConfig
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload
 
@@ -49,8 +52,16 @@ class Ledger:
         trace: TraceWriter,
         *,
         version: int = 0,
+        stepper: Stepper | None = None,
+        outer: Stepper | None = None,
+        global_batch: int = 1,
     ) -> None:
         self.policy = policy
+        # the server's optimizers (hetsync.optim) for gradient and for delta pushes; None: plain SGD
+        self.stepper = stepper if stepper is not None else Stepper(OptimizerConfig(), ScheduleConfig(), None)
+        self.outer = outer if outer is not None else Stepper(OptimizerConfig(), ScheduleConfig(), None)
+        self.global_batch = global_batch  # samples of one BSP round: the schedule's clock unit
+        self.applied_samples = 0
         self.label = policy.label
         self.workload = workload
         self.theta = theta
@@ -80,20 +91,21 @@ class Ledger:
 
     def apply(self, cmd: Apply, now_s: float) -> None:
         t0 = time.perf_counter()
-        new: torch.Tensor | None = None  # a fresh tensor: the old model stays valid for pulls
-        staleness = []
+        recs = []
         for push_id, weight in cmd.contributions:
             rec = self.pushes.pop(push_id, None)
             if rec is None:
                 raise PolicyError(f"{self.label}: Apply names push {push_id}, which is unknown or already used")
-            staleness.append(self.version - rec.base_version)
+            recs.append((rec, weight))
+        staleness = [self.version - rec.base_version for rec, _ in recs]
+        # the schedule's clock: samples applied before this update, in global batches
+        lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
+        kind = recs[0][0].kind
+        plain = (self.outer if kind == "delta" else self.stepper).plain
+        new = self._step(recs, lr) if plain else self._optimizer_step(recs, lr)
+        for rec, _ in recs:
             self.applied_steps += rec.steps
-            if rec.payload is not None:
-                scale = weight if rec.kind == "delta" else -cmd.lr * weight
-                if new is None:
-                    new = torch.add(self.theta, rec.payload, alpha=scale)
-                else:
-                    new.add_(rec.payload, alpha=scale)
+            self.applied_samples += rec.samples
         if new is not None:
             self.theta = new
             self.math_time_s += time.perf_counter() - t0
@@ -112,6 +124,38 @@ class Ledger:
             }
         )
 
+    def _step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:
+        """Plain SGD: θ + Σ wᵢ·uᵢ, one contribution at a time into a fresh
+        tensor (the old model stays valid for pulls in flight)."""
+        new: torch.Tensor | None = None
+        for rec, weight in recs:
+            if rec.payload is not None:
+                scale = weight if rec.kind == "delta" else -lr * weight
+                if new is None:
+                    new = torch.add(self.theta, rec.payload, alpha=scale)
+                else:
+                    new.add_(rec.payload, alpha=scale)
+        return new
+
+    def _optimizer_step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:
+        """One step of the server's optimizer on the weighted gradient Σ wᵢ gᵢ
+        (at ``lr``), or of the outer optimizer on the pseudo-gradient −Σ wᵢ Δᵢ
+        of deltas (at its own lr, not clipped)."""
+        kinds = {rec.kind for rec, _ in recs}
+        if len(kinds) > 1:
+            raise PolicyError(
+                f"{self.label}: one Apply mixes gradient and delta pushes; an optimizer step takes one kind"
+            )
+        total: torch.Tensor | None = None
+        for rec, weight in recs:
+            if rec.payload is not None:
+                total = rec.payload * weight if total is None else total.add_(rec.payload, alpha=weight)
+        if total is None or self.theta is None:
+            return None
+        if kinds == {"delta"}:
+            return self.outer.descend(self.theta, total.neg_(), self.outer.cfg.lr, clip=False)
+        return self.stepper.descend(self.theta, total, lr)
+
     def drop(self, cmd: Drop, now_s: float) -> None:
         steps = 0
         for push_id in cmd.push_ids:
@@ -129,11 +173,15 @@ class Ledger:
 
     # -------------------------------------------------------- evaluation
     def evaluate(self, now_s: float) -> None:
+        """Evaluate the global model: a trace ``eval`` record with every metric
+        of the workload, in its order, and a ``curve`` row ``[t, value, ...]``
+        (the same order; the summary picks the target metric's column)."""
         if self.theta is None or (self.curve and self.curve[-1][0] == now_s):
             return
-        acc, loss = self.workload.evaluate(self.theta)
-        self.curve.append([now_s, acc])
-        self.trace.write({"t": now_s, "ev": "eval", "accuracy": acc, "loss": loss, "version": self.version})
+        values = self.workload.evaluate_metrics(self.theta)
+        metrics = {name: values[name] for name in self.workload.metrics}
+        self.curve.append([now_s, *metrics.values()])
+        self.trace.write({"t": now_s, "ev": "eval", **metrics, "version": self.version})
 
     # ----------------------------------------------------------- summary
     def summary(
@@ -154,8 +202,21 @@ class Ledger:
         denom = n * wall_s if wall_s > 0 else 1.0
         compute, comm = sum(compute_s), sum(comm_s)
         wait_s = [max(0.0, wall_s - c - m) for c, m in zip(compute_s, comm_s, strict=True)]
-        reached = next((t for t, acc in self.curve if acc >= scenario.target_accuracy), None)
-        accs = [acc for _, acc in self.curve]
+        names = list(self.workload.metrics)
+        metric, target = scenario.target_metric, scenario.target_value
+        direction = scenario.target_direction_for(self.workload.name, self.workload.metrics)
+        column = 1 + names.index(metric)
+        curve = [[row[0], row[column]] for row in self.curve]
+        values = [v for _, v in curve]
+        if direction == "max":
+            reached = next((t for t, v in curve if v >= target), None)
+            best = max((v for v in values if not math.isnan(v)), default=None)
+        else:
+            reached = next((t for t, v in curve if v <= target), None)
+            best = min((v for v in values if not math.isnan(v)), default=None)
+        final = values[-1] if values else None
+        # accuracy targets keep the fields of before (DESIGN.md §5), as aliases
+        accuracy = metric == "accuracy"
         out = {
             "policy": self.policy.name,
             "label": self.label,
@@ -164,10 +225,15 @@ class Ledger:
             "driver": driver,
             "seed": scenario.seed,
             "workers": n,
-            "target_accuracy": scenario.target_accuracy,
+            "target_metric": metric,
+            "target_value": target,
+            "target_direction": direction,
+            **({"target_accuracy": target} if accuracy else {}),
             "time_to_target_s": reached,
-            "final_accuracy": accs[-1] if accs else None,
-            "best_accuracy": max(accs) if accs else None,
+            "final_metric": final,
+            "best_metric": best,
+            "final_metrics": dict(zip(names, self.curve[-1][1:], strict=True)) if self.curve else None,
+            **({"final_accuracy": final, "best_accuracy": best} if accuracy else {}),
             "wall_time_s": wall_s,
             "compute_share": compute / denom,
             "comm_share": comm / denom,
@@ -181,7 +247,8 @@ class Ledger:
             "bytes_sent": self.bytes_sent,
             "max_staleness": self.max_staleness,
             "mean_staleness": self.staleness_sum / self.staleness_n if self.staleness_n else 0.0,
-            "accuracy_curve": self.curve,
+            "metric_curve": curve,
+            **({"accuracy_curve": [list(p) for p in curve]} if accuracy else {}),
             "per_worker": {"compute_s": compute_s, "comm_s": comm_s, "wait_s": wait_s, "steps": worker_steps},
             "workers_left": self.left,
             "host_time_s": host_s,

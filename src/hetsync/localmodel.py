@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from hetsync.optim import Stepper
+
 
 @dataclass(slots=True)
 class PushPayload:
@@ -41,10 +43,16 @@ class LocalModel:
         "local_steps",
         "local_samples",
         "local_base",
+        "stepper",
+        "local_clock",
     )
 
-    def __init__(self, model: torch.Tensor | None, version: int = 0) -> None:
+    def __init__(self, model: torch.Tensor | None, version: int = 0, stepper: Stepper | None = None) -> None:
         self.local = self.ref = model
+        # the worker's optimizer for local steps; None: plain SGD. Its state
+        # survives pulls (a pull replaces the parameters, not the optimizer).
+        self.stepper = stepper
+        self.local_clock = 0  # local steps taken so far: the worker's schedule clock
         self.base_version = version
         self.grad: torch.Tensor | None = None
         self.has_grad = False
@@ -58,7 +66,12 @@ class LocalModel:
         """Book a finished step; returns how many steps it made obsolete (0 or 1)."""
         if local_lr is not None:
             if grad is not None:
-                self.local = torch.add(self.local, grad, alpha=-local_lr)
+                if self.stepper is None:
+                    self.local = torch.add(self.local, grad, alpha=-local_lr)
+                else:
+                    lr = self.stepper.lr_at(local_lr, self.local_clock)
+                    self.local = self.stepper.descend(self.local, grad, lr)  # type: ignore[arg-type]
+            self.local_clock += 1
             if self.local_steps == 0:
                 # a step that began before a pull landed was computed on the older model
                 self.local_base = min(base, self.base_version)

@@ -5,8 +5,11 @@ summary records of ``summary.json`` (a list of dicts) and the JSON-lines event
 traces. Nothing is simulated.
 
 * :func:`summary_table` builds a ``rich`` table, one row per run.
-* :func:`plot_accuracy`, :func:`plot_shares` and :func:`plot_timeline` each
+* :func:`plot_metric` (the target metric against time; ``plot_accuracy`` is
+  the same function), :func:`plot_shares` and :func:`plot_timeline` each
   write one PNG; :func:`write_report` writes all of them for a comparison.
+* :func:`metric_plot_name` names the metric plot's file: ``accuracy`` for
+  accuracy targets, the metric's name otherwise.
 * :func:`safe_name` turns a run label into a file-name fragment.
 * :func:`timeline_window` is the time window :func:`plot_timeline` shows by
   default.
@@ -38,7 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -46,7 +49,9 @@ from rich.text import Text
 from hetsync.errors import BadInput
 
 __all__ = [
+    "metric_plot_name",
     "plot_accuracy",
+    "plot_metric",
     "plot_shares",
     "plot_timeline",
     "safe_name",
@@ -133,6 +138,88 @@ def _fmt_accuracy(value: Any) -> str:
     return f"{value:.3f}" if _finite(value) else _MISSING
 
 
+# ---------------------------------------------------------------------------
+# the target metric of a run (summaries from before metrics had only accuracy)
+
+_SHORT_METRIC = {"accuracy": "acc", "perplexity": "ppl"}
+_MIN_METRICS = frozenset({"loss", "perplexity"})  # the direction when an old record does not say
+
+
+def _metric(run: dict[str, Any]) -> str:
+    return str(run.get("target_metric") or "accuracy")
+
+
+def _target_value(run: dict[str, Any]) -> Any:
+    return run["target_value"] if "target_value" in run else run.get("target_accuracy")
+
+
+def _direction(run: dict[str, Any]) -> str:
+    direction = run.get("target_direction")
+    if direction in ("max", "min"):
+        return str(direction)
+    return "min" if _metric(run) in _MIN_METRICS else "max"
+
+
+def _final(run: dict[str, Any]) -> Any:
+    return run["final_metric"] if "final_metric" in run else run.get("final_accuracy")
+
+
+def _curve(run: dict[str, Any]) -> list[tuple[float, float]]:
+    points = run.get("metric_curve") if "metric_curve" in run else run.get("accuracy_curve")
+    return [(float(t), float(v)) for t, v in points or []]
+
+
+def _metrics(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The runs' target metrics, each once, in order."""
+    return list(dict.fromkeys(_metric(r) for r in runs))
+
+
+def _fmt_metric(metric: str, value: Any) -> str:
+    if metric == "accuracy":
+        return _fmt_accuracy(value)
+    return f"{value:.4g}" if _finite(value) else _MISSING
+
+
+def _targets_text(runs: Sequence[dict[str, Any]]) -> str:
+    """``accuracy 0.93``, ``perplexity ≤ 40``: the runs' targets (≥ is implied
+    for a metric to maximize), each metric once with its distinct values."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in runs:
+        value = _target_value(r)
+        if value is not None:
+            values = groups.setdefault((_metric(r), _direction(r)), [])
+            if str(value) not in values:
+                values.append(str(value))
+    if not groups:
+        return "?"
+    return "; ".join(
+        f"{metric} {'≤ ' if direction == 'min' else ''}{', '.join(values)}"
+        for (metric, direction), values in groups.items()
+    )
+
+
+def _final_header(runs: Sequence[dict[str, Any]]) -> str:
+    metrics = _metrics(runs)
+    if len(metrics) != 1:
+        return "final"
+    return f"final {_SHORT_METRIC.get(metrics[0], metrics[0])}"
+
+
+def _final_cell(runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
+    cell = _fmt_metric(_metric(run), _final(run))
+    if len(_metrics(runs)) > 1 and cell != _MISSING:  # mixed metrics: each value says which
+        return f"{_SHORT_METRIC.get(_metric(run), _metric(run))} {cell}"
+    return cell
+
+
+def metric_plot_name(runs: Sequence[dict[str, Any]]) -> str:
+    """The stem of the metric plot's file: ``accuracy`` for accuracy targets,
+    else the target metric (as :func:`safe_name` writes it); ``metrics`` for
+    runs with different target metrics."""
+    metrics = _metrics(runs) or ["accuracy"]
+    return safe_name(metrics[0]) if len(metrics) == 1 else "metrics"
+
+
 def _distinct(runs: Sequence[dict[str, Any]], key: str) -> str:
     values = list(dict.fromkeys(str(r.get(key)) for r in runs if r.get(key) is not None))
     return ", ".join(values) if values else "?"
@@ -156,16 +243,15 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
     The best (smallest) time to target is bold green; ``—`` marks a value
     that does not apply, e.g. a run that never reached the target.
     """
-    targets = _distinct(runs, "target_accuracy")
     table = Table(
-        title=f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target accuracy {targets}",
+        title=f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}",
         caption=f"{_MISSING} = not reached / not applicable; shares are of N × wall time",
         header_style="bold",
     )
     table.add_column("run", no_wrap=True)
     for header in (
         "TTA (s)",
-        "final acc",
+        _final_header(runs),
         "compute",
         "comm",
         "wait",
@@ -187,7 +273,7 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(run.get("label", "?")),
             tta_cell,
-            _fmt_accuracy(run.get("final_accuracy")),
+            _final_cell(runs, run),
             _fmt_share(run.get("compute_share")),
             _fmt_share(run.get("comm_share")),
             _fmt_share(run.get("wait_share")),
@@ -202,32 +288,43 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
 
 
 # ---------------------------------------------------------------------------
-# accuracy and shares
+# the metric and shares
 
 
 def _first_reach(curve: Sequence[Sequence[float]], tta: float) -> float | None:
-    """Accuracy of the first evaluation at or after ``tta`` (None if none)."""
-    for t, acc in curve:
+    """Value of the first evaluation at or after ``tta`` (None if none)."""
+    for t, value in curve:
         if t >= tta - 1e-9:
-            return acc
+            return value
     return None
 
 
-def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
-    """Plot test accuracy against time for every run; return the PNG path.
+def _log_scale(metrics: list[str], values: list[float]) -> bool:
+    """Perplexity always, and a loss spanning a factor of 10 or more, read
+    better on a log axis (when every value is positive)."""
+    if not values or min(values) <= 0 or not all(m in _MIN_METRICS for m in metrics):
+        return False
+    return "perplexity" in metrics or max(values) >= 10 * min(values)
 
-    A dashed line marks the target accuracy and a dot the time each run first
-    reached it (``time_to_target_s``); runs that never did get no dot and say
-    so in the legend.
+
+def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
+    """Plot the target metric against time for every run; return the PNG path.
+
+    The metric is the runs' ``target_metric`` (accuracy for summaries from
+    before metrics); a dashed line marks the target and a dot the time each
+    run first reached it (``time_to_target_s``: at or above the line for a
+    metric to maximize, at or below it for one to minimize); runs that never
+    did get no dot and say so in the legend. Perplexity, and a loss that spans
+    a factor of 10, are drawn on a log axis.
     """
     # Up to four runs, the legend fits inside the axes; more go to the right.
     outside = len(runs) > _LEGEND_INSIDE_MAX
     fig = Figure(figsize=(10.5 if outside else 8, 5), layout="constrained")
     ax = fig.add_subplot()
     x_max = 0.0
-    any_points = False
+    plotted: list[float] = []
     for run, color in zip(runs, _label_colors(runs), strict=True):
-        curve = [(float(t), float(a)) for t, a in run.get("accuracy_curve") or []]
+        curve = _curve(run)
         tta = run.get("time_to_target_s")
         if not curve:
             note = "no evaluations"
@@ -237,12 +334,12 @@ def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
             note = "target not reached"
         ax.plot(
             [t for t, _ in curve],
-            [a for _, a in curve],
+            [v for _, v in curve],
             color=color,
             linewidth=1.8,
             label=f"{run.get('label', '?')}  ({note})",
         )
-        any_points = any_points or bool(curve)
+        plotted += [v for _, v in curve if math.isfinite(v)]
         if curve and _finite(tta):
             reached = _first_reach(curve, tta)
             if reached is not None:
@@ -258,14 +355,24 @@ def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
                 )
         x_max = max([x_max, run.get("wall_time_s") or 0.0, *(t for t, _ in curve)])
 
-    targets = sorted({float(r["target_accuracy"]) for r in runs if _finite(r.get("target_accuracy"))})
-    for target in targets:
+    metrics = _metrics(runs) or ["accuracy"]
+    targets = sorted({(float(_target_value(r)), _direction(r), _metric(r)) for r in runs if _finite(_target_value(r))})
+    log = _log_scale(metrics, plotted + [t for t, _, _ in targets])
+    if log:
+        ax.set_yscale("log")
+        # 20, 50, 100, 200, ... read better than powers of ten alone
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    for target, direction, metric in targets:
         ax.axhline(target, color="0.35", linestyle="--", linewidth=1.1, zorder=1)
         ax.annotate(
-            f"target {target:g}",
+            # with mixed metrics, each line says whose target it is
+            f"{metric + ' ' if len(metrics) > 1 else ''}target {'≤ ' if direction == 'min' else ''}{target:g}",
             xy=(0, target),
             xycoords=("axes fraction", "data"),
-            xytext=(4, 3),
+            # below the line for a metric to minimize: the curves come down to it from above
+            xytext=(4, -11 if direction == "min" else 3),
             textcoords="offset points",
             fontsize=9,
             color="0.3",
@@ -273,11 +380,12 @@ def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
 
     virtual = bool(runs) and all(r.get("driver") == "sim" for r in runs)
     ax.set_xlabel("time (s, virtual)" if virtual else "time (s)")
-    ax.set_ylabel("test accuracy")
+    name = metrics[0] if len(metrics) == 1 else "metric (" + ", ".join(metrics) + ")"
+    ax.set_ylabel(f"test {name}" + (" (log scale)" if log else ""))
     ax.set_xlim(0, x_max if x_max > 0 else 1.0)
-    if not any_points:
+    if not plotted and metrics == ["accuracy"]:
         ax.set_ylim(0, 1)
-    ax.set_title(f"Test accuracy · {_distinct(runs, 'scenario')}", loc="left")
+    ax.set_title(f"Test {name} · {_distinct(runs, 'scenario')}", loc="left")
     ax.grid(True, color="0.9", linewidth=0.8)
     ax.set_axisbelow(True)
     if outside:
@@ -285,6 +393,10 @@ def plot_accuracy(runs: list[dict[str, Any]], path: str | Path) -> Path:
     elif runs:
         ax.legend(loc="best", fontsize=9, framealpha=0.92)
     return _save(fig, path)
+
+
+plot_accuracy = plot_metric
+"""The metric plot under its first name (it drew accuracy only)."""
 
 
 def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
@@ -577,14 +689,18 @@ def _draw_updates(ax: Axes, applies: list[float], window: tuple[float, float]) -
 
 
 def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write ``accuracy.png``, ``shares.png`` and one timeline per run.
+    """Write the metric plot, ``shares.png`` and one timeline per run.
+
+    The metric plot is ``accuracy.png`` for accuracy targets and
+    ``<metric>.png`` otherwise (e.g. ``perplexity.png``; see
+    :func:`metric_plot_name`).
 
     Timelines are ``timeline-<safe_name(label)>.png``, drawn from the trace
     named by ``run["trace"]`` (relative to ``out_dir``); a run whose
     ``trace`` is null gets none. Returns the paths written.
     """
     out = Path(out_dir)
-    paths = [plot_accuracy(runs, out / "accuracy.png"), plot_shares(runs, out / "shares.png")]
+    paths = [plot_metric(runs, out / f"{metric_plot_name(runs)}.png"), plot_shares(runs, out / "shares.png")]
     used: set[str] = set()
     for run in runs:
         if not run.get("trace"):
@@ -601,7 +717,7 @@ def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
 
 def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, command: str) -> Path:
     """The comparison as a markdown page: the command, the table, and the
-    accuracy and shares plots copied into ``<path's folder>/img/``."""
+    metric and shares plots copied into ``<path's folder>/img/``."""
     import shutil
     import time
 
@@ -614,16 +730,17 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
         f"# {scenario}: {', '.join(str(r.get('label')) for r in runs)}",
         "",
         f"Generated by `{command}` on {time.strftime('%Y-%m-%d')}, on {driver}; "
-        f"{runs[0].get('workers') if runs else '?'} workers, target accuracy {runs[0].get('target_accuracy') if runs else '?'}.",
+        f"{runs[0].get('workers') if runs else '?'} workers, target {_targets_text(runs)}.",
         "",
-        "| run | TTA (s) | final acc | compute | comm | wait | samples/s | steps | updates | dropped | max stale | wall (s) |",
+        f"| run | TTA (s) | {_final_header(runs)} | compute | comm | wait | samples/s | steps | updates | dropped "
+        "| max stale | wall (s) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
         cells = [
             str(r.get("label")),
             _fmt_seconds(r.get("time_to_target_s")),
-            _fmt_accuracy(r.get("final_accuracy")),
+            _final_cell(runs, r),
             _fmt_share(r.get("compute_share")),
             _fmt_share(r.get("comm_share")),
             _fmt_share(r.get("wait_share")),
@@ -636,7 +753,7 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    for name in ("accuracy", "shares"):
+    for name in (metric_plot_name(runs), "shares"):
         src = Path(out_dir) / f"{name}.png"
         if src.exists():
             shutil.copyfile(src, img / f"{stem}-{name}.png")

@@ -30,8 +30,12 @@ import numpy as np
 import yaml
 
 from hetsync.errors import BadInput
+from hetsync.recipe import OptimizerConfig, ScheduleConfig, parse_clip_norm, parse_optimizer, parse_schedule
 
 BUILTIN_PACKAGE = "hetsync.scenarios"
+DIRECTIONS = ("max", "min")  # of a target: reached at value >= target ("max") or <= target ("min")
+MEASURED = "measured"  # fixed_s / per_sample_s: time the workload on this machine (hetsync.steptime)
+_MEASURABLE = ("fixed_s", "per_sample_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,8 +81,20 @@ class Scenario:
     workload_args: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
     lr: float = 0.1
+    # the training recipe (hetsync.recipe): `optimizer` steps on gradients
+    # (server applies and workers' local steps, unless local_optimizer is
+    # set), `outer_optimizer` on delta pushes; the schedule scales lr
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    local_optimizer: OptimizerConfig | None = None
+    outer_optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    clip_norm: float | None = None
     label_skew: float = 0.0
-    target_accuracy: float = 0.9
+    # the target (YAML `target: {metric, value, direction}`, or the shorthand
+    # `target_accuracy: v`); direction None: the workload's for that metric
+    target_metric: str = "accuracy"
+    target_value: float = 0.9
+    target_direction: str | None = None
     max_time_s: float | None = None
     max_steps: int | None = None
     eval_every_s: float | None = None
@@ -86,8 +102,8 @@ class Scenario:
     policies: tuple[str, ...] = ("bsp", "asp", "ssp")
     # compute timing (DESIGN.md §4)
     device: str = "cpu"
-    fixed_s: float = 0.0
-    per_sample_s: float = 0.001
+    fixed_s: float | str = 0.0  # or MEASURED
+    per_sample_s: float | str = 0.001  # or MEASURED
     slowdown: tuple[float, ...] = ()
     jitter: float = 0.0
     straggler_prob: float = 0.0
@@ -115,10 +131,19 @@ class Scenario:
         _check(self.lr > 0, "lr", self.lr, "must be > 0")
         _check(0 <= self.label_skew <= 1, "label_skew", self.label_skew, "must be in [0, 1]")
         _check(
-            0 < self.target_accuracy <= 1,
-            "target_accuracy",
-            self.target_accuracy,
-            "must be in (0, 1]",
+            isinstance(self.target_metric, str) and bool(self.target_metric),
+            "target.metric",
+            self.target_metric,
+            "must be a metric name",
+        )
+        _check(math.isfinite(self.target_value), "target.value", self.target_value, "must be a finite number")
+        if self.target_metric == "accuracy":
+            _check(0 < self.target_value <= 1, "target.value", self.target_value, "must be in (0, 1] for accuracy")
+        _check(
+            self.target_direction in (None, *DIRECTIONS),
+            "target.direction",
+            self.target_direction,
+            "must be 'max' or 'min'",
         )
         _check(
             self.max_time_s is not None or self.max_steps is not None,
@@ -133,8 +158,10 @@ class Scenario:
         if self.eval_every_s is not None:
             _check(self.eval_every_s > 0, "eval_every_s", self.eval_every_s, "must be > 0")
         _check(self.device in ("cpu", "gpu"), "device", self.device, "must be 'cpu' or 'gpu'")
-        _check(self.fixed_s >= 0, "fixed_s", self.fixed_s, "must be >= 0")
-        _check(self.per_sample_s >= 0, "per_sample_s", self.per_sample_s, "must be >= 0")
+        for key in _MEASURABLE:
+            v = getattr(self, key)
+            ok = v == MEASURED or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
+            _check(ok, key, v, f"must be a number >= 0 or {MEASURED!r}")
         _check(self.jitter >= 0, "jitter", self.jitter, "must be >= 0")
         _check(0 <= self.straggler_prob <= 1, "straggler_prob", self.straggler_prob, "must be in [0, 1]")
         _check(self.straggler_factor >= 1, "straggler_factor", self.straggler_factor, "must be >= 1")
@@ -174,14 +201,65 @@ class Scenario:
         """The server's link: its own setting, else the fastest worker's."""
         return self.server_bandwidth_Bps if self.server_bandwidth_Bps is not None else max(self.bandwidth_Bps)
 
+    @property
+    def target_accuracy(self) -> float | None:
+        """The target value when the target metric is accuracy, else None."""
+        return self.target_value if self.target_metric == "accuracy" else None
+
+    def target_direction_for(self, workload_name: str, metrics: dict[str, str]) -> str:
+        """The target's direction ("max" or "min") given the metrics the
+        workload reports (name -> direction, in order); BadInput naming
+        ``target.metric`` if the workload does not report the metric, or
+        ``target.direction`` if neither the scenario nor the workload gives one."""
+        if self.target_metric not in metrics:
+            raise BadInput(
+                f"scenario key 'target.metric': workload {workload_name!r} reports "
+                f"{', '.join(metrics) or 'no metrics'}; got {self.target_metric!r}"
+            )
+        direction = self.target_direction or metrics[self.target_metric]
+        if direction not in DIRECTIONS:
+            raise BadInput(
+                f"scenario key 'target.direction' is required (max or min): workload {workload_name!r} "
+                f"gives no direction for metric {self.target_metric!r}"
+            )
+        return direction
+
     def nominal_step_s(self, worker: int, batch_size: int) -> float:
         """Step time without noise, stragglers or load."""
+        fixed_s, per_sample_s = self.step_cost
         if self.device == "gpu":
             sat = self.saturation_batch[worker] if self.saturation_batch else 0
-            base = self.fixed_s + self.per_sample_s * max(0, batch_size - sat)
+            base = fixed_s + per_sample_s * max(0, batch_size - sat)
         else:
-            base = self.fixed_s + self.per_sample_s * batch_size
+            base = fixed_s + per_sample_s * batch_size
         return base * self.slowdown[worker] + self.delay_s[worker]
+
+    @property
+    def measured_timing(self) -> bool:
+        """Whether ``fixed_s`` or ``per_sample_s`` is ``measured`` (not resolved yet)."""
+        return self.fixed_s == MEASURED or self.per_sample_s == MEASURED
+
+    @property
+    def step_cost(self) -> tuple[float, float]:
+        """``(fixed_s, per_sample_s)`` as numbers; an error while one is still
+        ``measured`` (hetsync.steptime.resolve_measured times the workload)."""
+        for key in _MEASURABLE:
+            if getattr(self, key) == MEASURED:
+                raise BadInput(
+                    f"scenario {self.name!r}: {key} is {MEASURED!r} and not measured yet "
+                    "(resolve it with hetsync.steptime.resolve_measured(scenario, workload))"
+                )
+        return float(self.fixed_s), float(self.per_sample_s)
+
+    def with_step_cost(self, *, fixed_s: float, per_sample_s: float) -> Scenario:
+        """The scenario with its ``measured`` step-cost keys set to these
+        figures; keys given as numbers keep their values."""
+        figures = (("fixed_s", fixed_s), ("per_sample_s", per_sample_s))
+        given = {k: v for k, v in figures if getattr(self, k) == MEASURED}
+        if not given:
+            return self
+        source = {**self.source, **given} if self.source is not None else None
+        return dataclasses.replace(self, **given, source=source)
 
     def with_workers(self, n: int) -> Scenario:
         """The same cluster for n workers. Generators (``{workers: half, ...}``,
@@ -219,6 +297,10 @@ class Scenario:
         out = dataclasses.asdict(self)
         out.pop("source")
         out["policies"] = list(self.policies)
+        # the target as the scenario key that sets it
+        target = {"metric": out.pop("target_metric"), "value": out.pop("target_value")}
+        direction = out.pop("target_direction")
+        out["target"] = target if direction is None else {**target, "direction": direction}
         return out
 
 
@@ -354,7 +436,9 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
     return BackgroundLoad(workers=workers, period_s=period, on_s=on, factor=factor, phases_s=phases)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Scenario) if f.name != "source"}
+_TARGET_FIELDS = ("target_metric", "target_value", "target_direction")  # set by the `target` key
+_FIELDS = {f.name: f for f in dataclasses.fields(Scenario) if f.name != "source" and f.name not in _TARGET_FIELDS}
+_KEYS = frozenset({*_FIELDS, "target", "target_accuracy"})  # what a scenario mapping may hold
 _TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,),
     "description": (str,),
@@ -364,7 +448,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "batch_size": (int,),
     "lr": (int, float),
     "label_skew": (int, float),
-    "target_accuracy": (int, float),
     "max_time_s": (int, float),
     "max_steps": (int,),
     "eval_every_s": (int, float),
@@ -387,8 +470,8 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     if not isinstance(raw, dict):
         raise BadInput(f"a scenario must be a YAML mapping of keys to values, got {type(raw).__name__}")
     for key in raw:
-        if key not in _FIELDS:
-            raise BadInput(f"unknown scenario key {key!r} (known: {', '.join(sorted(_FIELDS))})")
+        if key not in _KEYS:
+            raise BadInput(f"unknown scenario key {key!r} (known: {', '.join(sorted(_KEYS))})")
     if "workers" not in raw:
         raise BadInput("scenario key 'workers' is required")
     values: dict[str, Any] = {"name": default_name}
@@ -396,8 +479,11 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
         if key not in raw or raw[key] is None:
             continue
         v = _yaml_number(raw[key]) if float in types else raw[key]
+        if key in _MEASURABLE and v == MEASURED:
+            values[key] = MEASURED
+            continue
         if isinstance(v, bool) or not isinstance(v, types):
-            want = " or ".join(t.__name__ for t in types)
+            want = " or ".join(t.__name__ for t in types) + (f" or {MEASURED!r}" if key in _MEASURABLE else "")
             raise BadInput(f"scenario key {key!r} must be {want}, got {v!r}")
         values[key] = float(v) if float in types else v
     n = values["workers"]
@@ -409,9 +495,58 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     for key in _PER_WORKER_DEFAULTS:
         values[key] = _per_worker(key, raw.get(key), n, rng)
     values["background_load"] = _background_load(raw.get("background_load"), n, rng)
+    values["optimizer"] = parse_optimizer("optimizer", raw.get("optimizer"))
+    if raw.get("local_optimizer") is not None:
+        values["local_optimizer"] = parse_optimizer("local_optimizer", raw["local_optimizer"])
+    values["outer_optimizer"] = parse_optimizer("outer_optimizer", raw.get("outer_optimizer"), outer=True)
+    values["schedule"] = parse_schedule("schedule", raw.get("schedule"))
+    values["clip_norm"] = parse_clip_norm(raw.get("clip_norm"))
     values["link_load"] = _background_load(raw.get("link_load"), n, rng, "link_load")
+    values.update(_target(raw))
     values["source"] = {"name": values["name"], **raw}
     return Scenario(**values)
+
+
+def _target(raw: dict[str, Any]) -> dict[str, Any]:
+    """The target fields from ``target: {metric, value, direction}`` or the
+    shorthand ``target_accuracy: v`` (= ``{metric: accuracy, value: v}``);
+    none given: the Scenario's default (accuracy 0.9). Whether the workload
+    reports the metric is checked where the workload is built."""
+    spec, short = raw.get("target"), raw.get("target_accuracy")
+    if spec is not None and short is not None:
+        raise BadInput(
+            "scenario keys 'target' and 'target_accuracy' both set the target: give one "
+            "(target_accuracy: v is short for target: {metric: accuracy, value: v})"
+        )
+    if short is not None:
+        v = _yaml_number(short)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise BadInput(f"scenario key 'target_accuracy' must be int or float, got {v!r}")
+        _check(0 < v <= 1, "target_accuracy", v, "must be in (0, 1]")
+        return {"target_metric": "accuracy", "target_value": float(v)}
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise BadInput(
+            f"scenario key 'target' must be a mapping {{metric: NAME, value: NUMBER, direction: max|min}}, got {spec!r}"
+        )
+    allowed = ("metric", "value", "direction")
+    unknown = sorted(str(k) for k in spec if k not in allowed)
+    if unknown:
+        raise BadInput(f"scenario key 'target.{unknown[0]}' is unknown (known: {', '.join(allowed)})")
+    for key in ("metric", "value"):
+        if spec.get(key) is None:
+            raise BadInput(f"scenario key 'target.{key}' is required")
+    metric = spec["metric"]
+    if not isinstance(metric, str) or not metric.strip():
+        raise BadInput(f"scenario key 'target.metric' must be a metric name, got {metric!r}")
+    value = _yaml_number(spec["value"])
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadInput(f"scenario key 'target.value' must be a finite number, got {value!r}")
+    direction = spec.get("direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise BadInput(f"scenario key 'target.direction' must be 'max' or 'min', got {direction!r}")
+    return {"target_metric": metric.strip(), "target_value": float(value), "target_direction": direction}
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -449,6 +584,9 @@ def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
             # another cluster size: the file's per-worker lists and load worker
             # sets are fitted to it (as Scenario.with_workers does), not refused
             raw = fit_to_workers(raw, n, keep=frozenset(overrides))
+        # `target` and its shorthand `target_accuracy` are one setting: an override of either replaces both
+        if overrides.keys() & {"target", "target_accuracy"}:
+            raw = {k: v for k, v in raw.items() if k not in ("target", "target_accuracy")}
         raw = {**raw, **overrides}
     return scenario_from_dict(raw, default_name=path.stem)
 

@@ -61,6 +61,10 @@ def _run(label, tta, seed=0, share=0.5):
         "compute_share": share,
         "comm_share": 0.1,
         "wait_share": 0.4,
+        "target_metric": "accuracy",
+        "target_value": 0.95,
+        "target_direction": "max",
+        "final_metric": 0.9,
         "final_accuracy": 0.9,
         "steps": 100,
         "dropped_steps": 0,
@@ -96,3 +100,20 @@ def test_ratio_is_against_the_fastest_baseline_and_medians_over_seeds(tmp_path):
 def test_bad_options_name_themselves():
     assert main(["bench", "paper-wbsp", "--seeds", "0,x", "--no-docs"]) == 2
     assert main(["bench", "paper-wbsp", "--scenarios", "nope", "--no-docs"]) == 2
+
+
+def test_a_loss_target_labels_the_rows_and_table_with_its_metric(tmp_path):
+    sc = load_scenario("wbsp-h1", target={"metric": "loss", "value": 0.3})
+    target = {"target_metric": "loss", "target_value": 0.3, "target_direction": "min"}
+    runs = {0: [_run("bsp", None) | target | {"final_metric": 0.4567}, _run("wbsp", 3.0) | target]}
+    res = paper_wbsp._aggregate(paper_wbsp.Case(key="h1", scenario="wbsp-h1"), sc, runs, tmp_path)
+    assert (res["target_metric"], res["target_value"], res["target_direction"]) == ("loss", 0.3, "min")
+    rows = paper_wbsp.rows_of([res])
+    assert [r["metric"] for r in rows if r["policy"] == "bsp"] == [
+        "compute share",
+        "loss ≤ 0.3 not reached in",
+        "final loss",
+    ]
+    assert "time to loss ≤ 0.3" in [r["metric"] for r in rows if r["policy"] == "wbsp"]
+    table = "\n".join(paper_wbsp._results_table(res))
+    assert "| final loss |" in table and "| 0.4567 |" in table

@@ -1,8 +1,9 @@
-"""Tests for hetsync.workloads.base: flat-vector gradients, init, shards, sampling."""
+"""Tests for hetsync.workloads.base: flat-vector gradients, init, shards, sampling, tasks, metrics, buffers."""
 
 from __future__ import annotations
 
 import copy
+import math
 import pickle
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.utils.data import Dataset, TensorDataset
 
 from hetsync.errors import BadInput
 from hetsync.workloads import Shard, Workload, from_module
@@ -341,16 +343,430 @@ def test_from_module_converts_dtypes() -> None:
         (nn.Linear(5, 3), _data(10), _data(10)[0], "test"),
         (nn.Linear(5, 2), _data(10), _data(10), "classes"),
         (nn.Linear(4, 3), _data(10), _data(10), "train_x"),
-        (nn.Sequential(nn.Linear(5, 3), nn.BatchNorm1d(3)), _data(10), _data(10), "BatchNorm"),
+        (nn.Linear(5, 3), _data(10), _data(10), "task"),
     ],
 )
 def test_from_module_validates(model, train, test, field: str) -> None:
+    task = "translation" if field == "task" else None
     with pytest.raises(BadInput, match=field):
-        from_module("bad", model, train=train, test=test)
+        from_module("bad", model, train=train, test=test, task=task)
 
 
-def test_frozen_parameters_rejected() -> None:
+def test_task_inferred_from_targets() -> None:
+    x = torch.randn(12, 5)
+    assert _toy().task == "classification"
+    regression = from_module("r", nn.Linear(5, 1), train=(x, torch.randn(12, 1)), test=(x, torch.randn(12, 1)))
+    assert regression.task == "regression" and regression.n_classes is None
+    ints = torch.randint(0, 4, (12, 1))
+    forced = from_module("r", nn.Linear(5, 1), train=(x, ints), test=(x, ints), task="regression")
+    assert forced.task == "regression" and forced.train_y.dtype == torch.float32
+    with pytest.raises(BadInput, match="train_y"):
+        from_module("r", nn.Linear(5, 1), train=(x, ints.view(12, 1, 1)), test=(x, ints))
+
+
+# --- metrics -----------------------------------------------------------------------
+
+
+def _old_evaluate(wl: Workload, params: torch.Tensor, chunk: int = 8192) -> tuple[float, float]:
+    """The arithmetic of Workload.evaluate before metrics existed."""
+    wl._load(params)
+    wl._set_training(False)
+    correct, loss_sum = 0, 0.0
+    with torch.no_grad():
+        for start in range(0, len(wl.test_y), chunk):
+            x, y = wl.test_x[start : start + chunk], wl.test_y[start : start + chunk]
+            out = wl.model(x)
+            loss_sum += wl.loss_fn(out, y).item() * len(y)
+            correct += int((out.argmax(dim=1) == y).sum())
+    return correct / len(wl.test_y), loss_sum / len(wl.test_y)
+
+
+def test_classifier_metrics_equal_old_evaluate() -> None:
+    wl = _toy(n_test=50)
+    assert wl.metrics == {"accuracy": "max", "loss": "min"}
+    assert list(wl.metrics) == ["accuracy", "loss"]
+    params = wl.init_params(2)
+    values = wl.evaluate_metrics(params)
+    assert list(values) == ["accuracy", "loss"]
+    assert (values["accuracy"], values["loss"]) == _old_evaluate(wl, params)
+    assert wl.evaluate(params) == _old_evaluate(wl, params)
+
+
+def test_metrics_weight_chunks_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    def top2(out: torch.Tensor, y: torch.Tensor) -> float:
+        return (out.topk(2, dim=1).indices == y[:, None]).any(dim=1).float().mean().item()
+
+    wl = from_module("top2", _module(), train=_data(40), test=_data(53, seed=3), metrics={"top2": (top2, "max")})
+    assert list(wl.metrics.items()) == [("accuracy", "max"), ("loss", "min"), ("top2", "max")]
+    params = wl.init_params(1)
+    whole = wl.evaluate_metrics(params)
+    monkeypatch.setattr("hetsync.workloads.base._EVAL_CHUNK", 10)  # chunks of 10, ..., 10, 3
+    chunked = wl.evaluate_metrics(params)
+    assert list(chunked) == ["accuracy", "loss", "top2"]
+    for name in whole:
+        assert chunked[name] == pytest.approx(whole[name], rel=1e-6)
+    with torch.no_grad():
+        assert whole["top2"] == pytest.approx(top2(wl.model(wl.test_x), wl.test_y))
+    assert (chunked["accuracy"], chunked["loss"]) == _old_evaluate(wl, params, chunk=10)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "needle"),
+    [
+        ({"mae": (lambda o, y: 0.0, "up")}, "mae"),
+        ({"mae": ("abs", "min")}, "mae"),
+        ({"mae": lambda o, y: 0.0}, "mae"),
+        ({"loss": (lambda o, y: 0.0, "min")}, "loss"),
+        ({"": (lambda o, y: 0.0, "min")}, "metrics"),
+        ({"mae": (lambda o, y: 1 / 0, "min")}, "mae"),
+        ([("mae", abs, "min")], "metrics"),
+    ],
+)
+def test_bad_metrics_name_the_metric(metrics, needle: str) -> None:
+    with pytest.raises(BadInput, match=needle):
+        from_module("bad", _module(), train=_data(10), test=_data(10), metrics=metrics)
+
+
+# --- Dataset input ----------------------------------------------------------------------
+
+
+class _Pairs(Dataset):
+    """Items as (numpy array, python int): what a user's own Dataset often returns."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x.numpy(), y.tolist()
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+def test_dataset_input_equals_tensor_input() -> None:
+    train, test = _data(40, seed=1), _data(20, seed=2)
+    by_tensors = from_module("t", _module(), train=train, test=test)
+    for wrap in (lambda d: TensorDataset(*d), lambda d: _Pairs(*d)):
+        by_dataset = from_module("d", _module(), train=wrap(train), test=wrap(test))
+        for name in ("train_x", "train_y", "test_x", "test_y"):
+            a, b = getattr(by_tensors, name), getattr(by_dataset, name)
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        params = by_tensors.init_params(0)
+        x, y = by_tensors.make_shards(2, seed=0)[1].next_batch(8)
+        assert torch.equal(by_tensors.gradient(params, x, y)[0], by_dataset.gradient(params, x, y)[0])
+        assert by_tensors.evaluate_metrics(params) == by_dataset.evaluate_metrics(params)
+
+
+class _Items(Dataset):
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        return self.items[i]
+
+
+@pytest.mark.parametrize(
+    ("items", "needle"),
+    [
+        ([torch.zeros(5)], r"train\[0\]"),
+        ([(torch.zeros(5), 0), (torch.zeros(5), 1, 2)], r"train\[1\]"),
+        ([(torch.zeros(5), 0), (torch.zeros(4), 1)], r"train\[1\]: x"),
+        ([(torch.zeros(5), 0), (torch.zeros(5), object())], r"train\[1\]: y"),
+        ([], "train"),
+    ],
+)
+def test_dataset_items_validated(items: list, needle: str) -> None:
+    with pytest.raises(BadInput, match=needle):
+        from_module("bad", nn.Linear(5, 3), train=_Items(items), test=_data(10))
+
+
+# --- regression ---------------------------------------------------------------------------
+
+
+def _regression_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 5, generator=gen)
+    y = x @ torch.tensor([[1.0, -2.0], [0.5, 0.0], [0.0, 1.0], [2.0, 0.3], [-1.0, 0.5]]) + 0.1 * torch.randn(
+        n, 2, generator=gen
+    )
+    return x, y
+
+
+def _mae(out: torch.Tensor, y: torch.Tensor) -> float:
+    return (out - y).abs().mean().item()
+
+
+def test_regression_with_float_targets_and_mse() -> None:
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 2))
+    reference = copy.deepcopy(module)
+    wl = from_module(
+        "reg", module, train=_regression_data(200, 0), test=_regression_data(50, 1), metrics={"mae": (_mae, "min")}
+    )
+    assert wl.task == "regression" and wl.loss_fn is F.mse_loss
+    assert list(wl.metrics.items()) == [("loss", "min"), ("mae", "min")]
+    params = wl.init_params(0)
+    x, y = _regression_data(16, 2)
+    grad, loss = wl.gradient(params, x, y)
+    want_grad, want_loss = _reference_gradient(reference, params, x, y, F.mse_loss)
+    assert (grad - want_grad).abs().max() < 1e-6 and loss == pytest.approx(want_loss, abs=1e-6)
+
+    values = wl.evaluate_metrics(params)
+    vector_to_parameters(params.clone(), reference.parameters())
+    with torch.no_grad():
+        out = reference(wl.test_x)
+    assert values["loss"] == pytest.approx(F.mse_loss(out, wl.test_y).item(), rel=1e-5)
+    assert values["mae"] == pytest.approx(_mae(out, wl.test_y), rel=1e-5)
+    shard = wl.make_shards(1, seed=0)[0]
+    for _ in range(100):
+        params -= 0.05 * wl.gradient(params, *shard.next_batch(32))[0]
+    assert wl.evaluate_metrics(params)["loss"] < 0.5 * values["loss"]
+    with pytest.raises(BadInput, match="accuracy"):
+        wl.evaluate(params)
+
+
+def test_regression_targets_of_any_shape_and_own_loss() -> None:
+    x = torch.randn(30, 6)
+    y = torch.randn(30, 2, 3)
+
+    class Grid(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x).view(-1, 2, 3)
+
+    wl = from_module("grid", Grid(), train=(x[:20], y[:20]), test=(x[20:], y[20:]), loss_fn=F.l1_loss)
+    params = wl.init_params(0)
+    assert wl.evaluate_metrics(params)["loss"] > 0
+    shard = wl.make_shards(3, seed=0)[2]
+    bx, by = shard.next_batch(5)
+    assert bx.shape == (5, 6) and by.shape == (5, 2, 3) and by.dtype == torch.float32
+    assert wl.gradient(params, bx, by)[0].shape == (wl.n_params,)
+
+
+def test_regression_shape_mismatch_with_default_loss() -> None:
+    x = torch.randn(10, 5)
+    with pytest.raises(BadInput, match="train_y"):
+        from_module("reg", nn.Linear(5, 1), train=(x, torch.randn(10)), test=(x, torch.randn(10)))
+
+
+def test_label_skew_needs_class_labels() -> None:
+    wl = from_module("reg", nn.Linear(5, 2), train=_regression_data(40, 0), test=_regression_data(10, 1))
+    shards = wl.make_shards(4, seed=0)
+    assert sorted(np.concatenate([s.indices for s in shards]).tolist()) == list(range(40))
+    with pytest.raises(BadInput, match="label_skew needs class labels"):
+        wl.make_shards(4, seed=0, label_skew=0.5)
+
+
+# --- language-model task ---------------------------------------------------------------------
+
+
+class _Bigram(nn.Module):
+    def __init__(self, vocab: int = 7) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens)
+
+
+def _tokens(n: int, length: int = 6, vocab: int = 7, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    text = torch.randint(0, vocab, (n, length + 1), generator=gen)
+    text[0, 0] = vocab - 1
+    return text[:, :-1], text[:, 1:]
+
+
+def test_lm_task_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = from_module("lm", _Bigram(), train=_tokens(30), test=_tokens(23, seed=1))
+    assert wl.task == "lm" and wl.n_classes == 7
+    assert list(wl.metrics.items()) == [("loss", "min"), ("perplexity", "min"), ("accuracy", "max")]
+    params = wl.init_params(0)
+    values = wl.evaluate_metrics(params)
+    assert list(values) == ["loss", "perplexity", "accuracy"]
+    assert values["perplexity"] == math.exp(values["loss"])
+    with torch.no_grad():
+        out = wl.model(wl.test_x)
+    assert values["loss"] == pytest.approx(F.cross_entropy(out.reshape(-1, 7), wl.test_y.reshape(-1)).item(), rel=1e-6)
+    assert values["accuracy"] == pytest.approx((out.argmax(-1) == wl.test_y).float().mean().item())
+    assert wl.evaluate(params) == (values["accuracy"], values["loss"])
+    monkeypatch.setattr("hetsync.workloads.base._EVAL_CHUNK", 12)  # two samples (12 tokens) per chunk
+    for name, value in wl.evaluate_metrics(params).items():
+        assert value == pytest.approx(values[name], rel=1e-6)
+    with pytest.raises(BadInput, match="label_skew"):
+        wl.make_shards(2, seed=0, label_skew=1.0)
+
+
+def test_lm_perplexity_is_cross_entropy_whatever_the_loss() -> None:
+    def smoothed(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(out.flatten(0, 1), y.flatten(), label_smoothing=0.2)
+
+    plain = from_module("lm", _Bigram(), train=_tokens(30), test=_tokens(20, seed=1))
+    smooth = from_module("lm", _Bigram(), train=_tokens(30), test=_tokens(20, seed=1), loss_fn=smoothed)
+    params = plain.init_params(0)
+    assert smooth.evaluate_metrics(params)["perplexity"] == pytest.approx(plain.evaluate_metrics(params)["perplexity"])
+    assert smooth.evaluate_metrics(params)["loss"] != plain.evaluate_metrics(params)["loss"]
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        (nn.Sequential(_Bigram(), nn.Flatten()), "vocab"),
+        (nn.Sequential(nn.Embedding(7, 4), nn.Linear(4, 5)), "tokens"),
+        (_Bigram(vocab=9), None),
+    ],
+)
+def test_lm_outputs_checked(model: nn.Module, needle: str | None) -> None:
+    train, test = _tokens(10, vocab=7), _tokens(10, vocab=7, seed=1)
+    if needle is None:
+        assert from_module("lm", model, train=train, test=test).n_classes == 7
+        return
+    with pytest.raises(BadInput, match=needle):
+        from_module("lm", model, train=train, test=test)
+
+
+# --- frozen parameters ---------------------------------------------------------------------------
+
+
+def _half_frozen() -> nn.Module:
+    module = _module()
+    module[0].weight.requires_grad_(False)
+    return module
+
+
+def test_frozen_parameters_are_not_in_the_flat_vector() -> None:
+    module = _half_frozen()
+    frozen = module[0].weight.detach().clone()
+    reference = copy.deepcopy(module)
+    wl = from_module("frozen", module, train=_data(40), test=_data(20, seed=1))
+    assert wl.n_params == 7 + 7 * 3 + 3 and wl.model_nbytes == 4 * wl.n_params
+    params = wl.init_params(0)
+    assert torch.equal(wl.init_params(0), params) and not torch.equal(wl.init_params(1), params)
+    x, y = _data(16, seed=3)
+    grad, loss = wl.gradient(params, x, y)
+    ref_params = [p for p in reference.parameters() if p.requires_grad]
+    vector_to_parameters(params.clone(), ref_params)
+    want = F.cross_entropy(reference(x), y)
+    want.backward()
+    assert (grad - parameters_to_vector(p.grad for p in ref_params)).abs().max() < 1e-6
+    assert loss == pytest.approx(want.item(), abs=1e-6)
+    wl.evaluate_metrics(params - 0.1 * grad)
+    assert torch.equal(wl.model[0].weight, frozen)
+    twin = pickle.loads(pickle.dumps(wl))
+    assert torch.equal(twin.init_params(3), wl.init_params(3)) and torch.equal(twin.model[0].weight, frozen)
+
+
+def test_all_frozen_rejected() -> None:
     model = nn.Linear(5, 3)
-    model.bias.requires_grad_(False)
-    with pytest.raises(BadInput, match="frozen"):
+    model.requires_grad_(False)
+    with pytest.raises(BadInput, match="trainable"):
         from_module("frozen", model, train=_data(10), test=_data(10))
+
+
+# --- buffers: BatchNorm running statistics -------------------------------------------------------
+
+
+def _bn_module(dropout: float = 0.0) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, 3))
+
+
+def _bn_workload(module: nn.Module, n_train: int = 200) -> Workload:
+    x, y = _data(n_train, seed=1)
+    return from_module("bn", module, train=(3 * x + 1, y), test=(3 * _data(40, seed=2)[0] + 1, _data(40, seed=2)[1]))
+
+
+def _buffers(wl: Workload) -> list[torch.Tensor]:
+    return [b.clone() for b in wl.model.buffers()]
+
+
+def test_batchnorm_gradient_uses_batch_statistics_and_does_not_drift() -> None:
+    module = _bn_module()
+    reference = copy.deepcopy(module).train()
+    wl = _bn_workload(module)
+    params = wl.init_params(0)
+    x, y = wl.make_shards(1, seed=0)[0].next_batch(32)
+    before = _buffers(wl)
+    first, loss = wl.gradient(params, x, y)
+    assert all(torch.equal(a, b) for a, b in zip(before, _buffers(wl), strict=True))
+    assert torch.equal(wl.gradient(params, x, y)[0], first)
+    want_grad, want_loss = _reference_gradient(reference, params, x, y)
+    assert (first - want_grad).abs().max() < 1e-5 and loss == pytest.approx(want_loss, abs=1e-6)
+    wl.evaluate_metrics(wl.init_params(1))  # sets running statistics; training ignores them
+    assert torch.equal(wl.gradient(params, x, y)[0], first)
+
+
+def test_batchnorm_evaluation_recomputes_running_statistics() -> None:
+    module = _bn_module(dropout=0.5)
+    reference = copy.deepcopy(module)
+    wl = _bn_workload(module, n_train=200)  # <= one precise-BN chunk: statistics of the whole train split
+    params = wl.init_params(0)
+    shard = wl.make_shards(1, seed=0)[0]
+    for _ in range(20):
+        params -= 0.1 * wl.gradient(params, *shard.next_batch(16))[0]
+    values = wl.evaluate_metrics(params)
+    for other in range(3):  # other parameters and training in between change nothing
+        wl.evaluate_metrics(wl.init_params(other))
+        wl.gradient(wl.init_params(other), *shard.next_batch(16))
+        assert wl.evaluate_metrics(params) == values
+
+    vector_to_parameters(params.clone(), reference.parameters())
+    reference.eval()
+    reference[1].train()
+    reference[1].momentum = 1.0  # running statistics := those of the one batch
+    with torch.no_grad():
+        reference(wl.train_x)
+        reference.eval()
+        out = reference(wl.test_x)
+    assert values["loss"] == pytest.approx(F.cross_entropy(out, wl.test_y).item(), rel=1e-4)
+    assert values["accuracy"] == pytest.approx((out.argmax(1) == wl.test_y).float().mean().item())
+    assert wl.model[1].momentum == 0.1  # restored
+
+
+def test_batchnorm_workload_copies_and_shards() -> None:
+    wl = _bn_workload(_bn_module(), n_train=3000)  # several precise-BN chunks
+    params = wl.init_params(0)
+    twin = copy.deepcopy(wl)
+    assert twin.evaluate_metrics(params) == wl.evaluate_metrics(params)
+    x, y = wl.make_shards(3, seed=0, label_skew=0.5)[0].next_batch(8)
+    assert torch.equal(twin.gradient(params, x, y)[0], wl.gradient(params, x, y)[0])
+
+
+# --- Shard targets -------------------------------------------------------------------------------
+
+
+def test_shard_takes_targets_of_any_shape() -> None:
+    shard = Shard(torch.randn(6, 3), torch.randn(6, 2, 2), seed=0)
+    x, y = shard.next_batch(4)
+    assert x.shape == (4, 3) and y.shape == (4, 2, 2) and y.dtype == torch.float32
+    tokens = Shard(torch.zeros(6, 5, dtype=torch.long), torch.ones(6, 5, dtype=torch.int32), seed=0)
+    assert tokens.next_batch(2)[1].dtype == torch.int64
+    with pytest.raises(BadInput, match="y"):
+        Shard(torch.randn(6, 3), torch.randn(5, 2))
+    with pytest.raises(BadInput, match="y"):
+        Shard(torch.randn(6, 3), torch.full((6,), -1))
+
+
+def test_module_with_is_a_standalone_copy() -> None:
+    wl = _bn_workload(_half_frozen_bn())
+    params = wl.init_params(4)
+    module = wl.module_with(params)
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    assert torch.equal(parameters_to_vector(trainable), params)
+    assert torch.equal(module[0].weight, wl.model[0].weight)  # frozen, from the template
+    wl.gradient(wl.init_params(5), *_data(8))  # rewrites the workload's flat buffer ...
+    assert torch.equal(parameters_to_vector(trainable), params)  # ... but not the copy's storage
+    x, y = _data(8)
+    module.train()
+    assert module(x).shape == (8, 3) and all(p.grad is None for p in module.parameters())
+
+
+def _half_frozen_bn() -> nn.Module:
+    module = _bn_module()
+    module[0].weight.requires_grad_(False)
+    return module

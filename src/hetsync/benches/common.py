@@ -118,3 +118,39 @@ def docs_dir(args: Any) -> Path | None:
     if args.docs:
         return Path(args.docs)
     return None if getattr(args, "quick", False) else Path("docs")
+
+
+# ------------------------------------------------------------------ targets
+# A scenario's target names a metric and a direction (docs/formats.md): the
+# benches label their figures with it. Times to target need no direction
+# (the summary's time_to_target_s applied it), so the comparisons stay as they were.
+
+_SHORT_METRIC = {"accuracy": "acc", "perplexity": "ppl"}
+
+
+def run_target(sc: Any, runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``target_metric``, ``target_value``, ``target_direction`` of a scenario;
+    the direction as the runs' summaries resolved it (the workload's for the
+    metric unless the scenario gives one)."""
+    direction = next((r["target_direction"] for r in runs or [] if r.get("target_direction")), None)
+    if direction is None:
+        direction = sc.target_direction or ("min" if sc.target_metric in ("loss", "perplexity") else "max")
+    return {"target_metric": sc.target_metric, "target_value": sc.target_value, "target_direction": direction}
+
+
+def target_text(target: dict[str, Any]) -> str:
+    """``accuracy 0.93``, ``perplexity ≤ 40`` (≥ is implied for a metric to maximize)."""
+    sign = "≤ " if target.get("target_direction") == "min" else ""
+    return f"{target.get('target_metric', 'accuracy')} {sign}{target['target_value']:g}"
+
+
+def short_metric(metric: str) -> str:
+    """A column-width name: ``acc``, ``ppl``, else the metric itself."""
+    return _SHORT_METRIC.get(metric, metric)
+
+
+def fmt_metric(metric: str, value: float | None) -> str:
+    """Accuracy with three decimals, anything else with four significant digits."""
+    if value is None:
+        return "—"
+    return f"{value:.3f}" if metric == "accuracy" else f"{value:.4g}"

@@ -20,7 +20,8 @@ writes the runs under ``--out`` (``seed-<s>/`` with ``summary.json``, traces
 and plots, and ``results.json``) and, unless ``--no-docs``, writes
 ``docs/results-elastic.md`` with the plots of the first seed copied to
 ``docs/img/elastic-*.png``. Every figure is measured in the run that prints
-it.
+it. A scenario whose target names another metric (loss, perplexity) gets the
+same figures for that metric.
 """
 
 from __future__ import annotations
@@ -35,7 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list, spread
+from hetsync.benches.common import (
+    Row,
+    add_output_arguments,
+    docs_dir,
+    fmt_metric,
+    mean_or_none,
+    parse_seeds,
+    run_target,
+    short_metric,
+    split_list,
+    spread,
+    target_text,
+)
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
@@ -129,7 +142,8 @@ def bench_paper_elastic(
         def done(summary: dict[str, Any], _seed: int = seed) -> None:
             con.print(
                 f"  seed {_seed} {summary['label']:<22} TTA {_fmt(summary['time_to_target_s'])} s, "
-                f"final {summary['final_accuracy']:.3f}  ({summary['host_time_s']:.1f} s)"
+                f"final {short_metric(summary['target_metric'])} "
+                f"{fmt_metric(summary['target_metric'], summary['final_metric'])}  ({summary['host_time_s']:.1f} s)"
             )
 
         runs = compare(sc, specs, folder, on_result=done)
@@ -148,7 +162,7 @@ def bench_paper_elastic(
     results = {
         "scenario": sc.name,
         "description": sc.description,
-        "target_accuracy": sc.target_accuracy,
+        **run_target(sc, per_seed[seeds[0]]),
         "max_time_s": sc.max_time_s,
         "eval_every_s": sc.eval_every_s,
         "workers": sc.workers,
@@ -188,8 +202,8 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
         "label",
         "seed",
         "time_to_target_s",
-        "final_accuracy",
-        "best_accuracy",
+        "final_metric",
+        "best_metric",
         "compute_share",
         "comm_share",
         "wait_share",
@@ -216,7 +230,7 @@ def _aggregate(
             base = _find(per_seed[seed], base_label)["time_to_target_s"]
             if base is not None and r["time_to_target_s"] is not None:
                 ratios.append(base / r["time_to_target_s"])
-    finals = [r["final_accuracy"] for r in runs]
+    finals = [r["final_metric"] for r in runs]
     return {
         "label": label,
         "policy": runs[0]["policy"],
@@ -225,9 +239,9 @@ def _aggregate(
         **spread("tta", ttas, "_s"),
         **spread("speedup_vs_bsp", ratios),
         "speedup_pairs": len(ratios),
-        "final_accuracy_mean": statistics.fmean(finals),
-        "final_accuracy_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-        "best_accuracy_mean": statistics.fmean(r["best_accuracy"] for r in runs),
+        "final_metric_mean": statistics.fmean(finals),
+        "final_metric_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+        "best_metric_mean": statistics.fmean(r["best_metric"] for r in runs),
         "compute_share_mean": statistics.fmean(r["compute_share"] for r in runs),
         "wait_share_mean": statistics.fmean(r["wait_share"] for r in runs),
         "samples_per_s_mean": statistics.fmean(r["samples_per_s"] for r in runs),
@@ -254,7 +268,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
             rng = _range(a["tta_min_s"], a["tta_max_s"])
             out.append(
                 {
-                    "metric": f"{lab}: time to {results['target_accuracy']:g}",
+                    "metric": f"{lab}: time to {target_text(results)}",
                     "value": a["tta_mean_s"],
                     "unit": "s",
                     "setting": f"mean of the {k}/{n} seeds that reached it, range {rng}; {where}",
@@ -263,7 +277,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
         else:
             out.append(
                 {
-                    "metric": f"{lab}: time to {results['target_accuracy']:g}",
+                    "metric": f"{lab}: time to {target_text(results)}",
                     "value": results["max_time_s"] or 0.0,
                     "unit": "s (not reached)",
                     "setting": f"not reached in any of {n} seeds within the run; {where}",
@@ -282,10 +296,10 @@ def rows(results: dict[str, Any]) -> list[Row]:
             )
         out.append(
             {
-                "metric": f"{lab}: final accuracy",
-                "value": a["final_accuracy_mean"],
+                "metric": f"{lab}: final {results['target_metric']}",
+                "value": a["final_metric_mean"],
                 "unit": "",
-                "setting": f"mean ± {a['final_accuracy_sd']:.3f} (sd) over {n} seeds",
+                "setting": f"mean ± {fmt_metric(results['target_metric'], a['final_metric_sd'])} (sd) over {n} seeds",
             }
         )
         out.append({"metric": f"{lab}: compute share", "value": a["compute_share_mean"], "unit": "", "setting": where})
@@ -309,11 +323,12 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
     img.mkdir(parents=True, exist_ok=True)
     first = out / f"seed-{results['seeds'][0]}"
     copied = {}
-    for src in ("accuracy.png", "shares.png", "timeline-bsp.png"):
+    curve = f"{report.metric_plot_name([results])}.png"  # accuracy.png, or perplexity.png, ...
+    for key, src in (("metric", curve), ("shares.png", "shares.png"), ("timeline-bsp.png", "timeline-bsp.png")):
         if (first / src).is_file():
             dst = f"{IMG_PREFIX}-{src}"
             shutil.copyfile(first / src, img / dst)
-            copied[src] = f"img/{dst}"
+            copied[key] = f"img/{dst}"
     superstep = _superstep_timeline(results, first, img)
     if superstep is not None:
         copied["superstep"] = superstep
@@ -348,18 +363,19 @@ def _by_policy(results: dict[str, Any], policy: str) -> list[dict[str, Any]]:
 
 def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str:
     seeds = results["seeds"]
-    target = results["target_accuracy"]
+    metric = results["target_metric"]
     stop = f"{results['max_time_s']:g} virtual seconds per run" if results["max_time_s"] else "runs of max_steps"
     lines = [
         "# ElasticBSP in the simulator: the paper's 4-worker comparison",
         "",
         f"Produced by `{command}` ({results['host_time_s']:.0f} s of real time on a shared 2-core machine);",
         f"every figure below is measured in that run. Scenario `{results['scenario']}`:",
-        f"{results['description']}; {stop}, target accuracy {target:g},",
+        f"{results['description']}; {stop}, target {target_text(results)},",
         f"seeds {', '.join(map(str, seeds))} (a seed changes the initialisation, the shards and the timing noise;",
         "within a seed all policies see the same per-worker noise, so speed-ups are paired by seed).",
         "",
-        "| policy | TTA (s), mean [range] | reached | speed-up vs BSP, mean [range] | final acc. (± sd) "
+        "| policy | TTA (s), mean [range] | reached | speed-up vs BSP, mean [range] "
+        f"| final {short_metric(metric)} (± sd) "
         "| compute | wait | samples/s | mean staleness | barriers |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -375,7 +391,7 @@ def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str
         barriers = "—" if a["barriers_mean"] is None else f"{a['barriers_mean']:.0f}"
         lines.append(
             f"| `{a['label']}` | {tta} | {a['reached']}/{a['seeds']} | {speed} "
-            f"| {a['final_accuracy_mean']:.3f} ± {a['final_accuracy_sd']:.3f} "
+            f"| {fmt_metric(metric, a['final_metric_mean'])} ± {fmt_metric(metric, a['final_metric_sd'])} "
             f"| {100 * a['compute_share_mean']:.1f}% | {100 * a['wait_share_mean']:.1f}% "
             f"| {a['samples_per_s_mean']:.0f} | {a['mean_staleness']:.2f} | {barriers} |"
         )
@@ -396,7 +412,7 @@ def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str
         _claim_accuracy(results),
         "",
     ]
-    lines += _plots(img)
+    lines += _plots(img, metric)
     lines += _analysis(results)
     return "\n".join(lines) + "\n"
 
@@ -424,20 +440,21 @@ def _claim_accuracy(results: dict[str, Any]) -> str:
     elastic = _by_policy(results, "elastic-bsp")
     if not elastic:
         return "| higher accuracy than BSP; comparable or better than SSP and ASP | no ElasticBSP run |"
-    acc = ", ".join(f"`{a['label']}` {a['final_accuracy_mean']:.3f}" for a in elastic)
-    ref = ", ".join(f"`{a['label']}` {a['final_accuracy_mean']:.3f}" for a in base + others)
-    return f"| higher accuracy than BSP; comparable or better than SSP and ASP | final accuracy {acc}; {ref} |"
+    metric = results["target_metric"]
+    acc = ", ".join(f"`{a['label']}` {fmt_metric(metric, a['final_metric_mean'])}" for a in elastic)
+    ref = ", ".join(f"`{a['label']}` {fmt_metric(metric, a['final_metric_mean'])}" for a in base + others)
+    return f"| higher accuracy than BSP; comparable or better than SSP and ASP | final {metric} {acc}; {ref} |"
 
 
-def _plots(img: dict[str, str]) -> list[str]:
+def _plots(img: dict[str, str], metric: str = "accuracy") -> list[str]:
     if not img:
         return []
     lines = ["## Plots (first seed)", ""]
-    if "accuracy.png" in img and "shares.png" in img:
+    if "metric" in img and "shares.png" in img:
         lines += [
-            "| accuracy vs time | where worker time goes |",
+            f"| {metric} vs time | where worker time goes |",
             "|---|---|",
-            f"| ![accuracy]({img['accuracy.png']}) | ![shares]({img['shares.png']}) |",
+            f"| ![{metric}]({img['metric']}) | ![shares]({img['shares.png']}) |",
             "",
         ]
     if "timeline-bsp.png" in img:

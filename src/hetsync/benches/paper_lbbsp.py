@@ -45,7 +45,19 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list, spread
+from hetsync.benches.common import (
+    Row,
+    add_output_arguments,
+    docs_dir,
+    fmt_metric,
+    mean_or_none,
+    parse_seeds,
+    run_target,
+    short_metric,
+    split_list,
+    spread,
+    target_text,
+)
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -160,7 +172,7 @@ def bench_scenario(
         "description": sc.description,
         "workers": sc.workers,
         "global_batch": sc.workers * sc.batch_size,
-        "target_accuracy": sc.target_accuracy,
+        **run_target(sc, per_seed[seeds[0]]),
         "max_time_s": sc.max_time_s,
         "eval_every_s": sc.eval_every_s,
         "jitter": sc.jitter,
@@ -218,7 +230,7 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
         "policy",
         "seed",
         "time_to_target_s",
-        "final_accuracy",
+        "final_metric",
         "compute_share",
         "comm_share",
         "wait_share",
@@ -257,8 +269,8 @@ def _aggregate(label: str, per_seed: dict[int, list[dict[str, Any]]], seeds: lis
         **spread("speedup", ratios),
         "speedup_pairs": len(ratios),
         "throughput_vs_bsp": mean_or_none(rate_ratios),
-        "final_accuracy_mean": statistics.fmean(r["final_accuracy"] for r in runs),
-        "final_accuracy_sd": statistics.stdev([r["final_accuracy"] for r in runs]) if len(runs) > 1 else 0.0,
+        "final_metric_mean": statistics.fmean(r["final_metric"] for r in runs),
+        "final_metric_sd": statistics.stdev([r["final_metric"] for r in runs]) if len(runs) > 1 else 0.0,
         "compute_share_mean": statistics.fmean(r["compute_share"] for r in runs),
         "wait_share_mean": statistics.fmean(r["wait_share"] for r in runs),
         "samples_per_s_mean": statistics.fmean(r["samples_per_s"] for r in runs),
@@ -344,7 +356,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
             if a["tta_mean_s"] is not None:
                 out.append(
                     {
-                        "metric": f"{lab}: time to {res['target_accuracy']:g}",
+                        "metric": f"{lab}: time to {target_text(res)}",
                         "value": a["tta_mean_s"],
                         "unit": "s",
                         "setting": f"mean of the {a['reached']}/{a['seeds']} seeds that reached it, "
@@ -354,7 +366,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
             else:
                 out.append(
                     {
-                        "metric": f"{lab}: time to {res['target_accuracy']:g}",
+                        "metric": f"{lab}: time to {target_text(res)}",
                         "value": res["max_time_s"] or 0.0,
                         "unit": "s (not reached)",
                         "setting": f"not reached in any of {a['seeds']} seeds; {where}",
@@ -506,11 +518,12 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
     for res in results["scenarios"]:
         first = res["seeds"][0]
         folder = Path(res["folder"]) / f"seed-{first}"
-        for src in ("accuracy.png",):  # the compute / wait shares are in the table
-            if (folder / src).is_file():
-                dst = _img_name(res["scenario"], src)
-                shutil.copyfile(folder / src, img / dst)
-                made[f"{res['scenario']}:{src}"] = f"img/{dst}"
+        # the target metric against time (accuracy.png, perplexity.png, ...); the shares are in the table
+        src = f"{report.metric_plot_name([res])}.png"
+        if (folder / src).is_file():
+            dst = _img_name(res["scenario"], src)
+            shutil.copyfile(folder / src, img / dst)
+            made[f"{res['scenario']}:curve"] = f"img/{dst}"
         sc = load_scenario(res["scenario"], **{**res["overrides"], "seed": first})
         balancing = [r for r in res["runs"][str(first)] if r["policy"] in BALANCING and r.get("trace")]
         if not balancing:
@@ -623,15 +636,16 @@ def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> s
 
 
 def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> list[str]:
+    metric = res["target_metric"]
     stop = f"{res['max_time_s']:g} virtual seconds per run" if res["max_time_s"] else "runs of max_steps"
     lines = [
         f"## `{res['scenario']}`",
         "",
-        f"{res['description']}. Global batch {res['global_batch']}; {stop}; target accuracy "
-        f"{res['target_accuracy']:g}, evaluated every {res['eval_every_s'] or 'run length / 40'} s.",
+        f"{res['description']}. Global batch {res['global_batch']}; {stop}; target "
+        f"{target_text(res)}, evaluated every {res['eval_every_s'] or 'run length / 40'} s.",
         "",
         "| policy | TTA (s), mean [range] | reached | speed-up vs BSP [range] | samples/s (× BSP) "
-        "| final acc. (± sd) | compute | wait | batch moves/round, rounds 1–10 → later |",
+        f"| final {short_metric(metric)} (± sd) | compute | wait | batch moves/round, rounds 1–10 → later |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for a in res["aggregate"]:
@@ -642,7 +656,7 @@ def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> list[str]:
         moves = "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {_fmt(a['move_later'], 2)}"
         lines.append(
             f"| `{short_label(a['label'])}` | {tta} | {a['reached']}/{a['seeds']} | {_speed(a)} | {thr} "
-            f"| {a['final_accuracy_mean']:.3f} ± {a['final_accuracy_sd']:.3f} "
+            f"| {fmt_metric(metric, a['final_metric_mean'])} ± {fmt_metric(metric, a['final_metric_sd'])} "
             f"| {100 * a['compute_share_mean']:.1f}% | {100 * a['wait_share_mean']:.1f}% | {moves} |"
         )
     lines += [
@@ -680,9 +694,9 @@ def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> list[str]:
     key = f"{res['scenario']}:batches"
     if key in plots:
         lines += [f"![batch sizes]({plots[key]})", ""]
-    acc = plots.get(f"{res['scenario']}:accuracy.png")
-    if acc:
-        lines += [f"![accuracy vs time, first seed]({acc})", ""]
+    curve = plots.get(f"{res['scenario']}:curve")
+    if curve:
+        lines += [f"![{metric} vs time, first seed]({curve})", ""]
     return lines
 
 

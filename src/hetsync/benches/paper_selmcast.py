@@ -27,7 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, add_output_arguments, docs_dir, mean_or_none, parse_seeds, split_list
+from hetsync.benches.common import (
+    Row,
+    add_output_arguments,
+    docs_dir,
+    fmt_metric,
+    mean_or_none,
+    parse_seeds,
+    short_metric,
+    split_list,
+    target_text,
+)
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
@@ -171,7 +181,7 @@ def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
 
 
 def _plots(runs: list[dict[str, Any]], where: Path, scenario: str, window_s: float = TIMELINE_S) -> None:
-    report.plot_accuracy(runs, where / "accuracy.png")
+    report.plot_metric(runs, where / f"{report.metric_plot_name(runs)}.png")  # accuracy.png, or the target's
     report.plot_shares(runs, where / "shares.png")
     plot_exchange(runs, where / "exchange.png", title=f"peer-to-peer exchanges · {scenario}")
     for r in runs:
@@ -210,13 +220,14 @@ def plot_exchange(runs: list[dict[str, Any]], path: Path, *, title: str) -> Path
     return path
 
 
-METRICS = ("mean_receivers", "mean_exchange_s", "mean_round_s", "compute_share", "time_to_target_s", "final_accuracy")
+METRICS = ("mean_receivers", "mean_exchange_s", "mean_round_s", "compute_share", "time_to_target_s", "final_metric")
 
 
 def _aggregate(
     scenario: str, driver: str, runs_by_seed: dict[int, list[dict[str, Any]]], where: Path
 ) -> dict[str, Any]:
     """Means over seeds per policy label; ratios of selmcast to random per sync."""
+    first = next(iter(runs_by_seed.values()))[0]
     by_label: dict[str, dict[str, Any]] = {}
     for runs in runs_by_seed.values():
         for r in runs:
@@ -249,7 +260,7 @@ def _aggregate(
         "seeds": sorted(runs_by_seed),
         "policies": policies,
         "ratios": ratios,
-        "target_accuracy": next(iter(runs_by_seed.values()))[0]["target_accuracy"],
+        **{k: first[k] for k in ("target_metric", "target_value", "target_direction")},
         "dir": str(where),
     }
 
@@ -307,6 +318,11 @@ def _x(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}×"
 
 
+def _curve(res: dict[str, Any]) -> str:
+    """The metric plot's name: ``accuracy``, or the target's metric."""
+    return report.metric_plot_name([res])
+
+
 def _img(res: dict[str, Any], kind: str) -> str:
     return f"selmcast-{res['scenario']}-{res['driver']}-{kind}.png"
 
@@ -323,7 +339,7 @@ def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Pa
     img.mkdir(parents=True, exist_ok=True)
     for res in results:
         src = Path(res["dir"])
-        for kind in ("accuracy", "exchange", "shares"):
+        for kind in (_curve(res), "exchange", "shares"):
             shutil.copyfile(src / f"{kind}.png", img / _img(res, kind))
         for png in _timelines(src):
             shutil.copyfile(png, img / _img(res, png.stem))
@@ -351,9 +367,10 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         lines += [
             f"## {res['scenario']} ({'simulator' if res['driver'] == 'sim' else 'real processes'}, seeds {seeds})",
             "",
-            f"Target accuracy {res['target_accuracy']:g}. Means over seeds; TTA over the seeds that reached it.",
+            f"Target {target_text(res)}. Means over seeds; TTA over the seeds that reached it.",
             "",
-            "| policy | receivers / sender | exchange | sync / step | round | compute share | time to target | final acc |",
+            "| policy | receivers / sender | exchange | sync / step | round | compute share | time to target "
+            f"| final {short_metric(res['target_metric'])} |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for label, p in res["policies"].items():
@@ -362,7 +379,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
                 f"| {label} | {p['mean_receivers']:.2f} | {_secs(p['mean_exchange_s'])} | {_secs(p['sync_s'])} "
                 f"| {_secs(p['mean_round_s'])} "
                 f"| {100 * p['compute_share']:.1f}% | {_secs(p['time_to_target_s'])}{reached} "
-                f"| {p['final_accuracy']:.3f} |"
+                f"| {fmt_metric(res['target_metric'], p['final_metric'])} |"
             )
         if res["ratios"]:
             lines += [
@@ -377,7 +394,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
                 )
         lines += [
             "",
-            f"![accuracy](img/{_img(res, 'accuracy')})",
+            f"![{_curve(res)}](img/{_img(res, _curve(res))})",
             f"![exchanges](img/{_img(res, 'exchange')})",
             f"![shares](img/{_img(res, 'shares')})",
             "",

@@ -12,7 +12,9 @@ This benchmark runs the same comparison on the built-in scenarios
 ``wbsp-h1``, ``wbsp-h2`` and ``wbsp-h3`` and prints, per scenario and
 policy, the compute share, the time to the target accuracy, the final
 accuracy and the time to target relative to the fastest baseline (BSP, SSP,
-ASP: every policy that is not WBSP). It writes the runs under ``--out``
+ASP: every policy that is not WBSP). A scenario whose target names another
+metric (``--set 'target={metric: loss, value: 0.3}'``) gets the same figures
+for that metric. It writes the runs under ``--out``
 (``summary.json``, traces and plots per scenario, and ``results.json``) and,
 unless told otherwise, ``docs/results-wbsp.md`` with the plots copied to
 ``docs/img/wbsp-*.png``. Every figure is measured in the run that prints it.
@@ -31,7 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, add_output_arguments, docs_dir, parse_seeds, split_list
+from hetsync.benches.common import (
+    Row,
+    add_output_arguments,
+    docs_dir,
+    fmt_metric,
+    parse_seeds,
+    run_target,
+    short_metric,
+    split_list,
+    target_text,
+)
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
@@ -43,7 +55,7 @@ SCENARIOS = ("wbsp-h1", "wbsp-h2", "wbsp-h3")
 POLICIES = ("bsp", "ssp:s=40", "asp", "wbsp", "wbsp-overlap")
 CANDIDATES = frozenset({"wbsp", "wbsp-overlap"})  # every other policy is a baseline
 QUICK_MAX_TIME_S = 30.0
-PLOTS = ("accuracy-zoom", "accuracy", "shares")
+PLOTS = ("accuracy-zoom", "accuracy", "shares")  # for an accuracy target; see plot_kinds
 TIMELINES = ("bsp", "wbsp", "wbsp-overlap")  # per-worker timelines drawn for these policies
 TIMELINE_S = 5.0
 SWEEP_SCENARIO = "wbsp-h2"
@@ -159,7 +171,8 @@ def bench_paper_wbsp(
         tta = s["time_to_target_s"]
         con.print(
             f"  {s['scenario']} seed {s['seed']} · {s['label']}: compute {100 * s['compute_share']:.1f}%, "
-            f"TTA {'—' if tta is None else f'{tta:g} s'}, final acc {s['final_accuracy']:.3f} "
+            f"TTA {'—' if tta is None else f'{tta:g} s'}, "
+            f"final {short_metric(s['target_metric'])} {fmt_metric(s['target_metric'], s['final_metric'])} "
             f"({now - clock[0]:.1f} s real)"
         )
         clock[0] = now
@@ -174,8 +187,9 @@ def bench_paper_wbsp(
             where = _run_dir(out, case.key, seed, seeds)
             clock[0] = time.perf_counter()
             runs = compare(sc, specs, where, on_result=done)
-            report.plot_accuracy(runs, where / "accuracy.png")
-            report.plot_accuracy(_zoomed(runs), where / "accuracy-zoom.png")
+            curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
+            report.plot_metric(runs, where / f"{curve}.png")
+            report.plot_metric(_zoomed(runs), where / f"{curve}-zoom.png")
             report.plot_shares(runs, where / "shares.png")
             for r in runs:
                 if r["policy"] in TIMELINES and r["trace"] and not case.sweep:
@@ -193,12 +207,19 @@ def bench_paper_wbsp(
     return results
 
 
+def plot_kinds(metric: str) -> tuple[str, ...]:
+    """The plots of a case: PLOTS, with the target metric in place of accuracy."""
+    curve = report.metric_plot_name([{"target_metric": metric}])
+    return tuple(kind.replace("accuracy", curve) for kind in PLOTS)
+
+
 def _zoomed(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs cut to the interesting start: 2.5 × the fastest baseline's time to target."""
     ttas = [r["time_to_target_s"] for r in runs if r["policy"] not in CANDIDATES and r["time_to_target_s"] is not None]
     wall = max(r["wall_time_s"] for r in runs)
     end = min(wall, 10 * math.ceil(2.5 * min(ttas) / 10)) if ttas else wall
-    return [{**r, "wall_time_s": end, "accuracy_curve": [p for p in r["accuracy_curve"] if p[0] <= end]} for r in runs]
+    curves = ("metric_curve", "accuracy_curve")  # the second: an alias, for accuracy targets
+    return [{**r, "wall_time_s": end, **{k: [p for p in r[k] if p[0] <= end] for k in curves if k in r}} for r in runs]
 
 
 def _run_dir(out: Path, scenario: str, seed: int, seeds: list[int]) -> Path:
@@ -210,7 +231,7 @@ def _median(values: list[float]) -> float:
 
 
 def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, Any]]], out: Path) -> dict[str, Any]:
-    """Per policy: mean shares and accuracy, median time to target and ratio over the seeds."""
+    """Per policy: mean shares and final target metric, median time to target and ratio over the seeds."""
     seeds = sorted(runs_by_seed)
     fastest: dict[int, tuple[str, float] | None] = {}
     for seed, runs in runs_by_seed.items():
@@ -238,7 +259,7 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
                 "time_to_target_s": _median(ttas) if all_reached else None,  # type: ignore[arg-type]
                 "reached": sum(t is not None for t in ttas),
                 "tta_vs_fastest_baseline": _median(ratios) if all_ratios else None,  # type: ignore[arg-type]
-                "final_accuracy": statistics.fmean(r["final_accuracy"] for r in per_seed),
+                "final_metric": statistics.fmean(r["final_metric"] for r in per_seed),
                 "steps": statistics.fmean(r["steps"] for r in per_seed),
                 "dropped_steps": statistics.fmean(r["dropped_steps"] for r in per_seed),
                 "updates": statistics.fmean(r["updates"] for r in per_seed),
@@ -249,7 +270,7 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
                         "time_to_target_s": r["time_to_target_s"],
                         "tta_vs_fastest_baseline": x,
                         "compute_share": r["compute_share"],
-                        "final_accuracy": r["final_accuracy"],
+                        "final_metric": r["final_metric"],
                         "host_time_s": r["host_time_s"],
                     }
                     for s, r, x in zip(seeds, per_seed, ratios, strict=True)
@@ -267,12 +288,12 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
         "description": sc.description,
         "workers": sc.workers,
         "delay_s": max(sc.delay_s),
-        "target_accuracy": sc.target_accuracy,
+        **run_target(sc, [r for runs in runs_by_seed.values() for r in runs]),
         "max_time_s": sc.max_time_s,
         "seeds": seeds,
         "fastest_baseline": {s: (f[0] if f else None) for s, f in fastest.items()},
         "host_time_s": sum(r["host_time_s"] for runs in runs_by_seed.values() for r in runs),
-        "plots": {kind: str(where / f"{kind}.png") for kind in PLOTS},
+        "plots": {kind: str(where / f"{kind}.png") for kind in plot_kinds(sc.target_metric)},
         "timelines": {
             p["label"]: str(where / f"timeline-{report.safe_name(p['label'])}.png")
             for p in policies
@@ -295,7 +316,7 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
             if p["time_to_target_s"] is not None:
                 rows.append(
                     {
-                        "metric": f"time to accuracy {res['target_accuracy']:g}",
+                        "metric": f"time to {target_text(res)}",
                         "value": p["time_to_target_s"],
                         "unit": "s (virtual)",
                         "setting": setting,
@@ -305,7 +326,7 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
             else:
                 rows.append(
                     {
-                        "metric": f"accuracy {res['target_accuracy']:g} not reached in",
+                        "metric": f"{target_text(res)} not reached in",
                         "value": res["max_time_s"],
                         "unit": "s (virtual)",
                         "setting": setting,
@@ -313,7 +334,13 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
                     }
                 )
             rows.append(
-                {"metric": "final accuracy", "value": p["final_accuracy"], "unit": "", "setting": setting, **keys}
+                {
+                    "metric": f"final {res['target_metric']}",
+                    "value": p["final_metric"],
+                    "unit": "",
+                    "setting": setting,
+                    **keys,
+                }
             )
             if p["tta_vs_fastest_baseline"] is not None:
                 rows.append(
@@ -355,7 +382,7 @@ def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Pa
     img.mkdir(parents=True, exist_ok=True)
     main = [r for r in results if not r["sweep"]]
     for res in main:
-        for kind in PLOTS:
+        for kind in res["plots"]:
             shutil.copyfile(res["plots"][kind], img / _img_name(res["scenario"], kind))
     if main:  # timelines of the first scenario only: they look alike in the others
         for label, src in main[0]["timelines"].items():
@@ -409,7 +436,8 @@ def _claims(main: list[dict[str, Any]]) -> list[str]:
 
 def _results_table(res: dict[str, Any]) -> list[str]:
     lines = [
-        "| policy | compute | comm | wait | TTA (s) | TTA vs fastest baseline | final acc | steps | dropped | updates"
+        "| policy | compute | comm | wait | TTA (s) | TTA vs fastest baseline "
+        f"| final {short_metric(res['target_metric'])} | steps | dropped | updates"
         " | max stale |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -419,7 +447,7 @@ def _results_table(res: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {p['label']} | {_pct(p['compute_share'])} | {_pct(p['comm_share'])} | {_pct(p['wait_share'])} "
             f"| {_secs(p['time_to_target_s'])}{reached} | {'—' if ratio is None else f'{ratio:.2f}'} "
-            f"| {p['final_accuracy']:.3f} | {p['steps']:,.0f} | {p['dropped_steps']:,.0f} "
+            f"| {fmt_metric(res['target_metric'], p['final_metric'])} | {p['steps']:,.0f} | {p['dropped_steps']:,.0f} "
             f"| {p['updates']:,.0f} | {p['max_staleness']} |"
         )
     return lines
@@ -529,7 +557,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         lines += [
             f"## {res['scenario']}: {res['description']}",
             "",
-            f"Target accuracy {res['target_accuracy']:g}, {res['max_time_s']:g} virtual seconds per run; "
+            f"Target {target_text(res)}, {res['max_time_s']:g} virtual seconds per run; "
             f"fastest baseline: {fastest}."
             + (
                 f" The plots show seed {res['seeds'][0]}; the table is over all seeds." if len(res["seeds"]) > 1 else ""
@@ -537,7 +565,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
             "",
             *_results_table(res),
             "",
-            *[f"![{kind}, {res['scenario']}](img/{_img_name(res['scenario'], kind)})" for kind in PLOTS],
+            *[f"![{kind}, {res['scenario']}](img/{_img_name(res['scenario'], kind)})" for kind in res["plots"]],
             "",
         ]
     lines += ["## The paper's claims beside the measurements", "", *_claims(main), ""]

@@ -114,7 +114,7 @@ def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int
     raw = {
         k: v
         for k, v in base.to_dict().items()
-        if k in ("name", "workload", "workload_args", "batch_size", "lr", "target_accuracy", "seed")
+        if k in ("name", "workload", "workload_args", "batch_size", "lr", "target", "seed")
     }
     raw.update(
         workers=n,

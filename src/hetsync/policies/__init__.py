@@ -12,6 +12,7 @@ from hetsync.policies.asp import ASP
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import Policy, PolicyContext
 from hetsync.policies.bsp import BSP
+from hetsync.policies.diloco import DiLoCo
 from hetsync.policies.dssp import DSSP
 from hetsync.policies.elastic_bsp import ElasticBSP
 from hetsync.policies.lb_bsp import LBBSP
@@ -29,6 +30,7 @@ _CLASSES: tuple[type[Policy], ...] = (
     ASP,
     SSP,
     LocalSGD,
+    DiLoCo,
     BackupWorkers,
     WBSP,
     WBSPOverlap,

@@ -7,6 +7,11 @@ pushes it; the server applies it on arrival with weight 1/N (learning rate
 pusher pulls the latest model and carries on. Throughput is the sum of the
 workers' rates, paid for with staleness: a slow worker's gradient was
 computed on a model several versions old.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

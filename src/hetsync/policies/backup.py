@@ -9,6 +9,11 @@ contributors pull v+1 at once. Gradients that arrive later, computed on an
 older version, are dropped (and counted); their senders then pull the newest
 model and join the current round. Straggling b workers no longer hold the
 round, at the price of b wasted gradients per round.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

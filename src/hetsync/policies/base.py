@@ -278,6 +278,20 @@ class Policy:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
+    # Optimizers (hetsync.recipe): a policy decides what is combined and when,
+    # the optimizers how an update moves a model. Most policies take the
+    # scenario's recipe. A policy whose recipe fixes one (DiLoCo's outer
+    # Nesterov momentum, its inner AdamW) returns it here as a plain mapping
+    # in the scenario's format, e.g. ``{"name": "sgd", "lr": 0.7,
+    # "momentum": 0.9, "nesterov": True}``; None keeps the scenario's.
+    def outer_optimizer(self) -> dict[str, Any] | None:
+        """The server's step on delta pushes (pseudo-gradients)."""
+        return None
+
+    def local_optimizer(self) -> dict[str, Any] | None:
+        """The workers' local steps."""
+        return None
+
     @property
     def label(self) -> str:
         shown = [f"{p.name}={self.values[p.name]}" for p in self.params]

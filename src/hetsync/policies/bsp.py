@@ -9,6 +9,11 @@ that idle time is what every other policy in hetsync tries to win back.
 
 A worker that leaves is no longer waited for; a round it had already
 contributed to keeps its gradient.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ as due now).
 
 The step gap never exceeds s_L + r_max (``step_gap_bound``); s_L = 3,
 r_max = 12 are the paper's defaults.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ paper); R = 1 is BSP with per-arrival application.
 Staleness is bounded inside a superstep but the gap in step counts between
 fast and slow workers grows by up to R − 1 per superstep, so no step-gap
 bound is promised (``step_gap_bound`` is None).
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

@@ -44,6 +44,11 @@ over the workers). The first round is an equal split.
 A worker that leaves is no longer waited for; a gradient it had already
 pushed in the open round is applied with the others. X is then shared by
 the workers left.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

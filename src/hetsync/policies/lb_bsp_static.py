@@ -14,6 +14,11 @@ buys.
 
 A worker that leaves: the others share X in proportion to their measured
 speeds. The memory caps parameter works as in ``lb-bsp``.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

@@ -7,6 +7,14 @@ has arrived the server adds their mean (weights 1/N) to the global model —
 the same as averaging the N local models — and everyone pulls it. It
 communicates H times less than BSP, and still waits for the slowest worker
 once per round.
+
+Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
+``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
+state across pulls — a pull replaces the parameters, not the momentum or Adam
+moments, which describe the worker's own data stream and would restart from
+zero if reset. The server steps on the averaged pseudo-gradient with
+``outer_optimizer`` (default plain SGD at 1.0: plain averaging), whose state
+lives on the server.
 """
 
 from __future__ import annotations

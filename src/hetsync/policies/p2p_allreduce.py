@@ -11,6 +11,9 @@ form of all-reduce data parallelism (PyTorch DDP), the baseline SELMCAST
 - ``sync=ssp``: a collective needs everyone at once, which SSP does not
   have; each worker instead multicasts its model to all the others after its
   step (p = N − 1) and mixes what arrives, within the round gap s.
+
+Optimizer state: each worker keeps its own (``optimizer``/``local_optimizer``) across
+exchanges, which average parameters only (see p2p_base).
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ from those bandwidths and cleared when the link's last planned copy arrives.
 
 Learning rate: the local step uses the job's lr unscaled; averaging models
 (not gradients) keeps the step size of one worker's SGD.
+
+Optimizer state (hetsync.recipe): there is no server. Each worker's optimizer
+(``optimizer``, or ``local_optimizer``) takes its local steps, and its state stays with the
+worker when models are mixed or all-reduced: mixing averages parameters only,
+as decentralized SGD with local momentum does.
 """
 
 from __future__ import annotations

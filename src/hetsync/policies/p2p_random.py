@@ -5,6 +5,9 @@ IEEE Trans. Services Computing 2024) improves on, as in Epidemic Learning
 averages what it receives). Training converges as long as every worker keeps
 taking part; a larger p converges faster. With fewer than p + 1 live workers
 each sends to all the others.
+
+Optimizer state: each worker keeps its own (``optimizer``/``local_optimizer``) across
+exchanges, which average parameters only (see p2p_base).
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ network), the exact-p-then-extras search and the round structure (see
 covers all senders of the round at once; under ``sync=ssp`` it is made for
 one sender when its step ends, with the coordinator's estimate of the
 backlog still on every link.
+
+Optimizer state: each worker keeps its own (``optimizer``/``local_optimizer``) across
+exchanges, which average parameters only (see p2p_base).
 """
 
 from __future__ import annotations

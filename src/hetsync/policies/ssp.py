@@ -8,6 +8,11 @@ catches up. Gradients are applied on arrival with weight 1/N (as ASP); a
 worker pulls the newest model just before each step it is allowed to take,
 so a step blocked at the bound starts from the freshest model. s = 0 gives
 BSP-like lockstep, s = ∞ is ASP.
+
+Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
+every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
+moments — lives on the server with the global model. Workers take no local
+steps, so they hold no optimizer state and a pull replaces parameters only.
 """
 
 from __future__ import annotations

@@ -40,6 +40,14 @@ Choices where the paper leaves room (see also docs/results-wbsp.md):
   its k-step delta / N.
 - A worker that leaves is no longer waited for; deltas it pushed in the
   open round stay in it.
+
+Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
+``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
+state across pulls — a pull replaces the parameters, not the momentum or Adam
+moments, which describe the worker's own data stream and would restart from
+zero if reset. The server steps on the averaged pseudo-gradient with
+``outer_optimizer`` (default plain SGD at 1.0: plain averaging), whose state
+lives on the server.
 """
 
 from __future__ import annotations

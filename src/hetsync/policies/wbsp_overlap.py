@@ -43,6 +43,14 @@ pull is in progress, so it idles for the download but loses at most the step
 in progress; this policy follows DESIGN.md §3 (the worker trains
 continuously), which hides the download as well at the price of a few
 dropped steps — the summary's ``dropped_steps`` shows how many.
+
+Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
+``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
+state across pulls — a pull replaces the parameters, not the momentum or Adam
+moments, which describe the worker's own data stream and would restart from
+zero if reset. The server steps on the averaged pseudo-gradient with
+``outer_optimizer`` (default plain SGD at 1.0: plain averaging), whose state
+lives on the server.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         from hetsync.workloads import make_workload
 
         workload = make_workload(scenario.workload, **scenario.workload_args)
+        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks, on every rank
         specs = policy_specs(args.policies, scenario)
         options = ProcessOptions(
             out=Path(args.out),

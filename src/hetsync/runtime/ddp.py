@@ -8,16 +8,17 @@ Every rank trains a copy of the workload's model with
 ``DistributedDataParallel`` (gloo on CPU), starting from
 ``workload.init_params(seed)`` and drawing batches from shard ``rank`` of
 ``workload.make_shards(world, seed)`` — the same model, shards and batch
-order that hetsync's BSP gives its workers — and SGD at the scenario's
-learning rate. Rank 0 writes ``ddp-model.pt`` (flat parameters) and
+order that hetsync's BSP gives its workers — and the scenario's recipe
+(optimizer, learning rate and schedule, gradient clipping). Rank 0 writes ``ddp-model.pt`` (flat parameters) and
 ``ddp.json`` (time per step, and the share of it spent computing, measured
-with a communication-free replay of the same steps).
+with a communication-free replay of the same steps; the scenario's target
+metric at the end as ``final_metric``, every workload metric as
+``final_metrics``, and ``final_accuracy`` when the workload reports accuracy).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import time
 from pathlib import Path
@@ -25,8 +26,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import parameters_to_vector
 
+from hetsync.optim import build_optimizer
 from hetsync.scenario import load_scenario, parse_override
 from hetsync.workloads import make_workload
 
@@ -44,34 +46,40 @@ def main(argv: list[str] | None = None) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     sc = load_scenario(args.scenario, **dict(parse_override(o) for o in args.overrides)).with_workers(world)
     wl = make_workload(sc.workload, **sc.workload_args)
+    direction = sc.target_direction_for(wl.name, wl.metrics)  # BadInput: a metric the workload lacks
 
     def fresh_model() -> torch.nn.Module:
-        model = copy.deepcopy(wl.model)
-        vector_to_parameters(wl.init_params(sc.seed), model.parameters())
-        return model
+        return wl.module_with(wl.init_params(sc.seed))
+
+    def flat(model: torch.nn.Module) -> torch.Tensor:
+        """The trainable parameters as the workload's flat vector."""
+        return parameters_to_vector(p for p in model.parameters() if p.requires_grad).detach()
 
     # time a communication-free replay first: the compute part of a step
-    solo = fresh_model()
-    solo_opt = torch.optim.SGD(solo.parameters(), lr=sc.lr)
-    shard = wl.make_shards(world, sc.seed, sc.label_skew)[rank]
+    def train(model: torch.nn.Module, steps: int) -> None:
+        """The scenario's recipe as a plain loop: its optimizer (torch.optim),
+        schedule on the step count (the global version under BSP) and clipping
+        of the all-reduced gradient."""
+        opt = build_optimizer(sc.optimizer, [p for p in model.parameters() if p.requires_grad])
+        shard = wl.make_shards(world, sc.seed, sc.label_skew)[rank]
+        for step in range(steps):
+            x, y = shard.next_batch(sc.batch_size)
+            opt.zero_grad()
+            wl.loss_fn(model(x), y).backward()
+            if sc.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), sc.clip_norm)
+            for group in opt.param_groups:
+                group["lr"] = sc.lr * sc.schedule.factor(step)
+            opt.step()
+
     t0 = time.perf_counter()
-    for _ in range(args.steps):
-        x, y = shard.next_batch(sc.batch_size)
-        solo_opt.zero_grad()
-        wl.loss_fn(solo(x), y).backward()
-        solo_opt.step()
+    train(fresh_model(), args.steps)
     compute_s = (time.perf_counter() - t0) / args.steps
 
-    model = DistributedDataParallel(fresh_model())
-    opt = torch.optim.SGD(model.parameters(), lr=sc.lr)
-    shard = wl.make_shards(world, sc.seed, sc.label_skew)[rank]
+    model = DistributedDataParallel(fresh_model(), broadcast_buffers=False)  # buffers: see hetsync.workloads
     dist.barrier()
     t0 = time.perf_counter()
-    for _ in range(args.steps):
-        x, y = shard.next_batch(sc.batch_size)
-        opt.zero_grad()
-        wl.loss_fn(model(x), y).backward()
-        opt.step()
+    train(model, args.steps)
     dist.barrier()
     step_s = (time.perf_counter() - t0) / args.steps
     times = [torch.zeros(2, dtype=torch.float64) for _ in range(world)]
@@ -79,16 +87,21 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        torch.save(parameters_to_vector(model.module.parameters()).detach(), out / "ddp-model.pt")
+        torch.save(flat(model.module), out / "ddp-model.pt")
         step = max(float(t[0]) for t in times)
         compute = sum(float(t[1]) for t in times) / world
-        accuracy, _ = wl.evaluate(parameters_to_vector(model.module.parameters()).detach())
+        metrics = wl.evaluate_metrics(flat(model.module))
         stats = {
             "workers": world,
             "steps": args.steps,
             "step_s": step,
             "compute_share": min(1.0, compute / step),
-            "final_accuracy": accuracy,
+            "target_metric": sc.target_metric,
+            "target_value": sc.target_value,
+            "target_direction": direction,
+            "final_metric": metrics[sc.target_metric],
+            "final_metrics": {name: metrics[name] for name in wl.metrics},
+            **({"final_accuracy": metrics["accuracy"]} if "accuracy" in metrics else {}),
         }
         (out / "ddp.json").write_text(json.dumps(stats, indent=1) + "\n")
     dist.destroy_process_group()

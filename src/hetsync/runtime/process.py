@@ -73,7 +73,7 @@ def run_process(scenario: Scenario, workload: Workload, specs: list[str], option
 
     kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
     try:
-        WorkerProcess(rank - 1, scenario, workload, throttle=opts.throttle, kill_at_s=kill_at).serve()
+        WorkerProcess(rank - 1, scenario, workload, throttle=opts.throttle, kill_at_s=kill_at, specs=specs).serve()
     finally:
         dist.destroy_process_group()
     return 0

@@ -36,6 +36,7 @@ import torch.distributed as dist
 
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
+from hetsync.optim import gradient_stepper, outer_stepper
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -86,6 +87,7 @@ class _Peer:
 
 class ServerProcess:
     def __init__(self, scenario: Scenario, workload: Workload, opts: RuntimeOptions) -> None:
+        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks
         self.sc = scenario
         self.n = scenario.workers
         self.workload = workload
@@ -185,8 +187,21 @@ class _Run:
             theta, version, self.offset_s = state["theta"], int(state["version"]), float(state["elapsed_s"])
             self.policy.load_state_dict(state["policy_state"])
             self.resumed = {"version": version, "elapsed_s": self.offset_s, "steps": int(state["steps"])}
-        self.ledger = Ledger(self.policy, server.workload, theta, self.trace, version=version)
+        self.ledger = Ledger(
+            self.policy,
+            server.workload,
+            theta,
+            self.trace,
+            version=version,
+            stepper=gradient_stepper(sc),
+            outer=outer_stepper(sc, self.policy),
+            global_batch=server.n * sc.batch_size,
+        )
         if self.resumed is not None:
+            # the server's optimizer state (momentum, Adam moments) and its schedule clock go on
+            self.ledger.stepper.load_state_dict(state.get("optimizer_state", {}))
+            self.ledger.outer.load_state_dict(state.get("outer_optimizer_state", {}))
+            self.ledger.applied_samples = int(state.get("applied_samples", 0))
             self.ledger.curve = [list(p) for p in state["curve"]]
             self.ledger.started_steps = self.ledger.steps = self.ledger.applied_steps = self.resumed["steps"]
         self.stop_reason = "drained"
@@ -574,6 +589,9 @@ class _Run:
             "policy": self.label,
             "scenario": self.sc.name,
             "policy_state": self.policy.state_dict(),
+            "optimizer_state": led.stepper.state_dict(),
+            "outer_optimizer_state": led.outer.state_dict(),
+            "applied_samples": led.applied_samples,
         }
         tmp = path.with_name(path.name + ".tmp")
         torch.save(state, tmp)

@@ -32,9 +32,12 @@ import torch
 import torch.distributed as dist
 
 from hetsync.localmodel import LocalModel
+from hetsync.optim import Stepper, local_stepper
+from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
+from hetsync.sim.engine import policy_context
 from hetsync.sim.timing import TimingModel
 from hetsync.workloads import Workload
 
@@ -50,8 +53,10 @@ class WorkerProcess:
         *,
         throttle: bool = False,
         kill_at_s: float | None = None,
+        specs: list[str] | None = None,
     ) -> None:
         self.w = worker
+        self.specs = specs or []  # the runs' policies, in order: RESET names the run
         self.sc = scenario
         self.workload = workload
         self.kill_at_s = kill_at_s
@@ -146,7 +151,7 @@ class WorkerProcess:
 
     def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
         self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
-        self.model = LocalModel(model, int(hdr[P.H_VERSION]))
+        self.model = LocalModel(model, int(hdr[P.H_VERSION]), stepper=self._stepper(int(hdr[P.H_RUN])))
         self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
         self.steps = 0
@@ -155,6 +160,14 @@ class WorkerProcess:
         rep = P.header()
         rep[P.R_TYPE] = P.R_RESET
         self._send(rep)
+
+    def _stepper(self, run: int) -> Stepper | None:
+        """A fresh optimizer for this run's local steps (the policy's recipe or
+        the scenario's); the run's policy is built here only to ask it."""
+        if not 0 <= run < len(self.specs):
+            return None
+        policy = make_policy(self.specs[run], policy_context(self.sc))
+        return local_stepper(self.sc, policy)
 
     def _maybe_die(self) -> None:
         """Fault injection for tests and demos: an abrupt death, like kill -9,

@@ -40,6 +40,7 @@ import torch
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.localmodel import LocalModel
+from hetsync.optim import gradient_stepper, local_stepper, outer_stepper
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -63,6 +64,7 @@ from hetsync.policies.base import (
 from hetsync.scenario import Scenario
 from hetsync.sim.network import Network
 from hetsync.sim.timing import TimingModel
+from hetsync.steptime import resolve_measured
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload, make_workload
 
@@ -140,12 +142,16 @@ class Simulation:
         progress: Callable[[float], None] | None = None,
         workload: Workload | None = None,
     ) -> None:
-        self.sc = scenario
         n = scenario.workers
         self.n = n
         self.math = math
         self.progress = progress
         self.workload = workload or make_workload(scenario.workload, **scenario.workload_args)
+        scenario.target_direction_for(self.workload.name, self.workload.metrics)  # BadInput: a metric it lacks
+        # `measured` step costs: timed once per process on this machine, so
+        # every policy of a comparison is charged the same figures
+        scenario, self.measured = resolve_measured(scenario, self.workload)
+        self.sc = scenario
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
         self.policy: Policy = make_policy(policy, policy_context(scenario, self.nbytes))
         self.label = self.policy.label
@@ -164,8 +170,18 @@ class Simulation:
         if math:
             theta = self.workload.init_params(scenario.seed)
             self.shards = self.workload.make_shards(n, scenario.seed, scenario.label_skew)
-        self.ledger = Ledger(self.policy, self.workload, theta, self.trace)
-        self.workers = [_Worker(model=LocalModel(theta)) for _ in range(n)]
+        self.ledger = Ledger(
+            self.policy,
+            self.workload,
+            theta,
+            self.trace,
+            stepper=gradient_stepper(scenario),
+            outer=outer_stepper(scenario, self.policy),
+            global_batch=n * scenario.batch_size,
+        )
+        self.workers = [
+            _Worker(model=LocalModel(theta, stepper=local_stepper(scenario, self.policy))) for _ in range(n)
+        ]
 
         self.now = 0.0
         self._heap: list[tuple[float, int, int, Any]] = []
@@ -570,7 +586,12 @@ class Simulation:
             host_s=time.perf_counter() - host_t0,
             stop_reason=self.stop_reason,
             trace_name=self.trace_path.name if self.trace_path is not None else None,
-            extra={"events": self.events, "outstanding_detail": self._outstanding_detail(), **self._p2p_summary()},
+            extra={
+                "events": self.events,
+                "outstanding_detail": self._outstanding_detail(),
+                "measured_step": self.measured.to_dict() if self.measured is not None else None,
+                **self._p2p_summary(),
+            },
         )
         return RunResult(summary=summary, params=self.ledger.theta)
 

@@ -13,6 +13,8 @@ Example::
     params = wl.init_params(seed=0)
     shard = wl.make_shards(n_workers=8, seed=0, label_skew=0.5)[0]
     grad, loss = wl.gradient(params, *shard.next_batch(32))
+    wl.metrics                   # {"accuracy": "max", "loss": "min"}
+    wl.evaluate_metrics(params)  # {"accuracy": 0.1..., "loss": 2.3...}
 """
 
 from __future__ import annotations
@@ -24,9 +26,18 @@ from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.workloads import builtin
-from hetsync.workloads.base import Shard, Workload, from_module
+from hetsync.workloads.base import BUILTIN_METRICS, Shard, Workload, from_module, token_cross_entropy
 
-__all__ = ["WORKLOADS", "Shard", "Workload", "WorkloadSpec", "from_module", "make_workload"]
+__all__ = [
+    "BUILTIN_METRICS",
+    "WORKLOADS",
+    "Shard",
+    "Workload",
+    "WorkloadSpec",
+    "from_module",
+    "make_workload",
+    "token_cross_entropy",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,9 @@ WORKLOADS: dict[str, WorkloadSpec] = {
         _spec("digits-mlp", builtin.digits_mlp),
         _spec("digits-cnn", builtin.digits_cnn),
         _spec("synthetic", builtin.synthetic),
+        _spec("signal1d-mlp", builtin.signal1d_mlp),
+        _spec("signal1d-cnn", builtin.signal1d_cnn),
+        _spec("tinylm", builtin.tinylm),
     )
 }
 

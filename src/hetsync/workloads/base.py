@@ -1,12 +1,49 @@
-"""Workloads: a model with a flat parameter layout, its data, loss and evaluation.
+"""Workloads: a model with a flat parameter layout, its data, loss and metrics.
 
 Drivers never touch a model's modules. They hold models as one flat float32
 vector (a 1-D tensor, ``Workload.n_params`` long), so copying, averaging and
 applying updates are single tensor operations whatever the model. A
-:class:`Workload` keeps one *template* module whose parameters live in a flat
-buffer; :meth:`Workload.gradient` and :meth:`Workload.evaluate` copy the given
-vector into that buffer (one memcpy), run the module, and hand results back,
-so one workload serves any number of simulated workers.
+:class:`Workload` keeps one *template* module whose trainable parameters live
+in a flat buffer; :meth:`Workload.gradient` and
+:meth:`Workload.evaluate_metrics` copy the given vector into that buffer (one
+memcpy), run the module, and hand results back, so one workload serves any
+number of simulated workers.
+
+Tasks. Targets decide what a workload reports (:attr:`Workload.metrics`, name
+-> ``"max"`` or ``"min"``, in order):
+
+- ``"classification"``: integer class labels ``[n]``, outputs ``[n, classes]``,
+  cross-entropy; reports ``accuracy`` then ``loss``.
+- ``"lm"`` (language model): integer token targets ``[n, T]``, outputs
+  ``[n, T, vocab]``, cross-entropy over every token; reports ``loss``,
+  ``perplexity`` (``exp`` of the mean token cross-entropy) and next-token
+  ``accuracy``.
+- ``"regression"``: float targets of any shape with any loss (default mean
+  squared error); reports ``loss``.
+
+User metrics come after the built-in ones.
+
+Frozen parameters (``requires_grad=False``) are not in the flat vector: they
+keep the template's values for every worker and are never trained.
+
+How buffers are synchronized. Buffers (BatchNorm running statistics, or any
+other registered buffer) are not part of the flat vector and never travel
+between workers; a worker's model *is* its flat vector. In training every
+step runs in train mode, so a BatchNorm layer normalises with its own batch's
+statistics, as DDP does per rank; :meth:`Workload.gradient` restores every
+buffer after its forward pass, so running statistics never drift into the
+template across calls (and one call does not leak into the next worker's).
+At evaluation the running statistics are recomputed for the evaluated
+parameters ("precise BN"): every BatchNorm-like layer that tracks running
+statistics is reset and switched to a cumulative average (``momentum=None``),
+forward passes run under ``no_grad`` with only those layers in train mode over
+a fixed subset of the training split (up to :data:`_PRECISE_BN_SAMPLES`
+samples, drawn once with seed 0, in near-equal chunks of at most
+:data:`_PRECISE_BN_CHUNK`), and the test split is then evaluated in eval
+mode (where the model stays afterwards). Same parameters, same metrics,
+every call; the price is up to 1024 extra training-sample forward passes per
+evaluation. Layers built with ``track_running_stats=False`` use batch
+statistics at evaluation too, as in plain PyTorch.
 
 The training split is cut into per-worker :class:`Shard` s by
 :meth:`Workload.make_shards`; each shard samples its own batches
@@ -15,22 +52,49 @@ deterministically.
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.nn.modules.batchnorm import _NormBase
+from torch.utils.data import Dataset
 
 from hetsync.errors import BadInput
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
-"""``loss_fn(outputs, labels) -> scalar``: the mean loss over a batch."""
+"""``loss_fn(outputs, targets) -> scalar``: the mean loss over a batch."""
+
+MetricFn = Callable[[Tensor, Tensor], float]
+"""``metric(outputs, targets) -> float``: a metric's mean over a batch."""
+
+Direction = Literal["max", "min"]
+"""Whether a metric improves upwards (``"max"``) or downwards (``"min"``)."""
+
+Task = Literal["classification", "regression", "lm"]
+
+TASKS: tuple[str, ...] = ("classification", "regression", "lm")
+
+BUILTIN_METRICS: dict[str, dict[str, Direction]] = {
+    "classification": {"accuracy": "max", "loss": "min"},
+    "lm": {"loss": "min", "perplexity": "min", "accuracy": "max"},
+    "regression": {"loss": "min"},
+}
+"""The metrics each task reports, in order, before any user metric."""
 
 _EVAL_CHUNK = 8192
-"""Test samples evaluated per forward pass (bounds evaluation memory)."""
+"""Test targets (class labels, tokens or values) evaluated per forward pass (bounds evaluation memory)."""
+
+_PRECISE_BN_SAMPLES = 1024
+"""Training samples whose forward passes recompute running statistics before evaluation."""
+
+_PRECISE_BN_CHUNK = 256
+"""Largest batch of those forward passes."""
 
 
 def _check_int(field: str, value: object, minimum: int) -> int:
@@ -42,16 +106,62 @@ def _check_int(field: str, value: object, minimum: int) -> int:
     return int(value)
 
 
-def _check_labels(field: str, y: object, n: int) -> Tensor:
-    """Validate class labels: an integer tensor of ``n`` values >= 0, as int64."""
+def token_cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy over every token: ``outputs [n, T, vocab]``, ``targets [n, T]``."""
+    return F.cross_entropy(outputs.flatten(0, -2), targets.flatten())
+
+
+_DEFAULT_LOSS: dict[str, LossFn] = {
+    "classification": F.cross_entropy,
+    "lm": token_cross_entropy,
+    "regression": F.mse_loss,
+}
+
+
+def _exp(x: float) -> float:
+    """``exp(x)``, ``inf`` where it overflows (a diverged model's perplexity)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
+def _infer_task(field: str, y: object) -> str:
+    """The task that targets ``y`` imply: int ``[n]`` labels, int ``[n, T]`` tokens, or floats."""
     if not isinstance(y, Tensor):
         raise BadInput(f"{field} must be a torch.Tensor, got {type(y).__name__}")
-    if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
-        raise BadInput(f"{field} must hold integer class labels, got dtype {y.dtype}")
-    if y.shape != (n,):
+    if y.dtype.is_floating_point:
+        return "regression"
+    if y.ndim == 1:
+        return "classification"
+    if y.ndim == 2:
+        return "lm"
+    raise BadInput(
+        f"{field} has integer targets of shape {tuple(y.shape)}: use [n] class labels, [n, T] tokens, "
+        "or pass task='regression'"
+    )
+
+
+def _check_targets(field: str, y: object, n: int, task: str | None) -> Tensor:
+    """Validate ``n`` targets for ``task``: labels and tokens become int64, values float32.
+
+    ``task=None`` (a bare :class:`Shard`) accepts targets of any shape:
+    integer ones become int64 and must be >= 0, floating ones float32.
+    """
+    if not isinstance(y, Tensor):
+        raise BadInput(f"{field} must be a torch.Tensor, got {type(y).__name__}")
+    if y.dtype.is_complex or y.dtype == torch.bool:
+        raise BadInput(f"{field} must hold numbers, got dtype {y.dtype}")
+    if task in (None, "regression") and (y.ndim < 1 or len(y) != n):
+        raise BadInput(f"{field} must hold {n} targets to match its inputs, got shape {tuple(y.shape)}")
+    if task == "regression" or (task is None and y.dtype.is_floating_point):
+        return y.to(torch.float32)
+    kind = {"classification": "class label", "lm": "token"}.get(task or "", "target")
+    if y.dtype.is_floating_point:
+        raise BadInput(f"{field} must hold integer {kind}s, got dtype {y.dtype}")
+    if task == "classification" and y.shape != (n,):
         raise BadInput(f"{field} must have shape ({n},) to match its inputs, got {tuple(y.shape)}")
+    if task == "lm" and (y.ndim != 2 or len(y) != n or y.shape[1] < 1):
+        raise BadInput(f"{field} must have shape ({n}, T) to match its inputs, got {tuple(y.shape)}")
     if n and int(y.min()) < 0:
-        raise BadInput(f"{field} holds a negative class label ({int(y.min())})")
+        raise BadInput(f"{field} holds a negative {kind} ({int(y.min())})")
     return y.to(torch.int64)
 
 
@@ -62,6 +172,29 @@ def _check_inputs(field: str, x: object) -> Tensor:
     if x.ndim < 1 or len(x) < 1:
         raise BadInput(f"{field} must hold at least one sample, got shape {tuple(x.shape)}")
     return x.to(torch.float32) if x.dtype.is_floating_point else x
+
+
+def _check_metrics(metrics: object, task: str) -> dict[str, tuple[MetricFn, Direction]]:
+    """Validate user metrics ``{name: (fn, "max" | "min")}``."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise BadInput(f"metrics must be a dict {{name: (fn, 'max' | 'min')}}, got {type(metrics).__name__}")
+    checked: dict[str, tuple[MetricFn, Direction]] = {}
+    for name, spec in metrics.items():
+        if not isinstance(name, str) or not name:
+            raise BadInput(f"metrics: a metric name must be a non-empty string, got {name!r}")
+        if name in BUILTIN_METRICS[task]:
+            raise BadInput(f"metrics[{name!r}] clashes with a built-in {task} metric; pick another name")
+        if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise BadInput(f"metrics[{name!r}] must be a pair (fn, 'max' | 'min'), got {spec!r}")
+        fn, direction = spec
+        if not callable(fn):
+            raise BadInput(f"metrics[{name!r}]: fn must be callable, got {type(fn).__name__}")
+        if direction not in ("max", "min"):
+            raise BadInput(f"metrics[{name!r}]: direction must be 'max' or 'min', got {direction!r}")
+        checked[name] = (fn, direction)
+    return checked
 
 
 class Shard:
@@ -75,7 +208,8 @@ class Shard:
 
     Attributes:
         x: inputs, ``[n, ...]``.
-        y: int64 class labels, ``[n]``.
+        y: targets, ``[n, ...]``: int64 class labels or tokens, or float32
+            values.
         indices: positions of these samples in the workload's training split
             (``None`` for a shard built directly from tensors).
     """
@@ -89,7 +223,7 @@ class Shard:
     ) -> None:
         """Wrap ``x``/``y``; ``seed`` (an int >= 0 or a SeedSequence) fixes the batch order."""
         self.x = _check_inputs("x", x)
-        self.y = _check_labels("y", y, len(self.x))
+        self.y = _check_targets("y", y, len(self.x), task=None)
         if not isinstance(seed, np.random.SeedSequence):
             seed = _check_int("seed", seed, 0)
         self.indices = indices
@@ -123,33 +257,39 @@ class Shard:
 
 
 class Workload:
-    """A learning problem: template model, train/test data, loss and evaluation.
+    """A learning problem: template model, train/test data, loss and metrics.
 
-    The template's parameters define the flat layout: the vector is the
-    concatenation of ``model.parameters()`` in order, each flattened. The
+    The template's trainable parameters define the flat layout: the vector is
+    the concatenation of the ``model.parameters()`` that require gradients, in
+    order, each flattened. Frozen parameters keep the template's values. The
     workload takes ownership of ``model`` (it is converted to float32 and its
-    parameters are re-pointed into an internal flat buffer); do not use it
-    elsewhere.
+    trainable parameters are re-pointed into an internal flat buffer); do not
+    use it elsewhere. Buffers (BatchNorm running statistics) are handled as
+    the module docstring describes under "How buffers are synchronized".
 
-    Only parameters are part of the flat vector. Models must therefore not
-    keep training state in buffers: normalisation layers that track running
-    statistics (BatchNorm) are rejected, since those statistics would be
-    shared by every simulated worker (use GroupNorm or LayerNorm instead).
+    ``task`` (inferred from ``train_y`` when ``None``: int ``[n]`` ->
+    ``"classification"``, int ``[n, T]`` -> ``"lm"``, floating ->
+    ``"regression"``) fixes the targets' form, the default loss and the
+    built-in metrics; see the module docstring. ``loss_fn(outputs, targets)``
+    must return the mean loss over the batch. ``metrics`` adds user metrics
+    ``{name: (fn, "max" | "min")}``, where ``fn(outputs, targets)`` returns
+    the batch mean as a float; evaluation weights each test chunk by its
+    number of samples.
 
-    Labels are integer class labels; accuracy is the share of samples whose
-    highest output is the label. ``loss_fn(outputs, labels)`` must return the
-    mean loss over the batch (default: cross-entropy).
-
-    A workload is not thread-safe: ``gradient`` and ``evaluate`` share the
-    template, so use one workload per thread.
+    A workload is not thread-safe: ``gradient`` and ``evaluate_metrics`` share
+    the template, so use one workload per thread.
 
     Attributes:
         name, description: as given.
+        task: ``"classification"``, ``"regression"`` or ``"lm"``.
+        metrics: metric name -> direction (``"max"`` or ``"min"``), in the
+            order :meth:`evaluate_metrics` reports them.
         model: the template module.
         loss_fn: the loss in use.
         train_x, train_y, test_x, test_y: the data (inputs float32 when
-            floating, labels int64).
-        n_classes: ``max label + 1`` over both splits.
+            floating; labels and tokens int64, regression targets float32).
+        n_classes: ``max label + 1`` (classification) or ``max token + 1``
+            (lm) over both splits; ``None`` for regression.
     """
 
     def __init__(
@@ -162,28 +302,49 @@ class Workload:
         test_y: Tensor,
         loss_fn: LossFn | None = None,
         description: str = "",
+        *,
+        metrics: Mapping[str, tuple[MetricFn, Direction]] | None = None,
+        task: Task | None = None,
     ) -> None:
-        """Validate everything and bind the template's parameters to a flat buffer."""
+        """Validate everything and bind the template's trainable parameters to a flat buffer."""
         if not isinstance(name, str) or not name:
             raise BadInput(f"name must be a non-empty string, got {name!r}")
         if not isinstance(description, str):
             raise BadInput(f"description must be a string, got {type(description).__name__}")
         if loss_fn is not None and not callable(loss_fn):
             raise BadInput(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+        if task is not None and task not in TASKS:
+            raise BadInput(f"task must be one of {', '.join(TASKS)}, got {task!r}")
         self.name = name
         self.description = description
-        self.loss_fn: LossFn = F.cross_entropy if loss_fn is None else loss_fn
+        self.task: str = _infer_task("train_y", train_y) if task is None else task
+        self._metric_fns = _check_metrics(metrics, self.task)
+        self.metrics: dict[str, Direction] = {
+            **BUILTIN_METRICS[self.task],
+            **{metric: direction for metric, (_, direction) in self._metric_fns.items()},
+        }
+        self.loss_fn: LossFn = _DEFAULT_LOSS[self.task] if loss_fn is None else loss_fn
         self.model = self._check_model(model)
         self.train_x = _check_inputs("train_x", train_x)
-        self.train_y = _check_labels("train_y", train_y, len(self.train_x))
+        self.train_y = _check_targets("train_y", train_y, len(self.train_x), self.task)
         self.test_x = _check_inputs("test_x", test_x)
-        self.test_y = _check_labels("test_y", test_y, len(self.test_x))
+        self.test_y = _check_targets("test_y", test_y, len(self.test_x), self.task)
         if self.train_x.shape[1:] != self.test_x.shape[1:]:
             raise BadInput(
                 f"test_x samples have shape {tuple(self.test_x.shape[1:])}, "
                 f"train_x samples {tuple(self.train_x.shape[1:])}: they must match"
             )
-        self.n_classes = int(max(self.train_y.max(), self.test_y.max())) + 1
+        if self.train_y.shape[1:] != self.test_y.shape[1:]:
+            raise BadInput(
+                f"test_y targets have shape {tuple(self.test_y.shape[1:])}, "
+                f"train_y targets {tuple(self.train_y.shape[1:])}: they must match"
+            )
+        self.n_classes: int | None = None
+        if self.task != "regression":
+            self.n_classes = int(max(self.train_y.max(), self.test_y.max())) + 1
+        # Precise-BN subset: random (not the first samples) in case the user's split is sorted.
+        n_stats = min(len(self.train_x), _PRECISE_BN_SAMPLES)
+        self._stats_index = torch.from_numpy(np.random.default_rng(0).permutation(len(self.train_x))[:n_stats])
 
         self._bind_flat()
         self._training = True
@@ -191,8 +352,11 @@ class Workload:
         self._check_forward()
 
     def _bind_flat(self) -> None:
-        """Move the template's parameters (values and ``.grad``) into flat buffers."""
-        self._params = list(self.model.parameters())
+        """Move the trainable parameters (values and ``.grad``) into flat buffers; list the rest."""
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self._frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        self._buffers = list(self.model.buffers())
+        self._norms = [m for m in self.model.modules() if isinstance(m, _NormBase) and m.track_running_stats]
         self._n_params = sum(p.numel() for p in self._params)
         self._flat = torch.cat([p.detach().reshape(-1) for p in self._params])
         self._flat_grad = torch.zeros_like(self._flat)
@@ -204,7 +368,7 @@ class Workload:
     def __getstate__(self) -> dict[str, object]:
         """Pickle (and deepcopy) without the flat buffers; they are rebuilt on load."""
         state = self.__dict__.copy()
-        for key in ("_params", "_flat", "_flat_grad"):
+        for key in ("_params", "_flat", "_flat_grad", "_frozen", "_buffers", "_norms"):
             del state[key]
         return state
 
@@ -220,41 +384,74 @@ class Workload:
             raise BadInput(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not list(model.parameters()):
             raise BadInput(f"model {type(model).__name__} has no parameters to train")
-        frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
-        if frozen:
-            raise BadInput(f"model has frozen parameters {frozen}: every parameter is trained")
-        running = [
-            name
-            for name, m in model.named_modules()
-            if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
-        ]
-        if running:
-            raise BadInput(
-                f"model modules {running} track running statistics (BatchNorm): these "
-                "are not part of the flat parameter vector; use GroupNorm or LayerNorm"
-            )
+        if not any(p.requires_grad for p in model.parameters()):
+            raise BadInput(f"model {type(model).__name__} has no trainable parameters: all are frozen")
         return model.float()
+
+    def _restoring_buffers(self, run: Callable[[], Tensor]) -> Tensor:
+        """``run()``, then put every buffer back as it was (no running-statistics drift)."""
+        if not self._buffers:
+            return run()
+        saved = [b.clone() for b in self._buffers]
+        try:
+            return run()
+        finally:
+            with torch.no_grad():
+                for buffer, value in zip(self._buffers, saved, strict=True):
+                    buffer.copy_(value)
 
     def _check_forward(self) -> None:
         """Run the template on two training samples to catch shape errors early."""
         x, y = self.train_x[:2], self.train_y[:2]
         try:
             with torch.no_grad():
-                out = self.model(x)
+                out = self._restoring_buffers(lambda: self.model(x))
+        except Exception as exc:  # the user's module: report it as bad input
+            raise BadInput(f"model fails on train_x[:2]: {type(exc).__name__}: {exc}") from exc
+        self._check_outputs(out, y)
+        try:
+            with torch.no_grad():
                 loss = self.loss_fn(out, y)
-        except Exception as exc:  # the user's module or loss: report it as bad input
-            raise BadInput(f"model/loss_fn fail on train_x[:2]: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(out, Tensor) or out.ndim != 2 or len(out) != len(x):
-            shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-            raise BadInput(f"model must map a batch of n samples to [n, classes] outputs, got {shape}")
-        if out.shape[1] < self.n_classes:
-            raise BadInput(f"model has {out.shape[1]} outputs but the labels have {self.n_classes} classes")
+        except Exception as exc:  # the user's loss: report it as bad input
+            raise BadInput(f"loss_fn fails on (outputs, train_y[:2]): {type(exc).__name__}: {exc}") from exc
         if not isinstance(loss, Tensor) or loss.ndim != 0:
             raise BadInput("loss_fn must return a scalar tensor (the mean loss over the batch)")
+        for metric, (fn, _) in self._metric_fns.items():
+            try:
+                float(fn(out, y))
+            except Exception as exc:  # the user's metric: report it as bad input
+                raise BadInput(f"metrics[{metric!r}] fails on train_x[:2]: {type(exc).__name__}: {exc}") from exc
+
+    def _check_outputs(self, out: object, y: Tensor) -> None:
+        """Check the model's outputs on ``train_x[:2]`` against the task's targets ``y``."""
+        shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        classes = self.n_classes or 0
+        if self.task == "classification":
+            if not isinstance(out, Tensor) or out.ndim != 2 or len(out) != len(y):
+                raise BadInput(f"model must map a batch of n samples to [n, classes] outputs, got {shape}")
+            if out.shape[1] < classes:
+                raise BadInput(f"model has {out.shape[1]} outputs but the labels have {self.n_classes} classes")
+        elif self.task == "lm":
+            if not isinstance(out, Tensor) or out.ndim != 3 or out.shape[:2] != y.shape:
+                raise BadInput(
+                    f"model must map tokens [n, T] to [n, T, vocab] outputs, got {shape} for {tuple(y.shape)}"
+                )
+            if out.shape[2] < classes:
+                raise BadInput(
+                    f"model has {out.shape[2]} outputs per token but the targets hold {self.n_classes} tokens"
+                )
+        else:
+            if not isinstance(out, Tensor) or out.ndim < 1 or len(out) != len(y):
+                raise BadInput(f"model must map a batch of n samples to [n, ...] outputs, got {shape}")
+            if self.loss_fn is F.mse_loss and out.shape != y.shape:
+                raise BadInput(
+                    f"model outputs {shape} for train_y[:2] of shape {tuple(y.shape)}: the default regression "
+                    "loss (mean squared error) needs equal shapes (class labels must be integers)"
+                )
 
     @property
     def n_params(self) -> int:
-        """Length of the flat parameter vector."""
+        """Length of the flat parameter vector (trainable parameters only)."""
         return self._n_params
 
     @property
@@ -283,15 +480,19 @@ class Workload:
         Every submodule's ``reset_parameters`` runs under ``torch.manual_seed(seed)``
         inside a forked RNG, so the global RNG state is left untouched.
         Parameters of modules without ``reset_parameters`` keep the template's
-        construction-time values.
+        construction-time values; frozen parameters and buffers keep their
+        values whatever the resets do.
         """
         seed = _check_int("seed", seed, 0)
+        kept = [t.clone() for t in (*self._frozen, *self._buffers)]
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(seed)
             for module in self.model.modules():
                 reset = getattr(module, "reset_parameters", None)
                 if callable(reset):
                     reset()
+            for t, value in zip((*self._frozen, *self._buffers), kept, strict=True):
+                t.copy_(value)
         return self._flat.clone()
 
     def make_shards(self, n_workers: int, seed: int, label_skew: float = 0.0) -> list[Shard]:
@@ -301,10 +502,10 @@ class Workload:
         plus U[0, 1) noise, otherwise a uniform key in ``[0, n_classes)``. The
         samples, sorted by key, are cut into near-equal contiguous parts. So
         ``label_skew=0`` is an iid split (a random permutation) and
-        ``label_skew=1`` sorts by label (each worker sees few classes). With
-        more workers than samples, samples are reused cyclically so every
-        shard holds at least one. Shard ``i`` samples batches with seed
-        ``SeedSequence(seed, spawn_key=(i,))``.
+        ``label_skew=1`` sorts by label (each worker sees few classes); only
+        classification has labels to skew by. With more workers than samples,
+        samples are reused cyclically so every shard holds at least one.
+        Shard ``i`` samples batches with seed ``SeedSequence(seed, spawn_key=(i,))``.
         """
         n_workers = _check_int("n_workers", n_workers, 1)
         seed = _check_int("seed", seed, 0)
@@ -313,12 +514,16 @@ class Workload:
         label_skew = float(label_skew)
         if not (math.isfinite(label_skew) and 0.0 <= label_skew <= 1.0):
             raise BadInput(f"label_skew must be in [0, 1], got {label_skew}")
+        if label_skew > 0 and self.task != "classification":
+            raise BadInput(f"label_skew needs class labels; {self.name} is a {self.task} task: use label_skew=0")
 
         n = len(self.train_y)
         rng = np.random.default_rng(np.random.SeedSequence(seed))
         by_label = rng.random(n) < label_skew
-        label_keys = self.train_y.numpy() + rng.random(n)
-        random_keys = rng.random(n) * self.n_classes
+        label_keys = rng.random(n)
+        if self.task == "classification":
+            label_keys = self.train_y.numpy() + label_keys
+        random_keys = rng.random(n) * (self.n_classes or 1)
         order = np.argsort(np.where(by_label, label_keys, random_keys), kind="stable")
         parts = np.array_split(np.resize(order, max(n, n_workers)), n_workers)
         shards = []
@@ -338,61 +543,180 @@ class Workload:
         """Flat gradient of the mean loss on batch ``(x, y)`` at ``params``, and the loss.
 
         ``params`` is not modified; the returned gradient is a new tensor.
+        Buffers are left as they were (see "How buffers are synchronized").
         """
         self._load(params)
         self._set_training(True)
         self._flat_grad.zero_()
-        with torch.enable_grad():  # the caller may be inside torch.no_grad()
-            loss = self.loss_fn(self.model(x), y)
-            loss.backward()  # accumulates into self._flat_grad: the parameters' .grad views
+
+        def forward_backward() -> Tensor:
+            with torch.enable_grad():  # the caller may be inside torch.no_grad()
+                loss = self.loss_fn(self.model(x), y)
+                loss.backward()  # accumulates into self._flat_grad: the parameters' .grad views
+            return loss
+
+        loss = self._restoring_buffers(forward_backward)
         return self._flat_grad.clone(), loss.item()
 
-    def evaluate(self, params: Tensor) -> tuple[float, float]:
-        """``(accuracy, mean loss)`` of ``params`` on the test split."""
+    def _recompute_running_stats(self) -> None:
+        """Precise BN: running statistics of the loaded parameters over a fixed training subset."""
+        if not self._norms:
+            return
+        momenta = [m.momentum for m in self._norms]
+        self.model.eval()  # dropout and friends off: the statistics are deterministic
+        self._training = False
+        try:
+            for m in self._norms:
+                m.reset_running_stats()
+                m.momentum = None  # cumulative average over the chunks
+                m.train()
+            n_chunks = -(-len(self._stats_index) // _PRECISE_BN_CHUNK)
+            with torch.no_grad():
+                for index in self._stats_index.tensor_split(n_chunks):  # near-equal: never one lone sample
+                    self.model(self.train_x.index_select(0, index))
+        finally:
+            for m, momentum in zip(self._norms, momenta, strict=True):
+                m.momentum = momentum
+                m.eval()
+
+    def evaluate_metrics(self, params: Tensor) -> dict[str, float]:
+        """Every metric of :attr:`metrics`, in order, for ``params`` on the test split."""
         self._load(params)
+        self._recompute_running_stats()
         self._set_training(False)
+        chunk = max(1, _EVAL_CHUNK // max(1, self.test_y[0].numel()))
+        separate_ce = self.task == "lm" and self.loss_fn is not token_cross_entropy
         correct = 0
         loss_sum = 0.0
+        ce_sum = 0.0
+        custom_sums = dict.fromkeys(self._metric_fns, 0.0)
         with torch.no_grad():
-            for start in range(0, len(self.test_y), _EVAL_CHUNK):
-                x = self.test_x[start : start + _EVAL_CHUNK]
-                y = self.test_y[start : start + _EVAL_CHUNK]
+            for start in range(0, len(self.test_y), chunk):
+                x = self.test_x[start : start + chunk]
+                y = self.test_y[start : start + chunk]
                 out = self.model(x)
                 loss_sum += self.loss_fn(out, y).item() * len(y)
-                correct += int((out.argmax(dim=1) == y).sum())
+                if separate_ce:
+                    ce_sum += token_cross_entropy(out, y).item() * len(y)
+                if self.task != "regression":
+                    correct += int((out.argmax(dim=-1) == y).sum())
+                for metric, (fn, _) in self._metric_fns.items():
+                    custom_sums[metric] += float(fn(out, y)) * len(y)
         n = len(self.test_y)
-        return correct / n, loss_sum / n
+        loss = loss_sum / n
+        values = {"loss": loss}
+        if self.task == "classification":
+            values["accuracy"] = correct / n
+        elif self.task == "lm":
+            values["accuracy"] = correct / self.test_y.numel()
+            values["perplexity"] = _exp(ce_sum / n if separate_ce else loss)
+        values.update((metric, total / n) for metric, total in custom_sums.items())
+        return {metric: values[metric] for metric in self.metrics}
+
+    def evaluate(self, params: Tensor) -> tuple[float, float]:
+        """``(accuracy, mean loss)`` of ``params`` on the test split (see :meth:`evaluate_metrics`)."""
+        if "accuracy" not in self.metrics:
+            raise BadInput(f"workload {self.name} ({self.task}) reports no accuracy; use evaluate_metrics")
+        values = self.evaluate_metrics(params)
+        return values["accuracy"], values["loss"]
+
+    def module_with(self, params: Tensor) -> nn.Module:
+        """A standalone copy of the template holding ``params`` (for code that needs a module, e.g. DDP).
+
+        Frozen parameters and buffers are copied from the template. The copy's
+        parameters that require gradients, in ``parameters()`` order, are the
+        flat layout: ``parameters_to_vector(p for p in m.parameters() if
+        p.requires_grad)`` gives the flat vector back.
+        """
+        self._load(params)
+        module = copy.deepcopy(self.model)
+        for p in module.parameters():
+            p.grad = None
+            p.data = p.data.clone()  # own storage, not a view into the workload's flat buffer
+        return module
 
     def __repr__(self) -> str:
         return f"Workload({self.name!r}, n_params={self._n_params}, train={len(self.train_y)}, test={len(self.test_y)})"
 
 
+def _materialise(field: str, data: object) -> tuple[Tensor, Tensor]:
+    """``(x, y)`` tensors from a pair of tensors or a Dataset of ``(x, y)`` items (stacked)."""
+    if isinstance(data, Dataset):
+        try:
+            items = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
+        except TypeError:  # no len(): an IterableDataset
+            items = list(data)  # type: ignore[call-overload]
+        if not items:
+            raise BadInput(f"{field} must hold at least one sample, got an empty {type(data).__name__}")
+        columns: list[list[Tensor]] = [[], []]
+        for i, item in enumerate(items):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise BadInput(f"{field}[{i}] must be an (x, y) pair, got {type(item).__name__}")
+            for column, part, value in zip(columns, "xy", item, strict=True):
+                try:
+                    column.append(torch.as_tensor(value))
+                except Exception as exc:  # anything torch cannot turn into a tensor
+                    raise BadInput(f"{field}[{i}]: {part} is not tensor-like ({type(value).__name__}): {exc}") from exc
+                if column[-1].shape != column[0].shape:
+                    raise BadInput(
+                        f"{field}[{i}]: {part} has shape {tuple(column[-1].shape)} but {field}[0] has "
+                        f"{tuple(column[0].shape)}; every item must have the same shapes"
+                    )
+        return torch.stack(columns[0]), torch.stack(columns[1])
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise BadInput(
+            f"{field} must be a pair (x, y) of tensors or a Dataset of (x, y) items, got {type(data).__name__}"
+        )
+    return data[0], data[1]
+
+
 def from_module(
     name: str,
     model: nn.Module,
-    train: tuple[Tensor, Tensor],
-    test: tuple[Tensor, Tensor],
+    train: tuple[Tensor, Tensor] | Dataset,
+    test: tuple[Tensor, Tensor] | Dataset,
     loss_fn: LossFn | None = None,
     description: str = "",
+    metrics: Mapping[str, tuple[MetricFn, Direction]] | None = None,
+    task: Task | None = None,
 ) -> Workload:
-    """Wrap any ``torch.nn.Module`` and a labelled dataset as a :class:`Workload`.
+    """Wrap any ``torch.nn.Module`` and a dataset as a :class:`Workload`.
 
     Args:
         name: a short name for reports.
-        model: maps a batch ``[n, ...]`` to class scores ``[n, classes]``. It
-            must have parameters, all trainable, and no BatchNorm running
-            statistics. The workload takes ownership of it (converted to
+        model: maps a batch of inputs ``[n, ...]`` to outputs: class scores
+            ``[n, classes]`` (classification), token scores ``[n, T, vocab]``
+            (lm), or anything ``loss_fn`` takes (regression). It needs at
+            least one trainable parameter; frozen ones stay as they are and
+            are not part of the flat vector. Buffers such as BatchNorm
+            running statistics are allowed: they never travel between workers
+            and are recomputed for every evaluation (see the module
+            docstring). The workload takes ownership of it (converted to
             float32).
-        train: ``(x, y)`` training inputs and int class labels, same length;
-            split into worker shards by :meth:`Workload.make_shards`.
-        test: ``(x, y)`` held-out split used by :meth:`Workload.evaluate`.
-        loss_fn: ``loss_fn(outputs, labels)`` returning the batch-mean loss
-            as a scalar tensor; default cross-entropy.
+        train: the training data, split into worker shards by
+            :meth:`Workload.make_shards`: a pair ``(x, y)`` of tensors of the
+            same length, or a ``torch.utils.data.Dataset`` whose items are
+            ``(x, y)`` pairs. A Dataset is read once, here, and its items are
+            stacked into two tensors, so it must fit in memory.
+        test: the held-out split used by :meth:`Workload.evaluate_metrics`,
+            in the same forms.
+        loss_fn: ``loss_fn(outputs, targets)`` returning the batch-mean loss
+            as a scalar tensor; default cross-entropy (over every token for
+            lm, :func:`token_cross_entropy`) or mean squared error
+            (regression).
         description: free text for reports.
+        metrics: extra metrics ``{name: (fn, "max" | "min")}`` reported after
+            the built-in ones; ``fn(outputs, targets)`` returns the batch
+            mean as a float (evaluation weights chunks by their size).
+        task: ``"classification"``, ``"regression"`` or ``"lm"``; default
+            from the training targets: integer ``[n]`` -> classification,
+            integer ``[n, T]`` -> lm, floating -> regression (so integer
+            targets need ``task="regression"`` to be regressed).
 
-    Floating inputs are converted to float32; labels to int64. A short
-    forward pass on two training samples checks that model, data and loss
-    fit together. Raises :class:`hetsync.errors.BadInput` naming what is wrong.
+    Floating inputs are converted to float32; labels and tokens to int64,
+    regression targets to float32. A short forward pass on two training
+    samples checks that model, data, loss and metrics fit together. Raises
+    :class:`hetsync.errors.BadInput` naming what is wrong.
 
     Example::
 
@@ -412,18 +736,19 @@ def from_module(
         shard = wl.make_shards(n_workers=4, seed=0)[0]
         grad, loss = wl.gradient(params, *shard.next_batch(32))
         params -= 0.1 * grad
-        accuracy, test_loss = wl.evaluate(params)
+        wl.evaluate_metrics(params)  # {"accuracy": ..., "loss": ...}
     """
-    for field, pair in (("train", train), ("test", test)):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise BadInput(f"{field} must be a pair (x, y) of tensors, got {type(pair).__name__}")
+    train_x, train_y = _materialise("train", train)
+    test_x, test_y = _materialise("test", test)
     return Workload(
         name,
         model,
-        train_x=train[0],
-        train_y=train[1],
-        test_x=test[0],
-        test_y=test[1],
+        train_x=train_x,
+        train_y=train_y,
+        test_x=test_x,
+        test_y=test_y,
         loss_fn=loss_fn,
         description=description,
+        metrics=metrics,
+        task=task,
     )

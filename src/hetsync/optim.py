@@ -1,0 +1,118 @@
+"""Optimizers over flat models, the same in both drivers: ``torch.optim`` does
+the math, :mod:`hetsync.recipe` says which optimizer, schedule and clipping.
+
+Drivers hold a model as one flat float32 vector that is never modified in
+place (a pull in flight or a multicast copy may share it). A
+:class:`Stepper` therefore keeps one ``torch.nn.Parameter`` whose storage it
+points at a fresh copy of the model before each step; the optimizer's state
+(momentum, Adam moments) lives beside it, keyed on that parameter, and
+survives from step to step. The plain recipe (stateless SGD, no clipping)
+skips torch.optim and computes ``model − lr·g`` exactly as hetsync always has.
+
+Who owns a stepper: the server's :class:`~hetsync.ledger.Ledger` owns two for
+the global model (gradient pushes, delta pushes); each worker's :class:`~hetsync.localmodel.LocalModel` owns
+one for its local steps. What happens to a worker's optimizer state when a
+pull replaces its model is each policy's choice, stated in its header; the
+drivers keep it (a pull replaces parameters, not optimizer state), which is
+what local SGD, WBSP and DiLoCo implementations do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hetsync.recipe import OptimizerConfig, ScheduleConfig, parse_optimizer
+
+
+class Stepper:
+    """One optimizer, its schedule and its clipping, over a flat model."""
+
+    def __init__(self, cfg: OptimizerConfig, schedule: ScheduleConfig, clip_norm: float | None) -> None:
+        self.cfg = cfg
+        self.schedule = schedule
+        self.clip_norm = clip_norm
+        self.plain = cfg.plain and clip_norm is None
+        self._param: torch.nn.Parameter | None = None
+        self._opt: torch.optim.Optimizer | None = None
+        self._pending_state: dict[str, Any] | None = None
+
+    def lr_at(self, lr: float, clock: float) -> float:
+        """``lr`` scaled by the schedule at ``clock`` (exactly ``lr`` when constant)."""
+        return lr if self.schedule.constant else lr * self.schedule.factor(clock)
+
+    def descend(self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True) -> torch.Tensor:
+        """A new model: one optimizer step from ``model`` along gradient ``grad``
+        at learning rate ``lr``. Neither argument is modified."""
+        if self.plain:
+            return torch.add(model, grad, alpha=-lr)
+        param, opt = self._optimizer(model)
+        with torch.no_grad():
+            param.data = model.clone()
+        param.grad = grad.clone() if clip and self.clip_norm is not None else grad
+        if clip and self.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_([param], self.clip_norm)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        param.grad = None
+        return param.data
+
+    def _optimizer(self, model: torch.Tensor) -> tuple[torch.nn.Parameter, torch.optim.Optimizer]:
+        if self._param is None or self._opt is None:
+            self._param = torch.nn.Parameter(model.clone())
+            self._opt = build_optimizer(self.cfg, [self._param])
+            if self._pending_state is not None:
+                self._opt.load_state_dict(self._pending_state)
+                self._pending_state = None
+        return self._param, self._opt
+
+    # checkpoints: the optimizer's state (tensors and numbers; loads with weights_only=True)
+    def state_dict(self) -> dict[str, Any]:
+        if self._opt is None:
+            return self._pending_state or {}
+        return self._opt.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        if self._opt is None:
+            self._pending_state = state
+        else:
+            self._opt.load_state_dict(state)
+
+
+def build_optimizer(cfg: OptimizerConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The ``torch.optim`` optimizer ``cfg`` names (learning rate set per step)."""
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(params, lr=1.0, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=1.0, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=cfg.weight_decay)
+
+
+def _policy_choice(scenario: Any, policy: Any, hook: str, default: OptimizerConfig, outer: bool) -> OptimizerConfig:
+    override = getattr(policy, hook)()
+    if override is None:
+        return default
+    return parse_optimizer(f"policy {policy.name} {hook}", override, outer=outer)
+
+
+def gradient_stepper(scenario: Any) -> Stepper:
+    """The server's optimizer for gradient pushes: the scenario's ``optimizer``."""
+    return Stepper(scenario.optimizer, scenario.schedule, scenario.clip_norm)
+
+
+def outer_stepper(scenario: Any, policy: Any) -> Stepper:
+    """The server's optimizer for delta pushes: the policy's own
+    (``Policy.outer_optimizer``, DiLoCo's) or the scenario's ``outer_optimizer``."""
+    cfg = _policy_choice(scenario, policy, "outer_optimizer", scenario.outer_optimizer, outer=True)
+    return Stepper(cfg, ScheduleConfig(), None)
+
+
+def local_stepper(scenario: Any, policy: Any) -> Stepper:
+    """A worker's optimizer for local steps — the policy's own
+    (``Policy.local_optimizer``), else the scenario's ``local_optimizer``, else
+    its ``optimizer`` — with the schedule and clipping; one per worker."""
+    default = scenario.local_optimizer if scenario.local_optimizer is not None else scenario.optimizer
+    cfg = _policy_choice(scenario, policy, "local_optimizer", default, outer=False)
+    return Stepper(cfg, scenario.schedule, scenario.clip_norm)

@@ -1,0 +1,216 @@
+"""Step cost from the model: time a workload's forward and backward on this
+machine and fit ``time = fixed_s + per_sample_s · batch`` to it.
+
+A scenario with ``per_sample_s: measured`` (or ``fixed_s: measured``) asks the
+simulator to charge the workload's real step cost instead of a number from
+the file. :func:`resolve_measured` times ``Workload.gradient`` on real shard
+batches at a few batch sizes around the scenario's (b/2, b, 2b) with one
+torch thread, as the simulator runs, fits the line with non-negative
+coefficients (:func:`fit_step_cost`) and returns the scenario with the
+measured keys replaced by the fitted figures. The scenario's slowdowns,
+noise, stragglers, load and delays then apply on top, as to any base cost.
+
+Measurements are cached per workload, its arguments and the batch sizes for
+the life of the process, so every policy of one comparison is charged the
+same figures. Drivers use this module, and so can a profiling tool: it sits
+beside them, not inside one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hetsync.scenario import MEASURED, Scenario
+from hetsync.workloads import Workload
+
+BUDGET_S = 1.0  # timed repetitions stop after this long (at least MIN_REPS each)
+MIN_REPS = 5
+MAX_REPS = 400
+WARMUP = 3  # untimed calls per batch size first (allocator, caches, lazy init)
+BATCHES_PER_SIZE = 4  # distinct real batches cycled through per size
+
+Table = tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """A measured base step cost: ``fixed_s + per_sample_s · batch`` seconds,
+    fitted to ``table``, the median seconds per step at each batch size.
+    ``fitted`` names the coefficients fitted (the others were given)."""
+
+    fixed_s: float
+    per_sample_s: float
+    table: Table
+    fitted: tuple[str, ...] = ("fixed_s", "per_sample_s")
+
+    def __post_init__(self) -> None:
+        if not (self.fixed_s >= 0 and self.per_sample_s >= 0):
+            raise ValueError(f"step cost must be >= 0, got {self.fixed_s} + {self.per_sample_s}/sample")
+
+    def step_s(self, batch: int) -> float:
+        return self.fixed_s + self.per_sample_s * batch
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fixed_s": self.fixed_s,
+            "per_sample_s": self.per_sample_s,
+            "table": [[b, s] for b, s in self.table],
+            "fitted": list(self.fitted),
+        }
+
+    def describe(self) -> str:
+        return describe_step_cost(self.fixed_s, self.per_sample_s)
+
+
+def describe_step_cost(fixed_s: float, per_sample_s: float) -> str:
+    """``fixed 0.41 ms + 0.012 ms/sample``"""
+    return f"fixed {fixed_s * 1e3:.3g} ms + {per_sample_s * 1e3:.3g} ms/sample"
+
+
+def fit_step_cost(
+    table: Sequence[tuple[int, float]],
+    *,
+    fixed_s: float | None = None,
+    per_sample_s: float | None = None,
+) -> tuple[float, float]:
+    """Least-squares ``(fixed_s, per_sample_s)`` of ``seconds = fixed_s +
+    per_sample_s · batch`` over the table's ``(batch, seconds)`` rows, both
+    coefficients >= 0. A coefficient given is kept and only the other is
+    fitted."""
+    if not table:
+        raise ValueError("no measurements to fit")
+    b = np.array([float(row[0]) for row in table])
+    t = np.array([float(row[1]) for row in table])
+    if fixed_s is not None and per_sample_s is not None:
+        return fixed_s, per_sample_s
+    if fixed_s is not None:
+        return fixed_s, _slope_through(b, t - fixed_s)
+    if per_sample_s is not None:
+        return max(0.0, float(np.mean(t - per_sample_s * b))), per_sample_s
+    # the two-variable problem: the unconstrained optimum if it is feasible,
+    # else the best of the boundary solutions (a convex problem: one of them)
+    candidates = [(max(0.0, float(np.mean(t))), 0.0), (0.0, _slope_through(b, t))]
+    if np.ptp(b) > 0:
+        slope, intercept = np.polyfit(b, t, 1)
+        if slope >= 0 and intercept >= 0:
+            candidates.insert(0, (float(intercept), float(slope)))
+    return min(candidates, key=lambda c: float(np.sum((c[0] + c[1] * b - t) ** 2)))
+
+
+def _slope_through(b: np.ndarray, t: np.ndarray) -> float:
+    """The least-squares slope of a line through the origin, clipped at 0."""
+    denom = float(np.sum(b * b))
+    return max(0.0, float(np.sum(b * t)) / denom) if denom > 0 else 0.0
+
+
+def batch_sizes_for(batch_size: int) -> tuple[int, ...]:
+    """The batch sizes timed for a scenario batch b: b/2, b and 2b (distinct)."""
+    return tuple(sorted({max(1, batch_size // 2), batch_size, 2 * batch_size}))
+
+
+def measure_step_times(
+    workload: Workload,
+    batch_sizes: Sequence[int],
+    *,
+    seed: int = 0,
+    budget_s: float | None = None,
+) -> Table:
+    """Median seconds of ``workload.gradient`` (forward and backward) at each
+    batch size, on real batches of a training shard, with one torch thread.
+    Calls are interleaved over the sizes so slow drift of the machine hits all
+    of them alike. The global torch RNG and thread count are left as found."""
+    budget_s = BUDGET_S if budget_s is None else budget_s
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with torch.random.fork_rng(devices=[]):  # dropout and the like draw from it
+            params = workload.init_params(seed)
+            shard = workload.make_shards(1, seed)[0]
+            batches = {b: [shard.next_batch(b) for _ in range(BATCHES_PER_SIZE)] for b in batch_sizes}
+            for b in batch_sizes:
+                for k in range(WARMUP):
+                    workload.gradient(params, *batches[b][k % BATCHES_PER_SIZE])
+            samples: dict[int, list[float]] = {b: [] for b in batch_sizes}
+            start = time.perf_counter()
+            for rep in range(MAX_REPS):
+                if rep >= MIN_REPS and time.perf_counter() - start > budget_s:
+                    break
+                for b in batch_sizes:
+                    x, y = batches[b][rep % BATCHES_PER_SIZE]
+                    t0 = time.perf_counter()
+                    workload.gradient(params, x, y)
+                    samples[b].append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return tuple((b, statistics.median(samples[b])) for b in batch_sizes)
+
+
+_CACHE: dict[tuple[Any, ...], Table] = {}
+
+
+def _cache_key(scenario: Scenario, workload: Workload, batch_sizes: tuple[int, ...]) -> tuple[Any, ...]:
+    args = tuple(sorted((k, repr(v)) for k, v in scenario.workload_args.items()))
+    return (scenario.workload, args, workload.name, workload.n_params, batch_sizes)
+
+
+def measured_table(scenario: Scenario, workload: Workload) -> Table:
+    """The step times of the scenario's workload around its batch size,
+    measured once per process (per workload, arguments and batch sizes)."""
+    sizes = batch_sizes_for(scenario.batch_size)
+    key = _cache_key(scenario, workload, sizes)
+    table = _CACHE.get(key)
+    if table is None:
+        table = _CACHE[key] = measure_step_times(workload, sizes)
+    return table
+
+
+def resolve_measured(scenario: Scenario, workload: Workload) -> tuple[Scenario, StepCost | None]:
+    """The scenario with its ``measured`` step-cost keys replaced by figures
+    measured on this machine for ``workload``, and those figures; the
+    scenario itself and None when it measures nothing. A key given as a
+    number keeps its value and only the other is fitted."""
+    if not scenario.measured_timing:
+        return scenario, None
+    table = measured_table(scenario, workload)
+    fitted = tuple(k for k in ("fixed_s", "per_sample_s") if getattr(scenario, k) == MEASURED)
+    fixed_s, per_sample_s = fit_step_cost(
+        table,
+        fixed_s=None if "fixed_s" in fitted else float(scenario.fixed_s),
+        per_sample_s=None if "per_sample_s" in fitted else float(scenario.per_sample_s),
+    )
+    cost = StepCost(fixed_s=fixed_s, per_sample_s=per_sample_s, table=table, fitted=fitted)
+    return scenario.with_step_cost(fixed_s=fixed_s, per_sample_s=per_sample_s), cost
+
+
+def clear_cache() -> None:
+    """Forget the measurements of this process (the next run measures again)."""
+    _CACHE.clear()
+
+
+def describe_measured(measured: dict[str, Any], workload: str) -> str:
+    """One line for the terminal from a summary's ``measured_step``, with a
+    hint when a given coefficient alone costs more than the measured steps
+    (the fitted one is then 0, and the model's own cost is lost)."""
+    fixed_s, per_sample_s = measured["fixed_s"], measured["per_sample_s"]
+    times = "; ".join(f"{b}: {s * 1e3:.3g} ms" for b, s in measured["table"])
+    line = (
+        f"measured step cost on this machine ({workload}): {describe_step_cost(fixed_s, per_sample_s)} "
+        f"(median per step at batch {times})"
+    )
+    fitted = measured.get("fitted", ["fixed_s", "per_sample_s"])
+    given = [k for k in ("fixed_s", "per_sample_s") if k not in fitted]
+    if len(given) == 1 and measured[fitted[0]] == 0:
+        key = given[0]
+        if all((fixed_s if key == "fixed_s" else per_sample_s * b) >= s for b, s in measured["table"]):
+            line += (
+                f"\n  note: {key} alone costs more than a measured step, so {fitted[0]} fits to 0"
+                f" (--set {key}=0 or {key}=measured charges the model's own cost)"
+            )
+    return line

@@ -1,0 +1,132 @@
+"""Ledger.evaluate and Ledger.summary with named metrics: the eval record,
+the target's direction, and the accuracy aliases."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from hetsync.ledger import Ledger
+from hetsync.scenario import scenario_from_dict
+from hetsync.sim.engine import Simulation
+from hetsync.trace import TraceWriter
+from tests.sim.conftest import make_scenario
+
+
+class ScriptedWorkload:
+    """Reports the next scripted metrics at every evaluation."""
+
+    name = "scripted-lm"
+    metrics = {"loss": "min", "perplexity": "min", "accuracy": "max"}
+
+    def __init__(self, evals: list[dict[str, float]]) -> None:
+        self.evals = list(evals)
+
+    def evaluate_metrics(self, params: torch.Tensor) -> dict[str, float]:
+        values = self.evals.pop(0)
+        return {"accuracy": values["accuracy"], "perplexity": values["perplexity"], "loss": values["loss"]}
+
+
+def _ledger(evals: list[dict[str, float]], trace_path=None) -> Ledger:
+    policy = SimpleNamespace(name="bsp", label="bsp", values={})
+    return Ledger(policy, ScriptedWorkload(evals), torch.zeros(3), TraceWriter(trace_path))  # type: ignore[arg-type]
+
+
+def _summary(ledger: Ledger, **target: Any) -> dict[str, Any]:
+    sc = scenario_from_dict({"name": "s", "workers": 1, "max_steps": 1, **target})
+    return ledger.summary(
+        scenario=sc,
+        driver="sim",
+        wall_s=3.0,
+        compute_s=[1.0],
+        comm_s=[0.0],
+        worker_steps=[1],
+        host_s=0.0,
+        stop_reason="max_steps",
+        trace_name=None,
+    )
+
+
+EVALS = [
+    {"loss": 4.0, "perplexity": 54.6, "accuracy": 0.1},
+    {"loss": 3.5, "perplexity": 33.1, "accuracy": 0.3},
+    {"loss": 3.6, "perplexity": 36.6, "accuracy": 0.35},
+    {"loss": 3.8, "perplexity": 44.7, "accuracy": 0.2},
+]
+
+
+def test_eval_records_hold_every_metric_in_the_workloads_order(tmp_path):
+    led = _ledger(EVALS[:2], tmp_path / "t.jsonl")
+    led.evaluate(0.0)
+    led.evaluate(0.0)  # the same instant is evaluated once
+    led.evaluate(1.0)
+    led.trace.close()
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    assert [list(json.loads(line)) for line in lines] == [["t", "ev", "loss", "perplexity", "accuracy", "version"]] * 2
+    assert led.curve == [[0.0, 4.0, 54.6, 0.1], [1.0, 3.5, 33.1, 0.3]]
+
+
+def test_summary_for_a_metric_to_minimize():
+    led = _ledger(EVALS)
+    for t in range(4):
+        led.evaluate(float(t))
+    s = _summary(led, target={"metric": "perplexity", "value": 40})
+    assert (s["target_metric"], s["target_value"], s["target_direction"]) == ("perplexity", 40.0, "min")
+    assert s["time_to_target_s"] == 1.0  # the first evaluation at or below the target
+    assert s["final_metric"] == 44.7 and s["best_metric"] == 33.1
+    assert s["metric_curve"] == [[0.0, 54.6], [1.0, 33.1], [2.0, 36.6], [3.0, 44.7]]
+    assert s["final_metrics"] == {"loss": 3.8, "perplexity": 44.7, "accuracy": 0.2}
+    assert not s.keys() & {"target_accuracy", "final_accuracy", "best_accuracy", "accuracy_curve"}
+
+
+def test_a_value_equal_to_the_target_reaches_it_and_unreached_is_none():
+    led = _ledger(EVALS)
+    for t in range(4):
+        led.evaluate(float(t))
+    assert _summary(led, target={"metric": "loss", "value": 3.6})["time_to_target_s"] == 1.0
+    assert _summary(led, target={"metric": "loss", "value": 3.0})["time_to_target_s"] is None
+    # a direction given in the scenario wins over the workload's
+    s = _summary(led, target={"metric": "loss", "value": 3.9, "direction": "max"})
+    assert (s["target_direction"], s["time_to_target_s"], s["best_metric"]) == ("max", 0.0, 4.0)
+
+
+def test_accuracy_targets_keep_the_old_fields_as_aliases():
+    led = _ledger(EVALS)
+    for t in range(4):
+        led.evaluate(float(t))
+    s = _summary(led, target_accuracy=0.3)
+    assert (s["target_metric"], s["target_direction"]) == ("accuracy", "max")
+    assert s["target_accuracy"] == s["target_value"] == 0.3
+    assert s["time_to_target_s"] == 1.0
+    assert s["final_accuracy"] == s["final_metric"] == 0.2
+    assert s["best_accuracy"] == s["best_metric"] == 0.35
+    assert s["accuracy_curve"] == s["metric_curve"] == [[0.0, 0.1], [1.0, 0.3], [2.0, 0.35], [3.0, 0.2]]
+
+
+def test_no_evaluation_gives_nulls():
+    s = _summary(_ledger([]), target={"metric": "loss", "value": 1})
+    assert s["time_to_target_s"] is None and s["final_metric"] is None and s["best_metric"] is None
+    assert s["final_metrics"] is None and s["metric_curve"] == []
+
+
+def test_a_simulation_with_a_loss_target():
+    sc = make_scenario(target={"metric": "loss", "value": 1.8}, max_steps=40, eval_every_s=0.05)
+    s = Simulation(sc, "bsp").run().summary
+    assert (s["target_metric"], s["target_direction"]) == ("loss", "min")
+    losses = [v for _, v in s["metric_curve"]]
+    assert losses[0] > 1.8 and s["best_metric"] == min(losses) <= 1.8
+    assert s["time_to_target_s"] == next(t for t, v in s["metric_curve"] if v <= 1.8)
+    assert s["final_metrics"]["loss"] == s["final_metric"] and "accuracy" in s["final_metrics"]
+    assert "final_accuracy" not in s
+
+
+def test_a_metric_the_workload_does_not_report_is_refused_before_running():
+    from hetsync.errors import BadInput
+
+    sc = make_scenario(target={"metric": "perplexity", "value": 40})
+    with pytest.raises(BadInput, match=r"'target.metric': workload 'digits-logreg' reports accuracy, loss"):
+        Simulation(sc, "bsp")
