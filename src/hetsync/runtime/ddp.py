@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             **({"final_accuracy": metrics["accuracy"]} if "accuracy" in metrics else {}),
         }
         (out / "ddp.json").write_text(json.dumps(stats, indent=1) + "\n")
+    dist.barrier()  # leave together: a rank tearing down while rank 0 still writes can abort in gloo
     dist.destroy_process_group()
     return 0
 
