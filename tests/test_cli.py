@@ -72,6 +72,18 @@ def write(tmp_path, text, name="s.yaml"):
             "'target_accuracy'",
         ),
         (lambda t: ["compare", "--set", "target={metric: loss, value: 1, direction: down}"], "'target.direction'"),
+        (lambda t: ["compare", "--set", "optimizer=adam", "--out", str(t)], "'optimizer.name'"),
+        (
+            lambda t: ["compare", "--set", "optimizer={name: sgd, momentum: -1}", "--out", str(t)],
+            "'optimizer.momentum'",
+        ),
+        (
+            lambda t: ["compare", "--set", "schedule={name: step, milestones: [20, 10]}", "--out", str(t)],
+            "'schedule.milestones'",
+        ),
+        (lambda t: ["compare", "--set", "schedule={name: cosine}", "--out", str(t)], "'schedule.total_steps'"),
+        (lambda t: ["compare", "--set", "clip_norm=-1", "--out", str(t)], "'clip_norm'"),
+        (lambda t: ["simulate", "-p", "diloco:outer_lr=-1", "--out", str(t)], "'outer_lr'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv_fn, needle):

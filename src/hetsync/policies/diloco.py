@@ -44,22 +44,14 @@ from __future__ import annotations
 from typing import Any
 
 from hetsync.errors import BadInput
-from hetsync.policies.base import (
-    Apply,
-    Command,
-    Compute,
-    ComputeDone,
-    Event,
-    Param,
-    Policy,
-    PolicyContext,
-    Pull,
-    PushArrived,
-    WorkerLeft,
-)
+from hetsync.policies.base import Param, PolicyContext
+from hetsync.policies.local_sgd import LocalSGD
 
 
-class DiLoCo(Policy):
+class DiLoCo(LocalSGD):
+    """Local SGD's rounds (H inner steps, push the delta, average, pull) with
+    DiLoCo's optimizers and parameters."""
+
     name = "diloco"
     summary = "H inner AdamW steps per worker, averaged delta through outer Nesterov SGD"
     params = (
@@ -91,14 +83,7 @@ class DiLoCo(Policy):
             raise BadInput(
                 f"policy {self.name!r} parameter 'outer_momentum' must be < 1, got {self.values['outer_momentum']!r}"
             )
-        self.h: int = self.values["H"]
-        self.inner_lr: float = self.values["inner_lr"] or ctx.lr
-        self.local_steps = [0] * self.n
-        self.alive = set(range(self.n))
-        self.round: list[PushArrived] = []
-
-    def step_gap_bound(self) -> int | None:
-        return self.h - 1
+        self.local_lr = self.values["inner_lr"] or ctx.lr
 
     @property
     def label(self) -> str:
@@ -116,37 +101,3 @@ class DiLoCo(Policy):
 
     def local_optimizer(self) -> dict[str, Any] | None:
         return {"name": "adamw", "weight_decay": self.values["inner_wd"]}
-
-    def _compute(self, w: int) -> Compute:
-        """The worker's next inner step; the H-th of a round pushes the delta."""
-        self.local_steps[w] += 1
-        last = self.local_steps[w] == self.h
-        if last:
-            self.local_steps[w] = 0
-        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.inner_lr, push="delta" if last else None)
-
-    def start(self, now_s: float) -> list[Command]:
-        return [self._compute(w) for w in range(self.n)]
-
-    def on_event(self, event: Event) -> list[Command]:
-        if isinstance(event, ComputeDone):
-            # inner steps 1..H-1 go straight on; the H-th pushed itself
-            return [self._compute(event.worker)] if self.local_steps[event.worker] else []
-        if isinstance(event, PushArrived):
-            self.round.append(event)
-            return self._maybe_close()
-        if isinstance(event, WorkerLeft):
-            self.alive.discard(event.worker)
-            return self._maybe_close()  # what it already pushed stays in the round
-        return []
-
-    def _maybe_close(self) -> list[Command]:
-        """One outer step once every live worker's delta is in."""
-        if not self.round or not self.alive <= {p.worker for p in self.round}:
-            return []
-        weight = 1.0 / len(self.round)
-        contributions = tuple((p.push_id, weight) for p in self.round)
-        self.round = []
-        return [Apply(contributions=contributions)] + [
-            Pull(worker=w, then=self._compute(w)) for w in sorted(self.alive)
-        ]

@@ -41,6 +41,7 @@ class LocalSGD(Policy):
     def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx, **params)
         self.h: int = self.values["H"]
+        self.local_lr: float = ctx.lr  # subclasses (DiLoCo) may take another
         self.local_steps = [0] * self.n
         self.alive = set(range(self.n))
         self.round: list[PushArrived] = []
@@ -54,7 +55,7 @@ class LocalSGD(Policy):
         last = self.local_steps[w] == self.h
         if last:
             self.local_steps[w] = 0
-        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.ctx.lr, push="delta" if last else None)
+        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.local_lr, push="delta" if last else None)
 
     def start(self, now_s: float) -> list[Command]:
         return [self._compute(w) for w in range(self.n)]
