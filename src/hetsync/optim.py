@@ -90,7 +90,7 @@ def build_optimizer(cfg: OptimizerConfig, params: list[torch.nn.Parameter]) -> t
     return torch.optim.SGD(params, lr=1.0, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=cfg.weight_decay)
 
 
-def _policy_choice(scenario: Any, policy: Any, hook: str, default: OptimizerConfig, outer: bool) -> OptimizerConfig:
+def _policy_choice(policy: Any, hook: str, default: OptimizerConfig, outer: bool) -> OptimizerConfig:
     override = getattr(policy, hook)()
     if override is None:
         return default
@@ -105,14 +105,15 @@ def gradient_stepper(scenario: Any) -> Stepper:
 def outer_stepper(scenario: Any, policy: Any) -> Stepper:
     """The server's optimizer for delta pushes: the policy's own
     (``Policy.outer_optimizer``, DiLoCo's) or the scenario's ``outer_optimizer``."""
-    cfg = _policy_choice(scenario, policy, "outer_optimizer", scenario.outer_optimizer, outer=True)
+    cfg = _policy_choice(policy, "outer_optimizer", scenario.outer_optimizer, outer=True)
     return Stepper(cfg, ScheduleConfig(), None)
 
 
-def local_stepper(scenario: Any, policy: Any) -> Stepper:
-    """A worker's optimizer for local steps — the policy's own
+def local_steppers(scenario: Any, policy: Any, count: int = 1) -> list[Stepper]:
+    """``count`` workers' optimizers for local steps — the policy's own
     (``Policy.local_optimizer``), else the scenario's ``local_optimizer``, else
-    its ``optimizer`` — with the schedule and clipping; one per worker."""
+    its ``optimizer`` — with the schedule and clipping; one per worker, never
+    shared, the choice made once."""
     default = scenario.local_optimizer if scenario.local_optimizer is not None else scenario.optimizer
-    cfg = _policy_choice(scenario, policy, "local_optimizer", default, outer=False)
-    return Stepper(cfg, scenario.schedule, scenario.clip_norm)
+    cfg = _policy_choice(policy, "local_optimizer", default, outer=False)
+    return [Stepper(cfg, scenario.schedule, scenario.clip_norm) for _ in range(count)]

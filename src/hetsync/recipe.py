@@ -106,19 +106,6 @@ class OptimizerConfig:
         """Stateless plain SGD: the bit-exact fast path."""
         return self.name == "sgd" and self.momentum == 0 and self.weight_decay == 0 and self.lr == 1.0
 
-    def describe(self) -> str:
-        if self.name == "sgd":
-            parts = ["sgd"]
-            if self.momentum:
-                parts.append(f"momentum {self.momentum:g}" + (" nesterov" if self.nesterov else ""))
-        else:
-            parts = [f"adamw betas ({self.betas[0]:g}, {self.betas[1]:g})"]
-        if self.weight_decay:
-            parts.append(f"wd {self.weight_decay:g}")
-        if self.lr != 1.0:
-            parts.append(f"lr {self.lr:g}")
-        return ", ".join(parts)
-
 
 def parse_optimizer(key: str, raw: Any, *, outer: bool = False) -> OptimizerConfig:
     """Validate a scenario's ``optimizer`` / ``local_optimizer`` /
@@ -205,13 +192,6 @@ class ScheduleConfig:
             progress = min(1.0, (step - self.warmup_steps) / span) if span > 0 else 1.0
             return self.min_factor + (1 - self.min_factor) * 0.5 * (1 + math.cos(math.pi * progress))
         return 1.0
-
-    def describe(self) -> str:
-        if self.name == "step":
-            return f"step decay ×{self.gamma:g} at {', '.join(f'{m:g}' for m in self.milestones)}"
-        if self.name == "cosine":
-            return f"warm-up {self.warmup_steps:g} + cosine to {self.total_steps:g}"
-        return "constant"
 
 
 def parse_schedule(key: str, raw: Any) -> ScheduleConfig:

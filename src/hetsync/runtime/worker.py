@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from hetsync.localmodel import LocalModel
-from hetsync.optim import Stepper, local_stepper
+from hetsync.optim import Stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime.p2p import PeerComm, link_Bps
@@ -167,7 +167,7 @@ class WorkerProcess:
         if not 0 <= run < len(self.specs):
             return None
         policy = make_policy(self.specs[run], policy_context(self.sc))
-        return local_stepper(self.sc, policy)
+        return local_steppers(self.sc, policy)[0]
 
     def _maybe_die(self) -> None:
         """Fault injection for tests and demos: an abrupt death, like kill -9,

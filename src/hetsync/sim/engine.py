@@ -40,7 +40,7 @@ import torch
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.localmodel import LocalModel
-from hetsync.optim import gradient_stepper, local_stepper, outer_stepper
+from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import PolicyContext, make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -180,7 +180,7 @@ class Simulation:
             global_batch=n * scenario.batch_size,
         )
         self.workers = [
-            _Worker(model=LocalModel(theta, stepper=local_stepper(scenario, self.policy))) for _ in range(n)
+            _Worker(model=LocalModel(theta, stepper=stepper)) for stepper in local_steppers(scenario, self.policy, n)
         ]
 
         self.now = 0.0
