@@ -152,3 +152,85 @@ def test_bench_sim_prints_and_writes_json(tmp_path, capsys):
     assert metrics["gradient steps simulated per second"] > 0
     assert metrics["run time / gradient-math time"] > 1.0
     assert "events per second" in capsys.readouterr().out
+
+
+def _wait_for(path, proc, timeout_s: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout_s}s"
+        time.sleep(0.02)
+
+
+def test_ctrl_c_reports_the_finished_runs_and_sets_the_partial_one_aside(tmp_path):
+    """SIGINT in the second of three runs: exit 130 without a traceback, the
+    first run's table, plots and page, the interrupted run's trace renamed
+    so nothing reads it as a run; `hetsync report` rebuilds the folder."""
+    import signal
+
+    out = tmp_path / "cmp"
+    argv = [sys.executable, "-m", "hetsync", "compare", "-s", "default", "-p", "bsp,asp,ssp:s=3", "-o", str(out)]
+    # the first run is short, the second long enough to be interrupted
+    argv += ["--set", "max_time_s=60"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(out / "summary.json", proc)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr + stdout
+    assert "interrupted: 1 of 3 runs finished; not finished: asp, ssp(s=3)" in stdout
+    assert "bsp" in stdout and "TTA" in stdout  # the finished run's table
+    assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]
+    assert (out / "accuracy.png").is_file() and (out / "timeline-bsp.png").is_file()
+    assert (out / "report.html").is_file()
+    assert not (out / "trace-asp.jsonl").exists() and (out / "trace-asp.jsonl.partial").is_file()
+
+    (out / "report.html").unlink()
+    (out / "timeline-bsp.png").unlink()
+    proc = subprocess.run([sys.executable, "-m", "hetsync", "report", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "bsp" in proc.stdout and "TTA" in proc.stdout
+    assert (out / "timeline-bsp.png").read_bytes()[:4] == b"\x89PNG"
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3  # accuracy, shares, bsp's timeline
+    assert "<td>bsp</td>" in page
+
+
+def test_report_refuses_a_folder_without_finished_runs(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    (tmp_path / "trace-asp.jsonl.partial").write_text("")
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "summary.json" in err and "trace-asp.jsonl.partial" in err
+
+
+def test_a_new_run_replaces_an_earlier_runs_files_and_keeps_the_users(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "-s", "default", "-p", "bsp,asp", "--set", "max_time_s=2", "-o", str(out)]) == 0
+    assert (out / "trace-asp.jsonl").exists() and (out / "timeline-asp.png").exists()
+    (out / "notes.txt").write_text("mine")
+    (out / "trace-ssp-s-3.jsonl.partial").write_text("{}\n")
+    capsys.readouterr()
+    assert main(["compare", "-s", "default", "-p", "ssp:s=3", "--set", "max_time_s=2", "-o", str(out)]) == 0
+    assert "replacing the results of an earlier run" in capsys.readouterr().out
+    left = sorted(p.name for p in out.iterdir())
+    assert left == [
+        "accuracy.png",
+        "notes.txt",
+        "report.html",
+        "shares.png",
+        "summary.json",
+        "timeline-ssp-s-3.png",
+        "trace-ssp-s-3.jsonl",
+    ]
+
+
+def test_markup_in_scenario_names_and_labels_is_printed_literally(tmp_path, capsys):
+    path = tmp_path / "odd.yaml"
+    path.write_text("name: '[bold]odd[/] [x'\nworkers: 2\nmax_time_s: 1\nworkload: digits-mlp\n")
+    assert main(["compare", "-s", str(path), "-p", "bsp", "-o", str(tmp_path / "o"), "--no-plots"]) == 0
+    shown = capsys.readouterr().out
+    assert "[bold]odd[/] [x" in shown

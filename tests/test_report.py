@@ -302,3 +302,17 @@ def test_the_metric_plot_uses_a_log_axis_for_perplexity(tmp_path: Path, monkeypa
     assert lm.get_yscale() == "log" and "perplexity" in lm.get_ylabel()
     assert acc.get_yscale() == "linear" and acc.get_ylabel() == "test accuracy"
     assert any("target ≤ 40" in t.get_text() for t in lm.texts)
+
+
+def test_html_page_is_self_contained_and_escapes_what_users_wrote(tmp_path: Path) -> None:
+    from hetsync.report import write_html
+
+    runs = [make_run("bsp"), make_run("<script>x</script>", tta=None)]
+    runs[0]["notes"] = ["ran 4 of the scenario's 8 workers"]
+    write_trace(tmp_path / runs[0]["trace"], bsp_trace(workers=4, rounds=20))
+    write_report(runs[:1], tmp_path)
+    page = write_html(runs, tmp_path, tmp_path / "r.html", command="hetsync compare -p 'a<b'").read_text()
+    assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+    assert "a&lt;b" in page and "ran 4 of the scenario&#x27;s 8 workers" in page
+    assert page.count("data:image/png;base64,") == 3 and "src=\"http" not in page
+    assert '<td class="best">' in page  # bsp reached the target, the other run did not

@@ -15,6 +15,7 @@ from typing import Any
 from hetsync.errors import BadInput
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("policies", help="list the policies with their parameters")
     sub.add_parser("scenarios", help="list the built-in scenarios")
 
+    p = sub.add_parser(
+        "report",
+        help="rebuild a folder's table, plots and HTML page from its summary.json and traces",
+        description="Rebuild the report of a finished (or interrupted) compare, simulate or run folder: "
+        "print the table, redraw the plots, write DIR/report.html (and --md FILE). Nothing is simulated.",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR", help="a folder written by compare, simulate or run")
+    p.add_argument("--no-plots", action="store_true", help="only print the table (no PNGs, no HTML page)")
+    _md_arg(p)
+
     from hetsync.benches import BENCHES
 
     p = sub.add_parser("bench", help="benchmarks that print measured figures")
@@ -124,11 +135,54 @@ def _progress_columns() -> tuple[Any, ...]:
     )
 
 
+def _finish(
+    con: Any, args: argparse.Namespace, runs: list[dict[str, Any]], out: Path, *, plots: bool = True
+) -> list[Path]:
+    """Print the table of the finished runs, what happened during them
+    (workers that left, notes), and write what goes with it: the plots
+    (unless ``plots`` is false: the runtime's server drew them already) and
+    the HTML page unless --no-plots, and the markdown page with --md.
+    Returns the files written, ``summary.json`` and traces first."""
+    from hetsync import report
+
+    con.print(report.summary_table(runs))
+    for run in runs:
+        for x in run.get("workers_left") or []:
+            _say(con, f"{run['label']}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
+        for note in run.get("notes") or []:
+            _say(con, f"{run['label']}: {note}", style="yellow")
+    written = [out / "summary.json"] + [out / r["trace"] for r in runs if r.get("trace")]
+    if not getattr(args, "no_plots", False):
+        if plots:
+            written += report.write_report(runs, out)
+        written.append(report.write_html(runs, out, out / "report.html", command=_command_line()))
+    _write_md(args, runs, out)
+    return written
+
+
+def _command_line() -> str:
+    return "hetsync " + " ".join(sys.argv[1:])
+
+
+def _say(con: Any, text: str, style: str | None = None) -> None:
+    """Print a line taken literally (paths, labels and errors come from outside)."""
+    con.print(text, style=style, markup=False, highlight=False)
+
+
+def _start_clean(con: Any, out: Path) -> None:
+    from hetsync.outdir import start_clean
+
+    removed = start_clean(out)
+    if removed:
+        _say(con, f"replacing the results of an earlier run in {out}/ ({len(removed)} files)", style="dim")
+
+
 def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
     if getattr(args, "runtime", "sim") == "dist":
         if args.policies is None and specs is not None:
             args.policies = ",".join(specs)
         return _cmd_run(args, args.nproc or _load(args).workers)
+    from rich.markup import escape
     from rich.progress import Progress
 
     from hetsync import report, runner
@@ -140,37 +194,62 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     con.print(
-        f"[bold]{scenario.name}[/]: {scenario.workers} workers, {scenario.workload}, "
-        f"policies {', '.join(labels)} → {out}/"
+        f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}, "
+        f"policies {escape(', '.join(labels))} → {escape(str(out))}/"
     )
+    _start_clean(con, out)
+    runs: list[dict[str, Any]] = []
     columns = _progress_columns()
+    interrupted = False
     with Progress(*columns, console=con, transient=False) as bar:
-        tasks = {label: bar.add_task(label, total=1.0) for label in labels}
+        tasks = {label: bar.add_task(escape(label), total=1.0) for label in labels}
 
         def tick(label: str, fraction: float) -> None:
             bar.update(tasks[label], completed=fraction)
 
         def done(summary: dict[str, Any]) -> None:
+            runs.append(summary)
             bar.update(tasks[summary["label"]], completed=1.0)
 
-        runs = runner.compare(scenario, specs, out, progress=tick, on_result=done)
-    con.print(report.summary_table(runs))
+        try:
+            runner.compare(scenario, specs, out, progress=tick, on_result=done)
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        return _interrupted(con, args, runs, labels, out)
     measured = next((r["measured_step"] for r in runs if r.get("measured_step")), None)
+    written = _finish(con, args, runs, out)
     if measured is not None:  # one measurement serves every run of the comparison
         from hetsync.steptime import describe_measured
 
-        con.print(describe_measured(measured, scenario.workload), markup=False, highlight=False)
-    written = [out / "summary.json"] + [out / r["trace"] for r in runs]
-    if not args.no_plots:
-        written += report.write_report(runs, out)
-    _write_md(args, runs, out)
-    con.print("wrote " + ", ".join(str(p) for p in written))
+        _say(con, describe_measured(measured, scenario.workload))
+    _say(con, "wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _interrupted(con: Any, args: argparse.Namespace, runs: list[dict[str, Any]], labels: list[str], out: Path) -> int:
+    """After Ctrl-C: report the runs that finished and say what did not; 130."""
+    from hetsync.outdir import PARTIAL_SUFFIX
+
+    finished = {r.get("label") for r in runs}
+    missing = [label for label in labels if label not in finished]
+    partial = sorted(p.name for p in out.glob("trace-*.jsonl" + PARTIAL_SUFFIX))
+    if runs:
+        written = _finish(con, args, runs, out)
+        _say(con, "wrote " + ", ".join(str(p) for p in written))
+    _say(
+        con,
+        f"interrupted: {len(runs)} of {len(labels)} runs finished; not finished: {', '.join(missing) or 'none'}"
+        + (f" (partial trace kept as {', '.join(partial)})" if partial else ""),
+        style="yellow",
+    )
+    return EXIT_INTERRUPTED
 
 
 def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     import json
 
+    from rich.markup import escape
     from rich.progress import Progress
 
     from hetsync import report, runner
@@ -194,12 +273,16 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
             forwarded.append(f"--{flag.replace('_', '-')}")
     con = report.terminal_console()
     con.print(
-        f"[bold]{scenario.name}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
-        f"policies {', '.join(labels)} → {out}/"
+        f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
+        f"policies {escape(', '.join(labels))} → {escape(str(out))}/"
     )
+    resumable = getattr(args, "checkpoint_dir", None) is not None
+    if not getattr(args, "resume", False):
+        _start_clean(con, out)
     columns = _progress_columns()
+    interrupted = False
     with Progress(*columns, console=con) as bar:
-        tasks = {label: bar.add_task(label, total=1.0) for label in labels}
+        tasks = {label: bar.add_task(escape(label), total=1.0) for label in labels}
         done: set[str] = set()
 
         def tick(label: str, fraction: float) -> None:
@@ -209,25 +292,53 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
                     bar.update(tasks[earlier], completed=1.0)
             bar.update(tasks[label], completed=fraction)
 
-        code = launch.launch(nproc, forwarded, out, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
+        try:
+            code = launch.launch(nproc, forwarded, out, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
+        except KeyboardInterrupt:  # the launcher has stopped every process it started
+            interrupted, code = True, EXIT_INTERRUPTED
         if code == 0:
             for label in labels:
                 bar.update(tasks[label], completed=1.0)
+    if interrupted:
+        runs = _finished_runs(out)
+        if not resumable:  # a trace that --resume cannot continue is no run: set it aside
+            _set_aside_partial_traces(out, labels, runs)
+        else:
+            _say(con, f"continue with the same command and --resume (checkpoints in {args.checkpoint_dir})")
+        return _interrupted(con, args, runs, labels, out)
     refused = _bad_input_message(out) if code != 0 else None
     if refused is not None:  # the processes refused their input: say why in one line, as a simulation does
         raise BadInput(refused)
     if code != 0:
-        con.print(f"[red]the server exited with status {code}[/]; last lines of {out}/logs/rank-0.log:")
-        con.print(launch.server_log_tail(out), markup=False, highlight=False)
+        _say(con, f"the server exited with status {code}; last lines of {out}/logs/rank-0.log:", style="red")
+        _say(con, launch.server_log_tail(out))
         return 1
     runs = json.loads((out / "summary.json").read_text())
-    con.print(report.summary_table(runs))
-    left = [(r["label"], x) for r in runs for x in r.get("workers_left") or []]
-    for label, x in left:
-        con.print(f"{label}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
-    _write_md(args, runs, out)
-    con.print(f"wrote {out}/summary.json, traces, plots and logs/")
+    written = _finish(con, args, runs, out, plots=False)
+    _say(con, "wrote " + ", ".join(str(p) for p in written) + f" and {out}/logs/")
     return 0
+
+
+def _finished_runs(out: Path) -> list[dict[str, Any]]:
+    """The runs ``summary.json`` records (none if it is missing or unreadable)."""
+    import json
+
+    try:
+        runs = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def _set_aside_partial_traces(out: Path, labels: Sequence[str], runs: list[dict[str, Any]]) -> None:
+    from hetsync.outdir import partial_name
+    from hetsync.report import safe_name
+
+    finished = {r.get("label") for r in runs}
+    for label in labels:
+        trace = out / f"trace-{safe_name(label)}.jsonl"
+        if label not in finished and trace.exists():
+            trace.replace(partial_name(trace))
 
 
 def _bad_input_message(out: Path) -> str | None:
@@ -251,6 +362,29 @@ def _bad_input_message(out: Path) -> str | None:
     marker = "hetsync.runtime: error: "  # runtime/__main__.py refused the scenario before starting
     found = [ln.split(marker, 1)[1] for ln in lines if marker in ln]
     return found[-1] if found else None
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from hetsync import report
+    from hetsync.outdir import PARTIAL_SUFFIX, SUMMARY
+
+    out: Path = args.dir
+    if not out.is_dir():
+        raise BadInput(f"{out} is not a folder: pass the --out folder of a compare, simulate or run")
+    runs = _finished_runs(out)
+    if not runs:
+        partial = sorted(p.name for p in out.glob("trace-*.jsonl" + PARTIAL_SUFFIX))
+        why = f"; partial traces of interrupted runs: {', '.join(partial)}" if partial else ""
+        raise BadInput(f"{out}/{SUMMARY} is missing, unreadable or lists no finished run{why}")
+    con = report.terminal_console()
+    missing = [r["trace"] for r in runs if r.get("trace") and not (out / r["trace"]).is_file()]
+    if missing:
+        _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
+    written = _finish(con, args, runs, out)
+    drawn = [p for p in written if p.suffix in (".png", ".html")]
+    if drawn:
+        _say(con, "wrote " + ", ".join(str(p) for p in drawn))
+    return 0
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -320,6 +454,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _cmd_policies()
     if args.command == "scenarios":
         return _cmd_scenarios()
+    if args.command == "report":
+        return _cmd_report(args)
     return _cmd_bench(args)
 
 
@@ -331,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("hetsync: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import heapq
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ __all__ = [
     "summary_table",
     "timeline_window",
     "write_report",
+    "write_html",
 ]
 
 DPI = 130
@@ -237,53 +238,63 @@ def _save(fig: Figure, path: str | Path) -> Path:
 # table
 
 
+_Column = tuple[str, Callable[[Sequence[dict[str, Any]], dict[str, Any]], str]]
+
+
+def _columns(runs: Sequence[dict[str, Any]]) -> list[_Column]:
+    """The comparison's columns, shared by the terminal table, the markdown
+    page and the HTML page: a header and a cell formatter each."""
+    return [
+        ("run", lambda _rs, r: str(r.get("label", "?"))),
+        ("TTA (s)", lambda _rs, r: _fmt_seconds(r.get("time_to_target_s"))),
+        (_final_header(runs), _final_cell),
+        ("compute", lambda _rs, r: _fmt_share(r.get("compute_share"))),
+        ("comm", lambda _rs, r: _fmt_share(r.get("comm_share"))),
+        ("wait", lambda _rs, r: _fmt_share(r.get("wait_share"))),
+        ("samples/s", lambda _rs, r: _fmt_rate(r.get("samples_per_s"))),
+        ("steps", lambda _rs, r: _fmt_int(r.get("steps"))),
+        ("updates", lambda _rs, r: _fmt_int(r.get("updates"))),
+        ("dropped", lambda _rs, r: _fmt_int(r.get("dropped_steps"))),
+        ("max stale", lambda _rs, r: _fmt_int(r.get("max_staleness"))),
+        ("wall (s)", lambda _rs, r: _fmt_seconds(r.get("wall_time_s"))),
+    ]
+
+
+def _rows(runs: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]], int | None]:
+    """Headers, one row of cells per run, and the index of the run with the
+    best (smallest) time to target (None when no run reached it)."""
+    columns = _columns(runs)
+    ttas = [r.get("time_to_target_s") for r in runs]
+    best = min((t for t in ttas if _finite(t)), default=None)
+    best_index = ttas.index(best) if best is not None else None
+    return [h for h, _ in columns], [[cell(runs, r) for _, cell in columns] for r in runs], best_index
+
+
 def summary_table(runs: list[dict[str, Any]]) -> Table:
     """Return a table with one row per run summary record.
 
     The best (smallest) time to target is bold green; ``—`` marks a value
-    that does not apply, e.g. a run that never reached the target.
+    that does not apply, e.g. a run that never reached the target. Every
+    string is taken literally (never read as rich markup): labels and
+    scenario names come from users' files.
     """
     table = Table(
-        title=f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}",
+        title=Text(
+            f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}"
+        ),
         caption=f"{_MISSING} = not reached / not applicable; shares are of N × wall time",
         header_style="bold",
     )
-    table.add_column("run", no_wrap=True)
-    for header in (
-        "TTA (s)",
-        _final_header(runs),
-        "compute",
-        "comm",
-        "wait",
-        "samples/s",
-        "steps",
-        "updates",
-        "dropped",
-        "max stale",
-        "wall (s)",
-    ):
-        table.add_column(header, justify="right", no_wrap=True)
-
+    headers, rows, best = _rows(runs)
+    table.add_column(Text(headers[0]), no_wrap=True)
+    for header in headers[1:]:
+        table.add_column(Text(header), justify="right", no_wrap=True)
     ttas = [r.get("time_to_target_s") for r in runs]
-    best = min((t for t in ttas if _finite(t)), default=None)
-    for run, tta in zip(runs, ttas, strict=True):
-        tta_cell = Text(_fmt_seconds(tta))
-        if best is not None and tta == best:
-            tta_cell.stylize("bold green")
-        table.add_row(
-            str(run.get("label", "?")),
-            tta_cell,
-            _final_cell(runs, run),
-            _fmt_share(run.get("compute_share")),
-            _fmt_share(run.get("comm_share")),
-            _fmt_share(run.get("wait_share")),
-            _fmt_rate(run.get("samples_per_s")),
-            _fmt_int(run.get("steps")),
-            _fmt_int(run.get("updates")),
-            _fmt_int(run.get("dropped_steps")),
-            _fmt_int(run.get("max_staleness")),
-            _fmt_seconds(run.get("wall_time_s")),
-        )
+    for i, cells in enumerate(rows):
+        texts = [Text(c) for c in cells]
+        if best is not None and ttas[i] == ttas[best]:
+            texts[1].stylize("bold green")
+        table.add_row(*texts)
     return table
 
 
@@ -697,13 +708,13 @@ def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
 
     Timelines are ``timeline-<safe_name(label)>.png``, drawn from the trace
     named by ``run["trace"]`` (relative to ``out_dir``); a run whose
-    ``trace`` is null gets none. Returns the paths written.
+    ``trace`` is null or missing gets none. Returns the paths written.
     """
     out = Path(out_dir)
     paths = [plot_metric(runs, out / f"{metric_plot_name(runs)}.png"), plot_shares(runs, out / "shares.png")]
     used: set[str] = set()
     for run in runs:
-        if not run.get("trace"):
+        if not run.get("trace") or not (out / run["trace"]).is_file():
             continue
         name = base = safe_name(str(run.get("label", "run")))
         suffix = 2
@@ -732,26 +743,10 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
         f"Generated by `{command}` on {time.strftime('%Y-%m-%d')}, on {driver}; "
         f"{runs[0].get('workers') if runs else '?'} workers, target {_targets_text(runs)}.",
         "",
-        f"| run | TTA (s) | {_final_header(runs)} | compute | comm | wait | samples/s | steps | updates | dropped "
-        "| max stale | wall (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in runs:
-        cells = [
-            str(r.get("label")),
-            _fmt_seconds(r.get("time_to_target_s")),
-            _final_cell(runs, r),
-            _fmt_share(r.get("compute_share")),
-            _fmt_share(r.get("comm_share")),
-            _fmt_share(r.get("wait_share")),
-            _fmt_rate(r.get("samples_per_s")),
-            _fmt_int(r.get("steps")),
-            _fmt_int(r.get("updates")),
-            _fmt_int(r.get("dropped_steps")),
-            _fmt_int(r.get("max_staleness")),
-            _fmt_seconds(r.get("wall_time_s")),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    headers, rows, _best = _rows(runs)
+    lines += ["| " + " | ".join(headers) + " |", "|---" + "|---:" * (len(headers) - 1) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     lines.append("")
     for name in (metric_plot_name(runs), "shares"):
         src = Path(out_dir) / f"{name}.png"
@@ -760,3 +755,70 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
             lines += [f"![{name}](img/{stem}-{name}.png)", ""]
     path.write_text("\n".join(lines))
     return path
+
+
+_HTML_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+td.best { color: #007a3d; font-weight: bold; }
+caption { caption-side: bottom; color: #666; font-size: 0.9em; text-align: left; }
+img { max-width: 100%; display: block; margin: 1em 0; }
+.note { color: #8a5a00; }
+code { background: #f4f4f4; padding: 0 0.25em; }
+"""
+
+
+def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path, *, command: str) -> Path:
+    """The comparison as one self-contained HTML page: the command, the
+    table (best time to target highlighted), what happened during the runs
+    (workers that left, notes) and every PNG of ``out_dir`` that
+    :func:`write_report` writes, inlined, so the file can be mailed alone."""
+    import base64
+    import html
+    import time
+
+    out, page = Path(out_dir), Path(path)
+    esc = html.escape
+    scenario = _distinct(runs, "scenario")
+    driver = "real processes (torch.distributed, gloo)" if runs and runs[0].get("driver") == "dist" else "the simulator"
+    headers, rows, best = _rows(runs)
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>hetsync · {esc(scenario)}</title><style>{_HTML_STYLE}</style></head><body>",
+        f"<h1>{esc(scenario)}: {esc(', '.join(str(r.get('label')) for r in runs))}</h1>",
+        f"<p>Generated by <code>{esc(command)}</code> on {time.strftime('%Y-%m-%d')}, on {driver}; "
+        f"{esc(_distinct(runs, 'workers'))} workers, target {esc(_targets_text(runs))}.</p>",
+        "<table><caption>"
+        + esc(f"{_MISSING} = not reached / not applicable; shares are of N × wall time")
+        + "</caption>",
+        "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>",
+    ]
+    for cells in rows:
+        tds = [
+            f'<td class="best">{esc(c)}</td>'
+            if (j == 1 and best is not None and cells[1] == rows[best][1])
+            else f"<td>{esc(c)}</td>"
+            for j, c in enumerate(cells)
+        ]
+        parts.append("<tr>" + "".join(tds) + "</tr>")
+    parts.append("</table>")
+    events = [
+        f"{r.get('label')}: worker {x.get('worker')} left at {_fmt_seconds(x.get('t'))} s ({x.get('reason')})"
+        for r in runs
+        for x in r.get("workers_left") or []
+    ] + [f"{r.get('label')}: {note}" for r in runs for note in r.get("notes") or []]
+    if events:
+        parts.append("<ul>" + "".join(f'<li class="note">{esc(e)}</li>' for e in events) + "</ul>")
+    plots = [out / f"{metric_plot_name(runs)}.png", out / "shares.png"]
+    plots += sorted(out.glob("timeline-*.png"))
+    for png in plots:
+        if png.exists():
+            data = base64.b64encode(png.read_bytes()).decode("ascii")
+            parts.append(f'<img alt="{esc(png.stem)}" src="data:image/png;base64,{data}">')
+    parts.append("</body></html>")
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return page

@@ -1,18 +1,19 @@
 """Run several policies on one scenario and write the comparison to a folder.
 
 ``summary.json`` is rewritten after every finished run (atomically), so a
-crash or Ctrl-C in the fifth run leaves the first four on disk.
+crash or Ctrl-C in the fifth run leaves the first four on disk; the
+interrupted run's trace is renamed ``trace-<label>.jsonl.partial`` so that
+nothing reads it as a finished run.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput
+from hetsync.outdir import partial_name, write_json_atomic
 from hetsync.policies import make_policy, parse_policy_spec
 from hetsync.report import safe_name
 from hetsync.scenario import Scenario
@@ -20,12 +21,6 @@ from hetsync.sim.engine import Simulation, policy_context
 from hetsync.workloads import make_workload
 
 Progress = Callable[[str, float], None]
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
 
 
 def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
@@ -65,7 +60,12 @@ def compare(
     for spec, label in zip(specs, labels, strict=True):
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"
         tick = (lambda f, _l=label: progress(_l, f)) if progress is not None else None
-        result = Simulation(scenario, spec, trace_path=trace, progress=tick, workload=workload).run()
+        try:
+            result = Simulation(scenario, spec, trace_path=trace, progress=tick, workload=workload).run()
+        except BaseException:  # Ctrl-C or a crash: the partial trace is not a run
+            if trace.exists():
+                trace.replace(partial_name(trace))
+            raise
         runs.append(result.summary)
         write_json_atomic(out_dir / "summary.json", runs)
         if on_result is not None:

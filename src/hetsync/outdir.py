@@ -1,0 +1,112 @@
+"""A run's output folder: what hetsync writes there, and writes that last.
+
+Every command that writes results (``compare``, ``simulate``, ``run``)
+starts from a clean, consistent folder: :func:`start_clean` removes what an
+earlier hetsync run left there (its summary, traces, plots, logs and status
+files, recognised by name) and nothing else, so a run that dies before its
+first policy finishes cannot leave an older ``summary.json`` beside new
+traces. ``--resume`` keeps the folder as it is.
+
+:func:`write_json_atomic` replaces a file so that a crash or a power loss
+leaves either the old or the new content, never a torn one. A run that was
+interrupted keeps its partial trace under :func:`partial_name`, which no
+report reads as a finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SUMMARY = "summary.json"
+FILES = (SUMMARY, SUMMARY + ".tmp", "progress.json", "exit-status.json", "ddp.json", "report.md", "report.html")
+"""Files of a run folder that hetsync writes, by exact name."""
+PATTERNS = ("trace-*.jsonl", "trace-*.jsonl.partial", "timeline-*.png", "shares.png", "accuracy.png", "metrics.png")
+"""Files hetsync writes, by pattern (the metric plot of another metric is
+found through the old summary's target metrics)."""
+LOGS = "logs"
+PARTIAL_SUFFIX = ".partial"
+
+
+def partial_name(trace: Path) -> Path:
+    """Where an interrupted run's trace is kept: ``trace-x.jsonl.partial``."""
+    return trace.with_name(trace.name + PARTIAL_SUFFIX)
+
+
+def _previous_metric_plots(out: Path) -> list[Path]:
+    try:
+        runs = json.loads((out / SUMMARY).read_text())
+        metrics = {str(r.get("target_metric")) for r in runs if isinstance(r, dict) and r.get("target_metric")}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+    from hetsync.report import safe_name  # the plot's file name rule
+
+    return [out / f"{safe_name(m)}.png" for m in sorted(metrics)]
+
+
+def previous_results(out: Path) -> list[Path]:
+    """What an earlier hetsync run left in ``out`` (empty if nothing)."""
+    if not out.is_dir():
+        return []
+    found = [out / name for name in FILES if (out / name).is_file()]
+    found += _previous_metric_plots(out)
+    for pattern in PATTERNS:
+        found += sorted(out.glob(pattern))
+    logs = out / LOGS
+    if logs.is_dir():
+        found += sorted(logs.glob("*.log"))
+    return [p for p in dict.fromkeys(found) if p.is_file()]
+
+
+def start_clean(out: Path) -> list[Path]:
+    """Remove what an earlier hetsync run left in ``out`` (only files
+    hetsync writes; the user's own files stay) and create the folder.
+    Returns the files removed."""
+    removed = previous_results(out)
+    for path in removed:
+        path.unlink(missing_ok=True)
+    logs = out / LOGS
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+    out.mkdir(parents=True, exist_ok=True)
+    return removed
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a synced temporary file and
+    an atomic rename: the old or the new content survives a crash, never a
+    torn file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as fh:
+        fh.write(json.dumps(data, indent=1, allow_nan=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a finished file (a trace) durable; a missing file is ignored."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
