@@ -130,3 +130,26 @@ def test_a_metric_the_workload_does_not_report_is_refused_before_running():
     sc = make_scenario(target={"metric": "perplexity", "value": 40})
     with pytest.raises(BadInput, match=r"'target.metric': workload 'digits-logreg' reports accuracy, loss"):
         Simulation(sc, "bsp")
+
+
+def test_a_diverged_model_is_recorded_as_null_not_a_crash(tmp_path):
+    """A loss of inf or NaN (a diverged model) cannot go into JSON: the eval
+    records and the curve hold null, the summary says when it diverged."""
+    from rich.console import Console
+
+    from hetsync.report import summary_table
+
+    sc = make_scenario(
+        workload="signal1d-mlp", target={"metric": "loss", "value": 0.5}, max_steps=30, eval_every_s=0.05, lr=1000.0
+    )
+    trace = tmp_path / "t.jsonl"
+    s = Simulation(sc, "bsp", trace_path=trace).run().summary
+    assert s["diverged_at_s"] is not None
+    assert s["final_metric"] is None and s["time_to_target_s"] is None
+    assert all(v is None for t, v in s["metric_curve"] if t >= s["diverged_at_s"])
+    json.dumps(s, allow_nan=False)  # what summary.json needs
+    evals = [json.loads(line) for line in trace.read_text().splitlines() if '"eval"' in line]
+    assert evals[-1]["loss"] is None
+    console = Console(width=200, record=True)
+    console.print(summary_table([s]))
+    assert "diverged" in console.export_text()

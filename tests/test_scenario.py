@@ -135,3 +135,92 @@ def test_target_direction_comes_from_the_workload_unless_given():
         _target_scenario(target={"metric": "ppl", "value": 1}).target_direction_for("w", metrics)
     with pytest.raises(BadInput, match="'target.direction' is required"):
         _target_scenario(target={"metric": "f1", "value": 1}).target_direction_for("w", {"f1": None})
+
+
+def test_another_worker_count_says_what_it_changed():
+    sc = load_scenario("default", workers=3)  # an explicit 8-entry slowdown list
+    assert sc.notes == (
+        "scenario 'default' has 8 workers, running 3: slowdown keeps its first 3 values and drops "
+        "[1.25, 1.5, 2.0, 2.5, 3.0]",
+    )
+    assert sc.with_workers(4).notes == (*sc.notes, "scenario 'default' has 3 workers, running 4")  # [1, 1, 1]
+    assert load_scenario("default", workers=16).notes == (
+        "scenario 'default' has 8 workers, running 16: slowdown repeats its 8 values over 16 workers",
+    )
+    assert load_scenario("p2p-bw", workers=6).notes == (
+        "scenario 'p2p-bw' has 16 workers, running 6: link_load drops workers [6, 9, 10, 13, 14]",
+    )
+    # nothing cut: no change to report but the count; the same count: no note at all
+    assert load_scenario("wbsp-h1").with_workers(4).notes == ("scenario 'wbsp-h1' has 8 workers, running 4",)
+    assert load_scenario("default").notes == () and load_scenario("default", workers=8).notes == ()
+    # a list given with the new size is as written
+    assert load_scenario("default", workers=3, slowdown=[1, 2, 3]).notes == (
+        "scenario 'default' has 8 workers, running 3",
+    )
+    # a scenario built in code (no source mapping) says the same
+    built = scenario_from_dict({"workers": 4, "max_steps": 1, "slowdown": [1, 1, 1, 4]})
+    plain = built.__class__(
+        name="code", workers=4, max_steps=1, slowdown=(1, 1, 1, 4), delay_s=(0,) * 4, bandwidth_Bps=(1e9,) * 4
+    )
+    assert plain.with_workers(3).notes == (
+        "scenario 'code' has 4 workers, running 3: slowdown keeps its first 3 values and drops [4]",
+    )
+    assert "notes" not in built.to_dict()
+
+
+def test_notes_are_not_a_scenario_key():
+    with pytest.raises(BadInput, match="unknown scenario key 'notes'"):
+        scenario_from_dict({"workers": 2, "max_steps": 1, "notes": ["x"]})
+
+
+@pytest.mark.parametrize(
+    "key, value, needle",
+    [
+        ("lr", float("inf"), "'lr' must be a finite number in (0, 1000]"),
+        ("lr", float("nan"), "'lr'"),
+        ("jitter", 1e300, "'jitter' must be a finite number in [0, 10]"),
+        ("latency_s", float("inf"), "'latency_s'"),
+        ("straggler_factor", float("inf"), "'straggler_factor'"),
+        ("fixed_s", float("inf"), "'fixed_s'"),
+        ("slowdown", float("inf"), "'slowdown[0]'"),
+        ("delay_s", [0, float("nan")], "'delay_s[1]'"),
+        ("bandwidth_Bps", 1e-300, "'bandwidth_Bps[0]' must be a number in [1, inf]"),
+        ("server_bandwidth_Bps", float("nan"), "'server_bandwidth_Bps'"),
+        ("saturation_batch", float("inf"), "'saturation_batch[0]' must be a whole number"),
+        ("max_batch", 10**7, "'max_batch[0]'"),
+        ("workers", 10**12, "'workers' must be in 1..10000"),
+        ("batch_size", 10**12, "'batch_size' must be in 1..1000000"),
+        ("seed", -1, "'seed' must be in 0..4294967295"),
+        ("seed", 2**32, "'seed'"),
+        ("model_bytes", 10**29, "'model_bytes'"),
+        ("max_steps", 10**12, "'max_steps'"),
+        ("max_time_s", 1e300, "'max_time_s'"),
+        ("eval_every_s", 1e-9, "'eval_every_s'"),
+        ("slowdown", {"linspace": ["a", "b"]}, "'slowdown.linspace[0]' must be a finite number, got 'a'"),
+        ("slowdown", {"uniform": [1, float("inf")]}, "'slowdown.uniform[1]'"),
+        ("background_load", {"period_s": float("inf"), "on_s": 1, "factor": 2}, "'background_load.period_s'"),
+        ("link_load", {"period_s": 2, "on_s": 1, "factor": 1e300}, "'link_load.factor'"),
+    ],
+)
+def test_values_out_of_their_range_are_errors_naming_the_key(key, value, needle):
+    with pytest.raises(BadInput) as err:
+        scenario_from_dict({"workers": 2, "max_time_s": 10, key: value})
+    assert needle in str(err.value)
+
+
+def test_evaluations_per_run_are_bounded():
+    assert scenario_from_dict({"workers": 2, "max_time_s": 100, "eval_every_s": 0.001}).eval_every_s == 0.001
+    with pytest.raises(BadInput, match=r"'eval_every_s' must be >= max_time_s / 100000 = 0\.01"):
+        scenario_from_dict({"workers": 2, "max_time_s": 1000, "eval_every_s": 0.001})
+
+
+def test_bounds_leave_every_builtin_and_its_large_settings_alone():
+    from hetsync.scenario import builtin_scenarios
+
+    for name in builtin_scenarios():
+        sc = load_scenario(name)
+        assert sc.with_workers(10_240).workers == 10_240  # the size a 10k-worker study needs
+    sc = load_scenario("default", workers=100_000, batch_size=1_000_000, seed=2**32 - 1, model_bytes=10**13)
+    assert (sc.workers, sc.batch_size, sc.seed, sc.model_bytes) == (100_000, 1_000_000, 2**32 - 1, 10**13)
+    with pytest.raises(BadInput, match=r"cannot run with 100001 workers \(1\.\.100000\)"):
+        load_scenario("default").with_workers(100_001)

@@ -24,8 +24,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _md_arg(p: argparse.ArgumentParser) -> None:
+    from hetsync import argcheck
+
     p.add_argument(
-        "--md", type=Path, default=None, metavar="FILE", help="also write the table and plots as a markdown page"
+        "--md",
+        type=argcheck.out_file,
+        default=None,
+        metavar="FILE",
+        help="also write the table and plots as a markdown page",
     )
 
 
@@ -37,14 +43,20 @@ def _write_md(args: argparse.Namespace, runs: list[dict[str, Any]], out: Path) -
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
+    from hetsync import argcheck
     from hetsync.scenario import add_override_argument
 
     p.add_argument("--scenario", "-s", default="default", help="built-in name or YAML file (default: default)")
     add_override_argument(p, "workers=16")
-    p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument("--seed", type=argcheck.seed, default=None, help="override the scenario's seed (0..2**32-1)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``bench_name`` names the one bench whose own
+    options are added (importing a bench imports torch and the simulator)."""
+    from hetsync import argcheck, limits
+
+    out_dir = argcheck.out_dir
     parser = _Parser(prog="hetsync", description="Synchronization policies for heterogeneous clusters.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -53,19 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
     )
-    p.add_argument("--out", "-o", default="runs/compare", help="output folder (default: runs/compare)")
+    p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
     _md_arg(p)
     p.add_argument(
-        "--nproc", type=int, default=None, help="with --runtime dist: worker processes (default: scenario's workers)"
+        "--nproc",
+        type=argcheck.nproc,
+        default=None,
+        help=f"with --runtime dist: worker processes, 1..{limits.MAX_NPROC} (default: scenario's workers)",
     )
 
     p = sub.add_parser("simulate", help="simulate one policy on one scenario")
     _scenario_args(p)
     p.add_argument("--policy", "-p", required=True, help="policy spec, e.g. ssp:s=3")
     _md_arg(p)
-    p.add_argument("--out", "-o", default="runs/simulate", help="output folder (default: runs/simulate)")
+    p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
     p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
@@ -78,12 +93,38 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="spec(s), comma-separated (default: the scenario's)",
     )
-    p.add_argument("--nproc", type=int, default=4, help="worker processes; the server is one more (default: 4)")
-    p.add_argument("--out", "-o", default="runs/dist", help="output folder (default: runs/dist)")
+    p.add_argument(
+        "--nproc",
+        type=argcheck.nproc,
+        default=4,
+        help=f"worker processes, 1..{limits.MAX_NPROC}; the server is one more (default: 4)",
+    )
+    p.add_argument("--out", "-o", type=out_dir, default="runs/dist", help="output folder (default: runs/dist)")
     p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
-    p.add_argument("--worker-timeout-s", type=float, default=60.0, help="declare a silent worker gone after this long")
-    p.add_argument("--checkpoint-dir", default=None, help="save the global model and policy state here")
-    p.add_argument("--checkpoint-every-s", type=float, default=10.0)
+    p.add_argument(
+        "--worker-timeout-s",
+        type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
+        default=60.0,
+        help=f"declare a silent worker gone after this long, in (0, {limits.MAX_WORKER_TIMEOUT_S:g}] (default: 60)",
+    )
+    p.add_argument(
+        "--startup-timeout-s",
+        type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
+        default=60.0,
+        help="seconds for every rank to join the process group, else the run stops with exit 1 (default: 60)",
+    )
+    p.add_argument(
+        "--checkpoint-dir",
+        type=argcheck.checkpoint_dir,
+        default=None,
+        help="save the global model and policy state here",
+    )
+    p.add_argument(
+        "--checkpoint-every-s",
+        type=argcheck.seconds(limits.MIN_CHECKPOINT_EVERY_S, limits.MAX_TIME_S),
+        default=10.0,
+        help=f"seconds between checkpoints, >= {limits.MIN_CHECKPOINT_EVERY_S:g} (default: 10)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
     p.add_argument("--no-plots", action="store_true")
@@ -102,15 +143,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="only print the table (no PNGs, no HTML page)")
     _md_arg(p)
 
-    from hetsync.benches import BENCHES
+    p = sub.add_parser(
+        "advise",
+        help="simulate every applicable policy over several seeds and recommend one for this cluster",
+        description="Simulate every applicable policy (a small parameter grid each) on the scenario over "
+        "several seeds, rank them by median time to target, and say which to use, how much faster than BSP "
+        "it is predicted to be, and why. Writes advice.json, summary.json (seed 0) and advice.html.",
+    )
+    _scenario_args(p)
+    p.add_argument("--seeds", type=int, default=3, help="seeds per candidate, from the scenario's (default: 3)")
+    p.add_argument(
+        "--policies", "-p", default=None, help="restrict to these, e.g. ssp,asp,lb-bsp:variant=cpu (bsp always runs)"
+    )
+    p.add_argument("--out", "-o", type=out_dir, default="runs/advise", help="output folder (default: runs/advise)")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="processes to simulate in (default: one per core)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and advice.html")
+
+    from hetsync.benches import BENCHES, HELP
 
     p = sub.add_parser("bench", help="benchmarks that print measured figures")
     bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
-    for name, module in BENCHES.items():
-        b = bench.add_parser(name, help=module.HELP)
-        module.add_arguments(b)
-        b.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
-        b.add_argument("--md", type=Path, default=None, metavar="FILE", help="also write them as a markdown table")
+    for name, summary in HELP.items():
+        b = bench.add_parser(name, help=summary, description=summary)
+        if name == bench_name:  # only the bench that runs is imported (torch, the simulator)
+            BENCHES[name].add_arguments(b)
+        b.add_argument(
+            "--json", type=argcheck.out_file, default=None, metavar="FILE", help="also write the figures as JSON"
+        )
+        b.add_argument(
+            "--md", type=argcheck.out_file, default=None, metavar="FILE", help="also write them as a markdown table"
+        )
     return parser
 
 
@@ -120,7 +182,73 @@ def _load(args: argparse.Namespace) -> Any:
     overrides = dict(parse_override(o) for o in args.overrides)
     if args.seed is not None:
         overrides["seed"] = args.seed
-    return load_scenario(args.scenario, **overrides)
+    return _prepare(args, load_scenario(args.scenario, **overrides))
+
+
+def _launches(args: argparse.Namespace) -> bool:
+    """Whether the command runs real processes (``run``, ``compare --runtime dist``)."""
+    return args.command == "run" or (args.command == "compare" and getattr(args, "runtime", "sim") == "dist")
+
+
+def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
+    """The scenario as the command will run it, checked before anything
+    starts: fitted to ``--nproc`` worker processes, what that or ``--set
+    workers=N`` changed said on the terminal (once), memory needs estimated
+    for large sizes, and ``--resume``'s checkpoints read."""
+    nproc = getattr(args, "nproc", None) if _launches(args) else None
+    if nproc is not None and nproc != scenario.workers:
+        fitted = scenario.with_workers(nproc)
+        why = {note: f"{note} (--nproc {nproc})" for note in fitted.notes[len(scenario.notes) :]}
+        scenario = fitted
+    else:
+        why = {}
+    _show_notes(args, [why.get(note, note) for note in scenario.notes])
+    processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
+    if scenario.batch_size > _MEMORY_CHECK_BATCH or scenario.workers > _MEMORY_CHECK_WORKERS:
+        from hetsync import limits
+        from hetsync.workloads import make_workload
+
+        limits.check_memory(scenario, make_workload(scenario.workload, **scenario.workload_args), processes=processes)
+    if args.command == "run":
+        _check_checkpoint_args(args, scenario)
+    return scenario
+
+
+_MEMORY_CHECK_BATCH = 1024  # sizes above these: estimate memory needs (builds the workload once more)
+_MEMORY_CHECK_WORKERS = 256
+
+
+def _show_notes(args: argparse.Namespace, notes: list[str]) -> None:
+    """Print each note once per command (``_load`` may run twice)."""
+    shown: set[str] = getattr(args, "_notes_shown", set())
+    fresh = [note for note in notes if note not in shown]
+    if not fresh:
+        return
+    from hetsync import report
+
+    con = report.terminal_console()
+    for note in fresh:
+        con.print(f"note: {note}", style="yellow", markup=False, highlight=False)
+    args._notes_shown = shown | set(fresh)
+
+
+def _check_checkpoint_args(args: argparse.Namespace, scenario: Any) -> None:
+    """``--resume`` needs ``--checkpoint-dir`` naming the folder of the run
+    it continues, whose checkpoints this run can resume (checked here, before
+    any process starts, rather than by the server after launch)."""
+    if not getattr(args, "resume", False):
+        return
+    if getattr(args, "checkpoint_dir", None) is None:
+        raise BadInput("--resume needs --checkpoint-dir DIR: the folder the interrupted run saved its checkpoints in")
+    from hetsync import runner
+    from hetsync.runtime.checkpoint_check import check_resume
+    from hetsync.workloads import make_workload
+
+    labels = runner.policy_labels(scenario, runner.policy_specs(args.policies, scenario))
+    workload = make_workload(scenario.workload, **scenario.workload_args)
+    check_resume(
+        Path(args.checkpoint_dir), scenario=scenario, labels=labels, workload=workload, workers=scenario.workers
+    )
 
 
 def _progress_columns() -> tuple[Any, ...]:
@@ -136,12 +264,20 @@ def _progress_columns() -> tuple[Any, ...]:
 
 
 def _finish(
-    con: Any, args: argparse.Namespace, runs: list[dict[str, Any]], out: Path, *, plots: bool = True
+    con: Any,
+    args: argparse.Namespace,
+    runs: list[dict[str, Any]],
+    out: Path,
+    *,
+    plots: bool = True,
+    notes: bool = False,
 ) -> list[Path]:
     """Print the table of the finished runs, what happened during them
     (workers that left, notes), and write what goes with it: the plots
     (unless ``plots`` is false: the runtime's server drew them already) and
     the HTML page unless --no-plots, and the markdown page with --md.
+    ``notes``: print the runs' notes too (a live command printed them before
+    it started).
     Returns the files written, ``summary.json`` and traces first."""
     from hetsync import report
 
@@ -149,8 +285,9 @@ def _finish(
     for run in runs:
         for x in run.get("workers_left") or []:
             _say(con, f"{run['label']}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
-        for note in run.get("notes") or []:
-            _say(con, f"{run['label']}: {note}", style="yellow")
+    if notes:  # each note once (the notes are the scenario's, the same for every run)
+        for note in dict.fromkeys(n for run in runs for n in run.get("notes") or []):
+            _say(con, f"note: {note}", style="yellow")
     written = [out / "summary.json"] + [out / r["trace"] for r in runs if r.get("trace")]
     if not getattr(args, "no_plots", False):
         if plots:
@@ -215,8 +352,8 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
             runner.compare(scenario, specs, out, progress=tick, on_result=done)
         except KeyboardInterrupt:
             interrupted = True
-    if interrupted:
-        return _interrupted(con, args, runs, labels, out)
+    if interrupted:  # summary.json, not the callbacks, says which runs finished
+        return _interrupted(con, args, _finished_runs(out), labels, out)
     measured = next((r["measured_step"] for r in runs if r.get("measured_step")), None)
     written = _finish(con, args, runs, out)
     if measured is not None:  # one measurement serves every run of the comparison
@@ -264,7 +401,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         forwarded += ["--set", o]
     if args.seed is not None:
         forwarded += ["--seed", str(args.seed)]
-    for flag in ("worker_timeout_s", "checkpoint_dir", "checkpoint_every_s"):
+    for flag in ("worker_timeout_s", "startup_timeout_s", "checkpoint_dir", "checkpoint_every_s"):
         value = getattr(args, flag, None)
         if value is not None:
             forwarded += [f"--{flag.replace('_', '-')}", str(value)]
@@ -380,10 +517,68 @@ def _cmd_report(args: argparse.Namespace) -> int:
     missing = [r["trace"] for r in runs if r.get("trace") and not (out / r["trace"]).is_file()]
     if missing:
         _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
-    written = _finish(con, args, runs, out)
+    written = _finish(con, args, runs, out, notes=True)
     drawn = [p for p in written if p.suffix in (".png", ".html")]
     if drawn:
         _say(con, "wrote " + ", ".join(str(p) for p in drawn))
+    return 0
+
+
+def _cmd_advise(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hetsync import advise, report
+
+    if not 1 <= args.seeds <= 100:
+        raise BadInput(f"--seeds must be an integer in 1..100, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        raise BadInput(f"--jobs must be >= 1, got {args.jobs}")
+    con = report.terminal_console()
+    scenario = _load(args)
+    only = [s.strip() for s in args.policies.split(",") if s.strip()] if args.policies else None
+    if args.policies is not None and not only:
+        raise BadInput("--policies is empty: name at least one policy, e.g. --policies ssp,asp")
+    if only is not None:
+        advise.candidates(scenario, only)  # bad names and specs are refused before the folder is touched
+    out = Path(args.out)
+    _start_clean(con, out)
+    columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=con, transient=False) as bar:
+        task = bar.add_task("candidates × seeds", total=None)
+
+        def start(cands: list[Any], skipped: list[tuple[str, str]], total: int) -> None:
+            jobs = min(args.jobs or advise.default_jobs(), total)
+            con.print(
+                f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}; "
+                f"{len(cands)} candidates × {args.seeds} seeds, up to {jobs} processes → {escape(str(out))}/"
+            )
+            for spec, why in skipped:
+                _say(con, f"skipped {spec}: {why}", style="dim")
+            bar.update(task, total=total)
+
+        def ran(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done)
+
+        result = advise.advise(scenario, out, seeds=args.seeds, only=only, jobs=args.jobs, on_start=start, on_run=ran)
+    con.print(advise.ranking_table(result))
+    for r in result.ranked:
+        for seed, error in zip(r.seeds, r.errors, strict=False):
+            if error:
+                _say(con, f"{r.label} seed {seed} failed: {error}", style="yellow")
+    if result.measured is not None:
+        from hetsync.steptime import describe_measured
+
+        _say(con, describe_measured(result.measured, scenario.workload))
+    rec = result.recommendation
+    style = {"switch": "bold green", "bsp": "bold green", "not-significant": "bold yellow"}.get(rec.verdict, "bold red")
+    _say(con, f"recommendation: {rec.headline}", style=style)
+    _say(con, f"why: {rec.reason}")
+    written = advise.write_outputs(result, out, plots=not args.no_plots, command=_command_line())
+    traces = sum(p.name.startswith("trace-") for p in written)
+    files = ", ".join(p.name for p in written if not p.name.startswith("trace-"))
+    where = f"on {result.jobs} processes" if result.jobs > 1 else "in one process"
+    _say(con, f"simulated in {result.elapsed_s:.0f} s {where}; wrote {out}/: {files} and {traces} seed-0 traces")
     return 0
 
 
@@ -443,7 +638,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    bench_name = argv[1] if len(argv) > 1 and argv[0] == "bench" else None
+    args = build_parser(bench_name).parse_args(argv)
     if args.command == "compare":
         return _cmd_compare(args)
     if args.command == "simulate":
@@ -456,6 +653,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _cmd_scenarios()
     if args.command == "report":
         return _cmd_report(args)
+    if args.command == "advise":
+        return _cmd_advise(args)
     return _cmd_bench(args)
 
 

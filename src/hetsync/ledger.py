@@ -171,15 +171,65 @@ class Ledger:
         self.dropped_steps += steps
         self.trace.write({"t": now_s, "ev": "drop", "ids": [], "steps": steps, "reason": "overwritten", "w": worker})
 
+    # ------------------------------------------------------- checkpoints
+    _COUNTERS = (
+        "version",
+        "next_push_id",
+        "started_steps",
+        "steps",
+        "samples",
+        "applied_steps",
+        "applied_samples",
+        "dropped_steps",
+        "bytes_sent",
+        "staleness_sum",
+        "staleness_n",
+        "max_staleness",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's accounting so far, as plain numbers and lists (a
+        checkpoint's part; the model and the optimizers are saved beside it).
+        ``held`` names the pushes held but not yet applied or dropped."""
+        state: dict[str, Any] = {key: int(getattr(self, key)) for key in self._COUNTERS}
+        state["math_time_s"] = float(self.math_time_s)
+        state["curve"] = [[float(v) for v in row] for row in self.curve]
+        state["left"] = [dict(x) for x in self.left]
+        state["held"] = sorted(self.pushes)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], now_s: float, *, goes_on: bool = True) -> int:
+        """Continue the accounting of a checkpoint (a resumed run). What was
+        under way when it was saved — pushes held, unpushed local steps,
+        steps in progress — died with the processes: if the run ``goes_on``
+        it is booked as dropped (one ``drop`` record, reason ``restart``, at
+        ``now_s``), so every step of the run stays applied, dropped or
+        outstanding; a run that had already ended keeps it outstanding, as
+        its summary said. Returns the number of steps dropped."""
+        for key in self._COUNTERS:
+            setattr(self, key, int(state[key]))
+        self.math_time_s = float(state.get("math_time_s", 0.0))
+        self.curve = [[float(v) for v in row] for row in state["curve"]]
+        self.left = [dict(x) for x in state.get("left", [])]
+        self.pushes = {}
+        lost = max(0, self.started_steps - self.applied_steps - self.dropped_steps)
+        held = [int(i) for i in state.get("held", [])]
+        if goes_on and (lost or held):
+            self.dropped_steps += lost
+            self.trace.write({"t": now_s, "ev": "drop", "ids": held, "steps": lost, "reason": "restart"})
+        return lost if goes_on else 0
+
     # -------------------------------------------------------- evaluation
     def evaluate(self, now_s: float) -> None:
         """Evaluate the global model: a trace ``eval`` record with every metric
         of the workload, in its order, and a ``curve`` row ``[t, value, ...]``
-        (the same order; the summary picks the target metric's column)."""
+        (the same order; the summary picks the target metric's column). A
+        value that is not finite (a diverged model) is recorded as None."""
         if self.theta is None or (self.curve and self.curve[-1][0] == now_s):
             return
         values = self.workload.evaluate_metrics(self.theta)
-        metrics = {name: values[name] for name in self.workload.metrics}
+        # a diverged model's loss is inf or NaN: recorded as null (JSON has neither)
+        metrics = {name: _finite_or_none(values[name]) for name in self.workload.metrics}
         self.curve.append([now_s, *metrics.values()])
         self.trace.write({"t": now_s, "ev": "eval", **metrics, "version": self.version})
 
@@ -208,13 +258,15 @@ class Ledger:
         column = 1 + names.index(metric)
         curve = [[row[0], row[column]] for row in self.curve]
         values = [v for _, v in curve]
+        finite = [v for v in values if v is not None]
         if direction == "max":
-            reached = next((t for t, v in curve if v >= target), None)
-            best = max((v for v in values if not math.isnan(v)), default=None)
+            reached = next((t for t, v in curve if v is not None and v >= target), None)
+            best = max(finite, default=None)
         else:
-            reached = next((t for t, v in curve if v <= target), None)
-            best = min((v for v in values if not math.isnan(v)), default=None)
+            reached = next((t for t, v in curve if v is not None and v <= target), None)
+            best = min(finite, default=None)
         final = values[-1] if values else None
+        diverged_at = next((row[0] for row in self.curve if any(v is None for v in row[1:])), None)
         # accuracy targets keep the fields of before (DESIGN.md §5), as aliases
         accuracy = metric == "accuracy"
         out = {
@@ -222,6 +274,8 @@ class Ledger:
             "label": self.label,
             "params": dict(self.policy.values),
             "scenario": scenario.name,
+            # what running the scenario as asked changed (Scenario.notes: lists cut to the worker count)
+            "notes": list(getattr(scenario, "notes", ())),
             "driver": driver,
             "seed": scenario.seed,
             "workers": n,
@@ -232,6 +286,7 @@ class Ledger:
             "time_to_target_s": reached,
             "final_metric": final,
             "best_metric": best,
+            "diverged_at_s": diverged_at,
             "final_metrics": dict(zip(names, self.curve[-1][1:], strict=True)) if self.curve else None,
             **({"final_accuracy": final, "best_accuracy": best} if accuracy else {}),
             "wall_time_s": wall_s,
@@ -295,3 +350,8 @@ class ExchangeStats:
             "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
             "mean_round_s": wall_s / steps_per_worker if steps_per_worker else None,
         }
+
+
+def _finite_or_none(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None

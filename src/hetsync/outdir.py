@@ -21,7 +21,19 @@ from pathlib import Path
 from typing import Any
 
 SUMMARY = "summary.json"
-FILES = (SUMMARY, SUMMARY + ".tmp", "progress.json", "exit-status.json", "ddp.json", "report.md", "report.html")
+FILES = (
+    SUMMARY,
+    SUMMARY + ".tmp",
+    "progress.json",
+    "exit-status.json",
+    "ddp.json",
+    "report.md",
+    "report.html",
+    "advice.json",
+    "advice.json.tmp",
+    "advice.html",
+    "advice-tta.png",
+)
 """Files of a run folder that hetsync writes, by exact name."""
 PATTERNS = ("trace-*.jsonl", "trace-*.jsonl.partial", "timeline-*.png", "shares.png", "accuracy.png", "metrics.png")
 """Files hetsync writes, by pattern (the metric plot of another metric is

@@ -166,8 +166,9 @@ def _final(run: dict[str, Any]) -> Any:
 
 
 def _curve(run: dict[str, Any]) -> list[tuple[float, float]]:
+    """The run's (time, target metric) points; a diverged model's null values are left out."""
     points = run.get("metric_curve") if "metric_curve" in run else run.get("accuracy_curve")
-    return [(float(t), float(v)) for t, v in points or []]
+    return [(float(t), float(v)) for t, v in points or [] if v is not None]
 
 
 def _metrics(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -207,6 +208,8 @@ def _final_header(runs: Sequence[dict[str, Any]]) -> str:
 
 
 def _final_cell(runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
+    if _final(run) is None and run.get("diverged_at_s") is not None:
+        return "diverged"
     cell = _fmt_metric(_metric(run), _final(run))
     if len(_metrics(runs)) > 1 and cell != _MISSING:  # mixed metrics: each value says which
         return f"{_SHORT_METRIC.get(_metric(run), _metric(run))} {cell}"

@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from hetsync import limits as L
 from hetsync.errors import BadInput
 from hetsync.recipe import OptimizerConfig, ScheduleConfig, parse_clip_norm, parse_optimizer, parse_schedule
+from hetsync.safeyaml import YAMLLimitError, safe_load
 
 BUILTIN_PACKAGE = "hetsync.scenarios"
 DIRECTIONS = ("max", "min")  # of a target: reached at value >= target ("max") or <= target ("min")
@@ -123,12 +125,18 @@ class Scenario:
     # the mapping it was read from, so generators ({workers: half}, ...) can be
     # re-resolved for another worker count
     source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # what running it as asked changed from the file (another worker count cut
+    # or repeated a per-worker list): shown on the terminal, kept in summaries
+    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = self.workers
-        _check(n >= 1, "workers", n, "must be >= 1")
-        _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
-        _check(self.lr > 0, "lr", self.lr, "must be > 0")
+        _check(1 <= n <= L.MAX_WORKERS, "workers", n, f"must be in 1..{L.MAX_WORKERS}")
+        _check(
+            1 <= self.batch_size <= L.MAX_BATCH_SIZE, "batch_size", self.batch_size, f"must be in 1..{L.MAX_BATCH_SIZE}"
+        )
+        _check_range("lr", self.lr, 0, L.MAX_LR, low_open=True)
+        _check(0 <= self.seed <= L.MAX_SEED, "seed", self.seed, f"must be in 0..{L.MAX_SEED}")
         _check(0 <= self.label_skew <= 1, "label_skew", self.label_skew, "must be in [0, 1]")
         _check(
             isinstance(self.target_metric, str) and bool(self.target_metric),
@@ -152,43 +160,50 @@ class Scenario:
             "or max_steps must be set (the stop condition)",
         )
         if self.max_time_s is not None:
-            _check(0 < self.max_time_s < math.inf, "max_time_s", self.max_time_s, "must be > 0")
+            _check_range("max_time_s", self.max_time_s, 0, L.MAX_TIME_S, low_open=True)
         if self.max_steps is not None:
-            _check(self.max_steps >= 1, "max_steps", self.max_steps, "must be >= 1")
+            _check(1 <= self.max_steps <= L.MAX_STEPS, "max_steps", self.max_steps, f"must be in 1..{L.MAX_STEPS}")
         if self.eval_every_s is not None:
-            _check(self.eval_every_s > 0, "eval_every_s", self.eval_every_s, "must be > 0")
+            _check_range("eval_every_s", self.eval_every_s, L.MIN_EVAL_EVERY_S, L.MAX_TIME_S)
+            if self.max_time_s is not None:
+                evaluations = self.max_time_s / self.eval_every_s
+                _check(
+                    evaluations <= L.MAX_EVALUATIONS,
+                    "eval_every_s",
+                    self.eval_every_s,
+                    f"must be >= max_time_s / {L.MAX_EVALUATIONS} = {self.max_time_s / L.MAX_EVALUATIONS:g} "
+                    f"(at most {L.MAX_EVALUATIONS} evaluations per run)",
+                )
         _check(self.device in ("cpu", "gpu"), "device", self.device, "must be 'cpu' or 'gpu'")
         for key in _MEASURABLE:
             v = getattr(self, key)
-            ok = v == MEASURED or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
-            _check(ok, key, v, f"must be a number >= 0 or {MEASURED!r}")
-        _check(self.jitter >= 0, "jitter", self.jitter, "must be >= 0")
+            ok = v == MEASURED or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= L.MAX_STEP_S)
+            _check(ok, key, v, f"must be a number in [0, {L.shown(L.MAX_STEP_S)}] or {MEASURED!r}")
+        _check_range("jitter", self.jitter, 0, L.MAX_JITTER)
         _check(0 <= self.straggler_prob <= 1, "straggler_prob", self.straggler_prob, "must be in [0, 1]")
-        _check(self.straggler_factor >= 1, "straggler_factor", self.straggler_factor, "must be >= 1")
-        _check(self.latency_s >= 0, "latency_s", self.latency_s, "must be >= 0")
+        _check_range("straggler_factor", self.straggler_factor, 1, L.MAX_FACTOR)
+        _check_range("latency_s", self.latency_s, 0, L.MAX_STEP_S)
         if self.server_bandwidth_Bps is not None:
             _check(
-                self.server_bandwidth_Bps > 0,
+                self.server_bandwidth_Bps >= L.MIN_BANDWIDTH_BPS,
                 "server_bandwidth_Bps",
                 self.server_bandwidth_Bps,
-                "must be > 0 (use .inf for a free link)",
+                f"must be >= {L.MIN_BANDWIDTH_BPS:g} bytes/s (use .inf for a free link)",
             )
         if self.model_bytes is not None:
-            _check(self.model_bytes >= 0, "model_bytes", self.model_bytes, "must be >= 0")
-        for key, positive in (
-            ("slowdown", True),
-            ("delay_s", False),
-            ("bandwidth_Bps", True),
-            ("saturation_batch", False),
-            ("max_batch", True),
-        ):
+            _check(
+                0 <= self.model_bytes <= L.MAX_MODEL_BYTES,
+                "model_bytes",
+                self.model_bytes,
+                f"must be in 0..{L.MAX_MODEL_BYTES} (10 TB)",
+            )
+        for key, low, high in _PER_WORKER_RANGES:
             values = getattr(self, key)
             if key in ("saturation_batch", "max_batch") and not values:
                 continue
             _check(len(values) == n, key, len(values), f"must have one value per worker ({n})")
             for i, v in enumerate(values):
-                ok = v > 0 if positive else v >= 0
-                _check(ok and not math.isnan(v), f"{key}[{i}]", v, "must be > 0" if positive else "must be >= 0")
+                _check_range(f"{key}[{i}]", v, low, high, low_open=key == "slowdown")
         if self.policies:
             from hetsync.policies import parse_policy_spec, policy_class
 
@@ -267,10 +282,17 @@ class Scenario:
         lists are cycled (worker i gets the value of worker i mod N)."""
         if n == self.workers:
             return self
-        if n < 1:
-            raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers")
+        if not 1 <= n <= L.MAX_WORKERS:
+            raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers (1..{L.MAX_WORKERS})")
         if self.source is not None:
-            return scenario_from_dict(fit_to_workers(self.source, n), default_name=self.name)
+            note = describe_fit(self.source, n, name=self.name)
+            fitted = scenario_from_dict(fit_to_workers(self.source, n), default_name=self.name)
+            return dataclasses.replace(fitted, notes=(*self.notes, *([note] if note else [])))
+
+        loads = {k: getattr(self, k) for k in ("background_load", "link_load")}
+        written = {k: list(getattr(self, k)) for k in _PER_WORKER_DEFAULTS}
+        written |= {k: {"workers": list(v.workers)} for k, v in loads.items() if v is not None}
+        note = describe_fit({"workers": self.workers, **written}, n, name=self.name)
 
         def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(values[i % len(values)] for i in range(n)) if values else values
@@ -291,11 +313,13 @@ class Scenario:
             max_batch=cut(self.max_batch),
             background_load=keep_workers(self.background_load),
             link_load=keep_workers(self.link_load),
+            notes=(*self.notes, *([note] if note else [])),
         )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
+        out.pop("notes")
         out["policies"] = list(self.policies)
         # the target as the scenario key that sets it
         target = {"metric": out.pop("target_metric"), "value": out.pop("target_value")}
@@ -321,10 +345,64 @@ def fit_to_workers(raw: dict[str, Any], n: int, keep: frozenset[str] = frozenset
     return out
 
 
+def describe_fit(raw: dict[str, Any], n: int, keep: frozenset[str] = frozenset(), *, name: str) -> str | None:
+    """One line saying what :func:`fit_to_workers` changes in ``raw`` to run
+    it with n workers (lists cut or repeated, loaded workers dropped); None if
+    n is already its worker count."""
+    old = raw.get("workers")
+    if not isinstance(old, int) or isinstance(old, bool) or old == n:
+        return None
+    changes = []
+    for key in _PER_WORKER_DEFAULTS:
+        value = raw.get(key)
+        if key in keep or not isinstance(value, list) or len(value) == n or _all_equal(value):
+            continue  # a list of one value reads the same for any worker count
+        if n < len(value):
+            changes.append(f"{key} keeps its first {n} values and drops {_few(value[n:])}")
+        else:
+            changes.append(f"{key} repeats its {len(value)} values over {n} workers")
+    for key in ("background_load", "link_load"):
+        load = raw.get(key)
+        if key not in keep and isinstance(load, dict) and isinstance(load.get("workers"), list):
+            dropped = [w for w in load["workers"] if isinstance(w, int) and w >= n]
+            if dropped:
+                changes.append(f"{key} drops workers {_few(dropped)}")
+    return f"scenario {name!r} has {old} workers, running {n}" + (": " + "; ".join(changes) if changes else "")
+
+
+def _all_equal(values: list[Any]) -> bool:
+    return all(v == values[0] for v in values)
+
+
+def _few(values: list[Any], most: int = 6) -> str:
+    shown = ", ".join(repr(v) for v in values[:most])
+    more = f", ... ({len(values) - most} more)" if len(values) > most else ""
+    return f"[{shown}{more}]"
+
+
 def _check(ok: bool, key: str, value: Any, rule: str) -> None:
     if not ok:
         shown = "" if value is None else f", got {value!r}"
         raise BadInput(f"scenario key {key!r} {rule}{shown}")
+
+
+def _check_range(key: str, value: float, low: float, high: float, *, low_open: bool = False) -> None:
+    """``value`` in [low, high] (``(low, high]`` with ``low_open``); NaN is
+    out of every range, and infinity is only in one whose ``high`` is."""
+    ok = (low < value if low_open else low <= value) and value <= high
+    interval = f"{'(' if low_open else '['}{L.shown(low)}, {L.shown(high)}]"
+    kind = "a number" if math.isinf(high) else "a finite number"
+    _check(ok, key, value, f"must be {kind} in {interval}")
+
+
+# per-worker keys: the range each value must lie in
+_PER_WORKER_RANGES = (
+    ("slowdown", 0.0, L.MAX_FACTOR),  # > 0
+    ("delay_s", 0.0, L.MAX_STEP_S),
+    ("bandwidth_Bps", L.MIN_BANDWIDTH_BPS, math.inf),
+    ("saturation_batch", 0, L.MAX_BATCH_SIZE),
+    ("max_batch", 1, L.MAX_BATCH_SIZE),
+)
 
 
 # ------------------------------------------------------------------ loading
@@ -353,6 +431,8 @@ def _per_worker(key: str, raw: Any, n: int, rng: np.random.Generator) -> tuple[A
         v = _yaml_number(v)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise BadInput(f"scenario key '{key}[{i}]' must be a number, got {v!r}")
+        if integer and not (math.isfinite(v) and v == int(v)):
+            raise BadInput(f"scenario key '{key}[{i}]' must be a whole number of samples, got {v!r}")
         out.append(int(v) if integer else float(v))
     return tuple(out)
 
@@ -376,7 +456,7 @@ def _generate(key: str, spec: dict[str, Any], n: int, rng: np.random.Generator) 
         bounds = spec[kind]
         if not (isinstance(bounds, list) and len(bounds) == 2):
             raise BadInput(f"scenario key '{key}.{kind}' must be a list [low, high], got {bounds!r}")
-        lo, hi = float(bounds[0]), float(bounds[1])
+        lo, hi = (_finite_number(f"{key}.{kind}[{i}]", b) for i, b in enumerate(bounds))
         if kind == "linspace":
             return [float(v) for v in np.linspace(lo, hi, n)]
         return [float(v) for v in rng.uniform(lo, hi, n)]
@@ -393,6 +473,13 @@ def _generate(key: str, spec: dict[str, Any], n: int, rng: np.random.Generator) 
         raise BadInput(f"scenario key '{key}.value' is required with '{key}.workers'")
     default = spec.get("default", 1.0 if key == "slowdown" else 0.0)
     return [spec["value"] if i in chosen else default for i in range(n)]
+
+
+def _finite_number(key: str, raw: Any) -> float:
+    v = _yaml_number(raw)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise BadInput(f"scenario key {key!r} must be a finite number, got {raw!r}")
+    return float(v)
 
 
 def _worker_set(key: str, raw: Any, n: int) -> tuple[int, ...]:
@@ -418,17 +505,15 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
     if unknown:
         raise BadInput(f"scenario key '{key}.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
     workers = _worker_set(f"{key}.workers", raw.get("workers", "all"), n)
-    try:
-        period = float(raw["period_s"])
-        on = float(raw["on_s"])
-        factor = float(raw["factor"])
-    except KeyError as e:
-        raise BadInput(f"scenario key '{key}.{e.args[0]}' is required") from None
-    except (TypeError, ValueError):
-        raise BadInput(f"scenario key {key!r} needs numbers, got {raw!r}") from None
-    _check(period > 0, f"{key}.period_s", period, "must be > 0")
+    for field_name in ("period_s", "on_s", "factor"):
+        if field_name not in raw:
+            raise BadInput(f"scenario key '{key}.{field_name}' is required")
+    period = _finite_number(f"{key}.period_s", raw["period_s"])
+    on = _finite_number(f"{key}.on_s", raw["on_s"])
+    factor = _finite_number(f"{key}.factor", raw["factor"])
+    _check_range(f"{key}.period_s", period, 0, L.MAX_TIME_S, low_open=True)
     _check(0 <= on <= period, f"{key}.on_s", on, "must be in [0, period_s]")
-    _check(factor >= 1, f"{key}.factor", factor, "must be >= 1")
+    _check_range(f"{key}.factor", factor, 1, L.MAX_FACTOR)
     if raw.get("random_phase", True):
         phases = tuple(float(p) for p in rng.uniform(0, period, len(workers)))
     else:
@@ -437,7 +522,11 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
 
 
 _TARGET_FIELDS = ("target_metric", "target_value", "target_direction")  # set by the `target` key
-_FIELDS = {f.name: f for f in dataclasses.fields(Scenario) if f.name != "source" and f.name not in _TARGET_FIELDS}
+_FIELDS = {
+    f.name: f
+    for f in dataclasses.fields(Scenario)
+    if f.name not in ("source", "notes") and f.name not in _TARGET_FIELDS
+}
 _KEYS = frozenset({*_FIELDS, "target", "target_accuracy"})  # what a scenario mapping may hold
 _TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,),
@@ -486,9 +575,12 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
             want = " or ".join(t.__name__ for t in types) + (f" or {MEASURED!r}" if key in _MEASURABLE else "")
             raise BadInput(f"scenario key {key!r} must be {want}, got {v!r}")
         values[key] = float(v) if float in types else v
-    n = values["workers"]
-    if isinstance(n, int) and n < 1:
-        raise BadInput(f"scenario key 'workers' must be >= 1, got {n!r}")
+    n = values.get("workers")
+    if n is None:
+        raise BadInput("scenario key 'workers' is required (a number of workers, got none)")
+    _check(1 <= n <= L.MAX_WORKERS, "workers", n, f"must be in 1..{L.MAX_WORKERS}")
+    seed = values.get("seed", 0)
+    _check(0 <= seed <= L.MAX_SEED, "seed", seed, f"must be in 0..{L.MAX_SEED}")  # before it seeds a generator
     if "policies" in values:
         values["policies"] = tuple(str(p) for p in values["policies"])
     rng = np.random.default_rng([values.get("seed", 0), 0x5CE7])
@@ -571,24 +663,37 @@ def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
                 f"unknown scenario {name_or_path!r}: not a built-in ({', '.join(builtins)}) and no such file"
             )
     try:
-        raw = yaml.safe_load(path.read_text())
+        size = path.stat().st_size
+        if size > L.MAX_SCENARIO_FILE_BYTES:
+            raise BadInput(
+                f"scenario file {str(path)!r} is {size} bytes; a scenario file may hold at most "
+                f"{L.MAX_SCENARIO_FILE_BYTES} (use generators such as {{linspace: [a, b]}} for long lists)"
+            )
+        raw = safe_load(path.read_text())
+    except YAMLLimitError as e:
+        raise BadInput(f"scenario file {str(path)!r}: {e}") from None
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         raise BadInput(f"scenario file {str(path)!r} is not valid YAML{line}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"cannot read scenario file {str(path)!r}: {e}") from None
+    notes: list[str] = []
     if isinstance(raw, dict):
         n = overrides.get("workers")
-        if isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n != raw.get("workers"):
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= L.MAX_WORKERS and n != raw.get("workers"):
             # another cluster size: the file's per-worker lists and load worker
             # sets are fitted to it (as Scenario.with_workers does), not refused
+            # -- and what that changed is said (Scenario.notes)
+            note = describe_fit(raw, n, keep=frozenset(overrides), name=str(raw.get("name", path.stem)))
+            notes += [note] if note else []
             raw = fit_to_workers(raw, n, keep=frozenset(overrides))
         # `target` and its shorthand `target_accuracy` are one setting: an override of either replaces both
         if overrides.keys() & {"target", "target_accuracy"}:
             raw = {k: v for k, v in raw.items() if k not in ("target", "target_accuracy")}
         raw = {**raw, **overrides}
-    return scenario_from_dict(raw, default_name=path.stem)
+    scenario = scenario_from_dict(raw, default_name=path.stem)
+    return dataclasses.replace(scenario, notes=tuple(notes)) if notes else scenario
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -597,7 +702,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise BadInput(f"--set expects KEY=VALUE, got {text!r}")
     try:
-        return key.strip(), yaml.safe_load(value)
+        return key.strip(), safe_load(value)
+    except YAMLLimitError as e:
+        raise BadInput(f"--set {key.strip()}: {e}") from None
     except yaml.YAMLError:
         raise BadInput(f"--set {key.strip()}: value {value!r} is not valid YAML") from None
 

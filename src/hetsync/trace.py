@@ -7,6 +7,7 @@ trace, so the same scenario and seed give a byte-identical file.
 from __future__ import annotations
 
 import json
+import os
 from json import encoder as _json_encoder
 from pathlib import Path
 from typing import IO, Any
@@ -41,13 +42,20 @@ class TraceWriter:
     encoded (NaN, an unknown type) raises at the latest from ``close``.
     """
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, resume_at: int | None = None) -> None:
+        """``resume_at``: continue the trace already at ``path`` (a resumed
+        run), cut to its first ``resume_at`` bytes (what it held when the
+        checkpoint was saved), instead of starting a new file."""
         self.path = path
         self._fh: IO[str] | None = None
         self._records: list[dict[str, Any]] = []
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = path.open("w", buffering=1 << 20)
+            if resume_at is None:
+                self._fh = path.open("w", buffering=1 << 20)
+            else:
+                os.truncate(path, resume_at)
+                self._fh = path.open("a", buffering=1 << 20)
 
     @property
     def enabled(self) -> bool:
@@ -79,10 +87,24 @@ class TraceWriter:
         if error is not None:
             raise error
 
-    def close(self) -> None:
+    def flush(self) -> int:
+        """Write the records held and hand them to the operating system;
+        returns the trace's length in bytes (0 without a file). A checkpoint
+        records it: a resumed run cuts the trace back to it."""
+        if self._fh is None:
+            return 0
+        self._flush_records()
+        self._fh.flush()
+        return self._fh.tell()
+
+    def close(self, *, sync: bool = False) -> None:
+        """Write what is held and close; ``sync``: and make it durable (fsync)."""
         if self._fh is not None:
             try:
                 self._flush_records()
+                if sync:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
                 self._fh = None

@@ -53,7 +53,6 @@ from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-elastic"
-HELP = "ElasticBSP paper set-up: BSP, ASP, SSP(3), DSSP(3,12), ElasticBSP R=15/60/240 on elastic-4, several seeds"
 
 SCENARIO = "elastic-4"
 POLICIES = (

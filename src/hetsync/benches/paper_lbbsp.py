@@ -63,7 +63,6 @@ from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-lbbsp"
-HELP = "LB-BSP paper set-up: BSP, SSP, ASP, LB-BSP-static and LB-BSP on lbbsp-cpu and lbbsp-gpu, several seeds"
 
 SCENARIOS = "lbbsp-cpu,lbbsp-gpu"
 SEEDS = "0,1,2"

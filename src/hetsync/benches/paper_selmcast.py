@@ -42,7 +42,6 @@ from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
 NAME = "paper-selmcast"
-HELP = "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, round time, TTA"
 
 SCENARIOS = ("p2p-bw", "p2p-homogeneous")
 QUICK_MAX_TIME_S = 120.0

@@ -49,7 +49,6 @@ from hetsync.runner import compare, write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-wbsp"
-HELP = "WBSP paper set-up H1-H3: BSP, SSP(s=40), ASP, WBSP, WBSP-overlap; compute share and time to accuracy"
 
 SCENARIOS = ("wbsp-h1", "wbsp-h2", "wbsp-h3")
 POLICIES = ("bsp", "ssp:s=40", "asp", "wbsp", "wbsp-overlap")

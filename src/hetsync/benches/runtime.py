@@ -28,7 +28,6 @@ from hetsync.sim.engine import Simulation
 from hetsync.trace import read_trace
 
 NAME = "runtime"
-HELP = "runtime vs DDP (time per step, compute share) and simulator vs runtime (wall time)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,6 @@ from hetsync.scenario import load_scenario
 from hetsync.sim.engine import Simulation
 
 NAME = "sim"
-HELP = "simulator speed on large-1024 with ASP: steps/s, run time / math time, events/s"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -27,7 +27,6 @@ from hetsync.benches.common import Row
 from hetsync.errors import BadInput
 
 NAME = "zipline"
-HELP = "ElasticBSP sync-point search: ZipLine vs GridScan vs FullGridScan seconds over n x R"
 
 PAPER_CELL = (1000, 150)
 PAPER_NOTE = "paper (Zhao et al. 2021): ZipLine 2.38 s, FullGridScan 207 s"

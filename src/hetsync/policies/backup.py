@@ -18,6 +18,8 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hetsync.errors import BadInput
 from hetsync.policies.base import (
     Apply,
@@ -46,6 +48,13 @@ class BackupWorkers(Policy):
         self.alive = set(range(self.n))
         self.version = 0
         self.round: list[PushArrived] = []
+
+    # checkpoints: the version decides which gradients are late (the open round dies with the workers)
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": self.version}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = int(state["version"])
 
     def _needed(self) -> int:
         return max(1, len(self.alive) - self.b)

@@ -235,7 +235,18 @@ class Param:
     default: Any
     help: str
     minimum: float | None = None
+    # None: INT_PARAM_MAX for integers, no bound for floats (which must be finite either way)
+    maximum: float | None = None
     choices: tuple[Any, ...] = ()
+
+
+# Sizes a policy spec may set. An integer parameter counts steps, pushes,
+# rounds or lags, and a policy may keep that many values per worker (ZipLine's
+# look-ahead R: R predicted pushes of every worker), so besides its own bound
+# the product with the worker count is bounded too: memory stays well under a
+# gigabyte whatever the spec says.
+INT_PARAM_MAX = 10_000
+INT_PARAM_TIMES_WORKERS_MAX = 10_000_000
 
 
 class Policy:
@@ -254,7 +265,7 @@ class Policy:
     def __init__(self, ctx: PolicyContext, **params: Any) -> None:
         self.ctx = ctx
         self.n = ctx.workers
-        self.values = resolve_params(self.name, self.params, params)
+        self.values = resolve_params(self.name, self.params, params, workers=ctx.workers)
 
     def start(self, now_s: float) -> list[Command]:
         raise NotImplementedError
@@ -268,10 +279,15 @@ class Policy:
         when a worker starts a step."""
         return None
 
-    # Checkpoints (runtime --checkpoint-dir): what the policy must carry over
-    # a restart. Values must be plain numbers, strings, lists and dicts (the
-    # checkpoint loads with weights_only=True). Most policies rebuild their
-    # state from the restarted workers and keep nothing.
+    # Checkpoints (runtime --checkpoint-dir, --resume): what the policy has
+    # learned and must carry over a restart — predictors, measured intervals,
+    # counters that decide what is late. Plain JSON-able data only: numbers,
+    # strings, None, lists and dicts with string keys (the checkpoint loads
+    # with weights_only=True and refuses pickles). What is in flight when the
+    # checkpoint is saved (an open round's pushes, a worker's place in it)
+    # does not survive: the resumed run starts every worker afresh from the
+    # checkpoint's global model, as at a start, and ``start`` is called after
+    # ``load_state_dict``. Policies that learn nothing keep nothing.
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -298,8 +314,18 @@ class Policy:
         return f"{self.name}({','.join(shown)})" if shown else self.name
 
 
-def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any]) -> dict[str, Any]:
-    """Apply defaults, coerce types and check bounds; errors name the parameter."""
+def state_list(policy: str, state: dict[str, Any], key: str, length: int) -> list[Any]:
+    """``state[key]``, a list of ``length`` values (one per worker, usually);
+    ValueError naming the key otherwise (a checkpoint of another run)."""
+    values = state.get(key)
+    if not isinstance(values, list) or len(values) != length:
+        raise ValueError(f"policy {policy!r}: checkpoint state {key!r} must be a list of {length} values")
+    return values
+
+
+def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any], *, workers: int = 1) -> dict[str, Any]:
+    """Apply defaults, coerce types and check bounds (``workers``: for the
+    bound on an integer times the worker count); errors name the parameter."""
     from hetsync.errors import BadInput
 
     known = {p.name: p for p in spec}
@@ -312,14 +338,25 @@ def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any]) 
         raw = given.get(p.name, p.default)
         try:
             value = p.type(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}") from None
         if p.type is int and isinstance(raw, float) and raw != int(raw):
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be an integer, got {raw!r}")
         if p.choices and value not in p.choices:
             allowed = ", ".join(map(str, p.choices))
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be one of {allowed}, got {raw!r}")
+        if p.type is float and not math.isfinite(value):
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be a finite number, got {raw!r}")
         if p.minimum is not None and value < p.minimum:
             raise BadInput(f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}")
+        maximum = p.maximum if p.maximum is not None else (INT_PARAM_MAX if p.type is int else None)
+        if maximum is not None and value > maximum:
+            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be <= {maximum}, got {raw!r}")
+        if p.type is int and value * workers > INT_PARAM_TIMES_WORKERS_MAX:
+            raise BadInput(
+                f"policy {policy!r} parameter {p.name!r} = {value} is too large for {workers} workers: "
+                f"{p.name} × workers must be <= {INT_PARAM_TIMES_WORKERS_MAX} (the policy may keep "
+                f"{p.name} values per worker), so {p.name} <= {INT_PARAM_TIMES_WORKERS_MAX // workers} here"
+            )
         out[p.name] = value
     return out

@@ -38,6 +38,8 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hetsync.algos.dssp import dssp_extra_iterations
 from hetsync.policies.base import (
     Apply,
@@ -52,6 +54,7 @@ from hetsync.policies.base import (
     Push,
     PushArrived,
     WorkerLeft,
+    state_list,
 )
 
 
@@ -77,6 +80,17 @@ class DSSP(Policy):
 
     def step_gap_bound(self) -> int | None:
         return self.s_L + self.r_max
+
+    # checkpoints: the measured intervals the controller predicts from, and
+    # its statistics. Clocks and grants start again at 0: a resumed run starts
+    # every worker from the same global model, a synchronization point.
+    def state_dict(self) -> dict[str, Any]:
+        return {"interval_s": list(self.interval_s), "grant_counts": list(self.grant_counts)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        intervals = state_list(self.name, state, "interval_s", self.n)
+        self.interval_s = [None if x is None else float(x) for x in intervals]
+        self.grant_counts = [int(c) for c in state_list(self.name, state, "grant_counts", self.r_max + 1)]
 
     def start(self, now_s: float) -> list[Command]:
         self.released_s = [now_s] * self.n

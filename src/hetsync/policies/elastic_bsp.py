@@ -38,6 +38,8 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hetsync.algos.zipline import predict_push_times, zipline
@@ -54,6 +56,7 @@ from hetsync.policies.base import (
     Push,
     PushArrived,
     WorkerLeft,
+    state_list,
 )
 
 
@@ -72,6 +75,24 @@ class ElasticBSP(Policy):
         self.interval_s = [0.0] * self.n  # its last iteration, release to push arrival
         self.supersteps = 0
         self.last_quota: dict[int, int] = dict.fromkeys(range(self.n), 1)
+
+    # checkpoints: the measured intervals ZipLine predicts from, and the
+    # superstep statistics. A resumed run's first superstep takes its quotas
+    # from those predictions (instead of a one-iteration measuring superstep).
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "interval_s": list(self.interval_s),
+            "supersteps": self.supersteps,
+            "last_quota": [[w, q] for w, q in sorted(self.last_quota.items())],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.interval_s = [float(x) for x in state_list(self.name, state, "interval_s", self.n)]
+        self.supersteps = int(state["supersteps"])
+        self.last_quota = {int(w): int(q) for w, q in state["last_quota"]}
+        if self.supersteps:
+            times = predict_push_times(np.zeros(self.n), np.array(self.interval_s), self.R)
+            self.quota = [int(q) for q in zipline(times).tolist()]
 
     def start(self, now_s: float) -> list[Command]:
         self.released_s = [now_s] * self.n

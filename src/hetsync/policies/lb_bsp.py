@@ -53,9 +53,12 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
-from hetsync.algos.lbbsp import CPUBatchManager, GPUBatchManager, largest_remainder
+import numpy as np
+
+from hetsync.algos.lbbsp import CPUBatchManager, EWMAPredictor, GPUBatchManager, RLSPredictor, largest_remainder
 from hetsync.errors import BadInput
 from hetsync.policies.base import (
     Apply,
@@ -69,6 +72,7 @@ from hetsync.policies.base import (
     Pull,
     PushArrived,
     WorkerLeft,
+    state_list,
 )
 
 COMM_ALPHA = 0.3  # smoothing of the measured communication time per iteration
@@ -163,9 +167,30 @@ class BalancedBSP(Policy):
         ]
         return f"{self.name}({','.join(shown)})" if shown else self.name
 
+    # --------------------------------------------------------- checkpoints
+    # What was learned: the batches of the round in progress, the smoothed
+    # communication times and the round count (subclasses add their
+    # predictors). The open round's gradients die with the workers; a resumed
+    # run does that round again with the same batches.
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "batch": [[w, b] for w, b in sorted(self.batch.items())],
+            "comm_s": list(self.comm_s),
+            "comm_seen": sorted(self.comm_seen),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rounds = int(state["rounds"])
+        self.batch = {int(w): int(b) for w, b in state["batch"]}
+        self.comm_s = [float(x) for x in state_list(self.name, state, "comm_s", self.n)]
+        self.comm_seen = {int(w) for w in state["comm_seen"]}
+
     # -------------------------------------------------------------- events
     def start(self, now_s: float) -> list[Command]:
-        self.batch = self.equal_split(sorted(self.alive))
+        workers = sorted(self.alive)
+        if set(self.batch) != set(workers) or sum(self.batch.values()) != self.total:
+            self.batch = self.equal_split(workers)  # a fresh start (a resumed run keeps its batches)
         self._sent_at = dict.fromkeys(self.alive, now_s)
         return [self._step(w) for w in sorted(self.alive)]
 
@@ -224,7 +249,14 @@ class LBBSP(BalancedBSP):
             default="rls",
             help="cpu variant: rls (online linear NARX) or ewma (smoothed throughput)",
         ),
-        Param(name="lags", type=int, default=2, help="cpu/rls: past iterations the regression looks at", minimum=1),
+        Param(
+            name="lags",
+            type=int,
+            default=2,
+            help="cpu/rls: past iterations the regression looks at",
+            minimum=1,
+            maximum=32,  # the regression keeps a (2 + 2·lags)² matrix per worker
+        ),
         Param(
             name="history",
             type=int,
@@ -258,6 +290,13 @@ class LBBSP(BalancedBSP):
         else:
             self.manager = GPUBatchManager(self.n, self.total, history=self.values["history"], caps=self.caps)
 
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "manager": manager_state(self.manager)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        load_manager_state(self.manager, state["manager"])
+
     def _observe(self, event: ComputeDone) -> None:
         self.manager.observe(event.worker, event.batch_size, event.duration_s, event.load)
 
@@ -266,3 +305,72 @@ class LBBSP(BalancedBSP):
 
     def _allocate(self, workers: list[int]) -> dict[int, int]:
         return self.manager.allocate(workers)
+
+
+# ------------------------------------------------------------- checkpoints
+def manager_state(manager: CPUBatchManager | GPUBatchManager) -> dict[str, Any]:
+    """A batch manager's learned state as plain lists and numbers (the
+    predictors' or step curves' data, loads, communication estimates)."""
+    state: dict[str, Any] = {
+        "load": list(manager.load),
+        "comm": list(manager.comm),
+        "comm_seen": list(manager._comm_seen),
+    }
+    if isinstance(manager, CPUBatchManager):
+        state["predictors"] = [_predictor_state(p) for p in manager.predictors]
+        return state
+    state["estimators"] = [
+        {"tick": e.tick, "largest": e.largest, "bins": [[b, *rec] for b, rec in e.bins.items()]}
+        for e in manager.estimators
+    ]
+    d = manager.damper
+    state["damper"] = {"step": list(d.step), "direction": list(d.direction), "streak": list(d.streak)}
+    state["current"] = [[w, b] for w, b in sorted(manager.current.items())]
+    return state
+
+
+def load_manager_state(manager: CPUBatchManager | GPUBatchManager, state: dict[str, Any]) -> None:
+    n = manager.n
+    manager.load = [float(x) for x in state_list("lb-bsp", state, "load", n)]
+    manager.comm = [float(x) for x in state_list("lb-bsp", state, "comm", n)]
+    manager._comm_seen = [bool(x) for x in state_list("lb-bsp", state, "comm_seen", n)]
+    if isinstance(manager, CPUBatchManager):
+        for p, saved in zip(manager.predictors, state_list("lb-bsp", state, "predictors", n), strict=True):
+            _load_predictor(p, saved)
+        return
+    for e, saved in zip(manager.estimators, state_list("lb-bsp", state, "estimators", n), strict=True):
+        e.tick, e.largest = int(saved["tick"]), int(saved["largest"])
+        e.bins = {int(b): [float(mean), float(count), float(last)] for b, mean, count, last in saved["bins"]}
+    d, saved = manager.damper, state["damper"]
+    d.step = [float(x) for x in state_list("lb-bsp", saved, "step", n)]
+    d.direction = [int(x) for x in state_list("lb-bsp", saved, "direction", n)]
+    d.streak = [int(x) for x in state_list("lb-bsp", saved, "streak", n)]
+    manager.current = {int(w): int(b) for w, b in state["current"]}
+
+
+def _predictor_state(p: RLSPredictor | EWMAPredictor) -> dict[str, Any]:
+    if isinstance(p, EWMAPredictor):
+        return {"value": p.value}
+    return {
+        "theta": p.theta.tolist(),
+        "P": p.P.tolist(),
+        "scale": p.scale,
+        "ys": list(p.ys),
+        "us": list(p.us),
+        "observed": p.observed,
+    }
+
+
+def _load_predictor(p: RLSPredictor | EWMAPredictor, state: dict[str, Any]) -> None:
+    if isinstance(p, EWMAPredictor):
+        p.value = None if state["value"] is None else float(state["value"])
+        return
+    d = 2 + 2 * p.lags
+    theta, cov = np.asarray(state["theta"], dtype=float), np.asarray(state["P"], dtype=float)
+    if theta.shape != (d,) or cov.shape != (d, d):
+        raise ValueError(f"policy 'lb-bsp': checkpoint predictor state must have {d} coefficients")
+    p.theta, p.P = theta, cov
+    p.scale = None if state["scale"] is None else float(state["scale"])
+    p.ys = deque((float(y) for y in state["ys"]), maxlen=p.lags)
+    p.us = deque((float(u) for u in state["us"]), maxlen=p.lags + 1)
+    p.observed = int(state["observed"])

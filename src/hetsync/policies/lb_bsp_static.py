@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from hetsync.algos.lbbsp import equal_finish_split
-from hetsync.policies.base import ComputeDone, Param, PolicyContext
+from hetsync.policies.base import ComputeDone, Param, PolicyContext, state_list
 from hetsync.policies.lb_bsp import BalancedBSP
 
 
@@ -49,6 +49,16 @@ class LBBSPStatic(BalancedBSP):
         self.samples = [0.0] * self.n
         self.seconds = [0.0] * self.n
         self.fixed: dict[int, int] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        fixed = None if self.fixed is None else [[w, b] for w, b in sorted(self.fixed.items())]
+        return {**super().state_dict(), "samples": list(self.samples), "seconds": list(self.seconds), "fixed": fixed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.samples = [float(x) for x in state_list(self.name, state, "samples", self.n)]
+        self.seconds = [float(x) for x in state_list(self.name, state, "seconds", self.n)]
+        self.fixed = None if state["fixed"] is None else {int(w): int(b) for w, b in state["fixed"]}
 
     def _observe(self, event: ComputeDone) -> None:
         if self.rounds < self.values["rounds"] and event.duration_s > 0:

@@ -12,6 +12,8 @@ exchanges, which average parameters only (see p2p_base).
 
 from __future__ import annotations
 
+from typing import Any
+
 from hetsync.algos.selmcast import random_receivers
 from hetsync.policies.p2p_base import P_PARAM, S_PARAM, SYNC_PARAM, PeerPolicy
 
@@ -20,6 +22,13 @@ class P2PRandom(PeerPolicy):
     name = "p2p-random"
     summary = "peer to peer: each sender picks exactly p random receivers"
     params = (SYNC_PARAM, S_PARAM, P_PARAM)
+
+    # checkpoints: the random stream, so the resumed run draws the receivers it would have drawn
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": dict(self.ctx.rng.bit_generator.state)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ctx.rng.bit_generator.state = state["rng"]
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
         p = min(self.values["p"], len(self.alive) - 1)

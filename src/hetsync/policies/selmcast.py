@@ -26,9 +26,10 @@ exchanges, which average parameters only (see p2p_base).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hetsync.algos.selmcast import select_receivers
-from hetsync.policies.base import Command, ComputeDone, Event, Param
+from hetsync.policies.base import Command, ComputeDone, Event, Param, state_list
 from hetsync.policies.p2p_base import P_PARAM, S_PARAM, SYNC_PARAM, PeerPolicy
 
 
@@ -61,6 +62,18 @@ class Selmcast(PeerPolicy):
             first = self.worst_down_Bps[w] == math.inf
             self.worst_down_Bps[w] = event.downlink_Bps if first else min(self.worst_down_Bps[w], event.downlink_Bps)
         return super().on_event(event)
+
+    # checkpoints: the worst bandwidth each link has reported (None: none yet)
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "worst_up_Bps": [None if math.isinf(x) else x for x in self.worst_up_Bps],
+            "worst_down_Bps": [None if math.isinf(x) else x for x in self.worst_down_Bps],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("worst_up_Bps", "worst_down_Bps"):
+            values = state_list(self.name, state, key, self.n)
+            setattr(self, key, [math.inf if x is None else float(x) for x in values])
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
         p = min(self.values["p"], len(self.alive) - 1)

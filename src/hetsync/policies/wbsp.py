@@ -52,6 +52,8 @@ lives on the server.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hetsync.policies.base import (
     Apply,
     Command,
@@ -79,6 +81,14 @@ class WBSP(Policy):
         self.flagged: set[int] = set()  # workers that must pull at their next push reply
         self.version = 0  # rounds closed so far = global model version
         self.closers: list[int | None] = []  # per round: the worker whose push closed it
+
+    # checkpoints: rounds closed and who closed them (the open round's deltas die with the workers)
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "closers": list(self.closers)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = int(state["version"])
+        self.closers = [None if c is None else int(c) for c in state["closers"]]
 
     def _compute(self, w: int) -> Compute:
         return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.ctx.lr)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hetsync.errors import BadInput
 from hetsync.runner import policy_specs
-from hetsync.runtime.process import ProcessOptions, run_process
+from hetsync.runtime.process import DEFAULT_STARTUP_TIMEOUT_S, ProcessOptions, run_process
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
 
@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="a worker silent this long while it owes a report is declared gone",
+    )
+    p.add_argument(
+        "--startup-timeout-s",
+        type=float,
+        default=DEFAULT_STARTUP_TIMEOUT_S,
+        help="every rank must have joined the process group within this long, else the run stops",
     )
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every-s", type=float, default=10.0)
@@ -54,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         options = ProcessOptions(
             out=Path(args.out),
             worker_timeout_s=args.worker_timeout_s,
+            startup_timeout_s=args.startup_timeout_s,
             checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else None,
             checkpoint_every_s=args.checkpoint_every_s,
             resume=args.resume,

@@ -1,8 +1,9 @@
 """``hetsync run``: the runtime on one machine, through PyTorch's launcher.
 
-It starts ``python -m torch.distributed.run`` (torchrun) once per rank —
+It starts a torchrun agent (:mod:`hetsync.runtime.agent`) once per rank —
 each rank its own single-process node, with static rendezvous at
-``--host:port`` (loopback by default) — all running ``-m hetsync.runtime``.
+``--host:port`` (loopback by default; the store listens on that address
+only) — all running ``-m hetsync.runtime``.
 
 Why one launcher agent per rank rather than one agent with N+1 local
 processes: torchelastic's agent stops all of its local processes as soon as
@@ -11,48 +12,88 @@ With an agent per rank a dead worker takes only its own agent down, and the
 server carries on with the others. (On several machines the usual torchrun
 command line works: see the README.)
 
+Nothing started here outlives ``launch``: each agent runs in its own session
+and its runtime process in another (torchelastic makes that one); both are
+recorded as they appear and, at the end, signalled by process group —
+SIGTERM (with SIGCONT, for a stopped process), then SIGKILL — also when the
+launcher fails or is interrupted. Should the launcher itself be killed, the
+kernel kills the agents, and they their runtime processes
+(``PR_SET_PDEATHSIG``, see :mod:`hetsync.runtime.agent`).
+
+Start-up is bounded: a rank that dies before the process group has formed
+stops the run at once, and one that hangs stops it after
+``--startup-timeout-s`` (the ranks time out themselves; the launcher keeps
+its own, longer, bound too). Either way the launcher returns 1 and
+``exit-status.json`` holds a one-line reason naming the rank and its log.
+
 Each rank's output goes to ``OUT/logs/rank-<i>.log``; the exit status is the
 server's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from hetsync.errors import BadInput
-from hetsync.runtime.process import EXIT_STATUS  # written by the server as its last act
+from hetsync.runtime.agent import BACKEND, PARENT_PID_ENV
+from hetsync.runtime.process import (  # written by the server
+    DEFAULT_STARTUP_TIMEOUT_S,
+    EXIT_STATUS,
+    STARTED_FILE_ENV,
+)
 
 LOOPBACK = "127.0.0.1"
-GRACE_S = 5.0
+EXIT_GRACE_S = 3.0  # after the server's last act: how long the other ranks' processes get to leave
+TERM_GRACE_S = 1.0  # between SIGTERM and SIGKILL
+STARTUP_SLACK_S = 60.0  # the launcher's own start-up bound: the ranks' two waits (rendezvous, group) and this
+POLL_S = 0.2
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def agent_command(rank: int, world: int, host: str, port: int, runtime_args: Sequence[str]) -> list[str]:
+def agent_command(
+    rank: int,
+    world: int,
+    host: str,
+    port: int,
+    runtime_args: Sequence[str],
+    *,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    nproc_per_node: int = 1,
+    module: str = "hetsync.runtime",
+) -> list[str]:
+    endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "hetsync.runtime.agent",
         f"--nnodes={world}",
-        f"--node-rank={rank}",
-        "--nproc-per-node=1",
-        f"--master-addr={host}",
-        f"--master-port={port}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--rdzv-backend={BACKEND}",
+        f"--rdzv-endpoint={endpoint}",
+        "--rdzv-id=hetsync",
+        f"--rdzv-conf=rank={rank},timeout={math.ceil(startup_timeout_s)}",
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",
-        "hetsync.runtime",
+        module,
         *runtime_args,
     ]
 
@@ -60,26 +101,24 @@ def agent_command(rank: int, world: int, host: str, port: int, runtime_args: Seq
 def launch_ddp(nproc: int, ddp_args: Sequence[str], out_dir: Path, *, host: str = LOOPBACK) -> int:
     """Plain DDP (``hetsync.runtime.ddp``) under one torchrun agent with ``nproc`` processes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        f"--nproc-per-node={nproc}",
-        f"--master-addr={host}",
-        f"--master-port={free_port(host)}",
-        "--max-restarts=0",
-        "-m",
-        "hetsync.runtime.ddp",
-        *ddp_args,
-        "--out",
-        str(out_dir),
-    ]
+    cmd = agent_command(
+        0,
+        1,
+        host,
+        free_port(host),
+        [*ddp_args, "--out", str(out_dir)],
+        nproc_per_node=nproc,
+        module="hetsync.runtime.ddp",
+    )
     with (out_dir / "ddp.log").open("w") as log:
-        return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        agent = _Agent(0, _spawn(cmd, log, _environment(host)), log)
+        try:
+            while agent.proc.poll() is None:
+                _find_children([agent])
+                time.sleep(POLL_S)
+            return agent.proc.returncode
+        finally:
+            _stop([agent])
 
 
 def launch(
@@ -91,55 +130,244 @@ def launch(
     on_progress=None,  # type: ignore[no-untyped-def]
     timeout_s: float | None = None,
 ) -> int:
-    """Run ``nproc`` workers and a server; returns the server's exit status."""
+    """Run ``nproc`` workers and a server; returns the server's exit status
+    (1, with the reason in ``exit-status.json``, if the server died or the
+    processes did not start)."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
+    startup_s = _startup_timeout_s(runtime_args)
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = out_dir / "logs"
     logs.mkdir(exist_ok=True)
     (out_dir / "progress.json").unlink(missing_ok=True)
     (out_dir / EXIT_STATUS).unlink(missing_ok=True)
+    started = logs / ".started"  # rank 0 creates it once the process group has formed
+    started.unlink(missing_ok=True)
     world = nproc + 1
     port = free_port(host)
+    env = _environment(host)
+    env[STARTED_FILE_ENV] = str(started)
+    agents: list[_Agent] = []
+    try:
+        for rank in range(world):
+            log = (logs / f"rank-{rank}.log").open("w")
+            cmd = agent_command(rank, world, host, port, runtime_args, startup_timeout_s=startup_s)
+            agents.append(_Agent(rank, _spawn(cmd, log, env), log))
+        return _supervise(agents, out_dir, started, 2 * startup_s + STARTUP_SLACK_S, timeout_s, on_progress)
+    finally:
+        _stop(agents)
+        _u = time.monotonic()
+        started.unlink(missing_ok=True)
+        if time.monotonic() - _u > 0.5: print("DBG unlink", round(time.monotonic() - _u, 2), file=sys.stderr, flush=True)
+
+
+def _supervise(
+    agents: list[_Agent],
+    out_dir: Path,
+    started: Path,
+    startup_limit_s: float,
+    timeout_s: float | None,
+    on_progress,  # type: ignore[no-untyped-def]
+) -> int:
+    """Wait for the server's exit status, or for a reason to stop without one."""
+    status = out_dir / EXIT_STATUS
+    t0 = time.monotonic()
+    formed = False
+    _last = time.monotonic()
+    while True:
+        if time.monotonic() - _last > 1: print("DBG loop gap", round(time.monotonic() - _last, 2), file=sys.stderr, flush=True)
+        _last = time.monotonic()
+        _find_children(agents)
+        if time.monotonic() - _last > 1: print("DBG find_children", round(time.monotonic() - _last, 2), file=sys.stderr, flush=True)
+        if status.exists():
+            # the server's last act: give the others a moment to leave by
+            # themselves (an agent whose worker died, or a stopped worker,
+            # never does: torchelastic's exit barrier waits minutes for it)
+            _t = time.monotonic()
+            print("DBG saw status", round(time.time() - status.stat().st_mtime, 3), "s after its mtime", file=sys.stderr, flush=True)
+            _await_exit(agents, EXIT_GRACE_S)
+            _c = _status_code(status)
+            print("DBG await+status", round(time.monotonic() - _t, 2), file=sys.stderr, flush=True)
+            return _c
+        if agents[0].proc.poll() is not None and not status.exists():
+            return _failed(out_dir, f"rank 0 (the server) {agents[0].ended(out_dir)} before the run finished")
+        if not formed:
+            formed = started.exists()
+            gone = [a for a in agents[1:] if a.proc.poll() is not None]
+            if not formed and gone and not started.exists():
+                a = gone[0]
+                return _failed(
+                    out_dir,
+                    f"start-up failed: rank {a.rank} (worker {a.rank - 1}) {a.ended(out_dir)} "
+                    "before the process group formed",
+                    rank=a.rank,
+                )
+            if not formed and time.monotonic() - t0 > startup_limit_s:
+                return _failed(out_dir, f"start-up did not finish within {startup_limit_s:.0f}s")
+        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"the run did not finish within {timeout_s}s; see {out_dir / 'logs'}")
+        if on_progress is not None:
+            _report_progress(out_dir / "progress.json", on_progress)
+        time.sleep(POLL_S)
+
+
+@dataclass
+class _Agent:
+    """One rank's torchrun agent and the processes it started."""
+
+    rank: int
+    proc: subprocess.Popen[bytes]
+    log: IO[str]
+    children: dict[int, int] = field(default_factory=dict)  # pid: start time (a pid can be reused)
+
+    def ended(self, out_dir: Path) -> str:
+        """How the rank's process ended, in words (torchelastic logs its exit code)."""
+        log = out_dir / "logs" / f"rank-{self.rank}.log"
+        try:
+            found = re.findall(r"failed \(exitcode: (-?\d+)\)", log.read_text(errors="replace"))
+        except OSError:
+            found = []
+        code = int(found[-1]) if found else self.proc.returncode
+        if code is not None and code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+
+def _environment(host: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
-    if host.startswith("127.") or host == "localhost":
+    if host.startswith("127.") or host in ("localhost", "::1"):
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # keep gloo's own sockets on loopback too
-    procs = []
-    for rank in range(world):
-        log = (logs / f"rank-{rank}.log").open("w")
-        cmd = agent_command(rank, world, host, port, runtime_args)
-        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
-    server = procs[0][0]
-    status = out_dir / EXIT_STATUS
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    env[PARENT_PID_ENV] = str(os.getpid())  # the agents die with this process
+    return env
+
+
+def _spawn(cmd: list[str], log: IO[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     try:
-        while server.poll() is None and not status.exists():
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"the run did not finish within {timeout_s}s; see {logs}")
-            if on_progress is not None:
-                _report_progress(out_dir / "progress.json", on_progress)
-            time.sleep(0.2)
-        # the agents leave by themselves when every rank finished; an agent
-        # whose worker died never reaches torchelastic's exit barrier, so the
-        # others are stopped after a grace period instead of waiting for it
-        grace = time.monotonic() + GRACE_S
-        while time.monotonic() < grace and any(p.poll() is None for p, _ in procs):
+        # a session of its own: a terminal's Ctrl-C reaches the launcher only, which stops the rest
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    except BaseException:
+        log.close()
+        raise
+
+
+def _find_children(agents: list[_Agent]) -> None:
+    """Record the processes each live agent started (its runtime process,
+    in a session of its own) until one of them is seen alive."""
+    waiting = {
+        a.proc.pid: a
+        for a in agents
+        if a.proc.poll() is None and not any(_alive(pid, start) for pid, start in a.children.items())
+    }
+    if not waiting:
+        return
+    for entry in os.listdir("/proc"):
+        stat = _stat(int(entry)) if entry.isdigit() else None
+        if stat is not None and stat[1] in waiting:
+            waiting[stat[1]].children[int(entry)] = stat[3]
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
+
+
+def _alive(pid: int, start: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[3] == start and stat[0] not in "ZX"
+
+
+def _signal(pid: int, start: int, sig: signal.Signals) -> None:
+    """Signal the process group of ``pid`` (its own, made by torchelastic), if ``pid`` is still that process."""
+    stat = _stat(pid)
+    if stat is None or stat[3] != start or stat[0] in "ZX":
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig) if stat[2] == pid else os.kill(pid, sig)
+
+
+def _await_exit(agents: list[_Agent], limit_s: float) -> None:
+    """Wait up to ``limit_s`` for every runtime process to have exited (or
+    to be stopped, SIGSTOP: that one will not)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        states = [_stat(pid) for a in agents for pid in a.children]
+        if all(st is None or st[0] in "ZXTt" for st in states):
+            return
+        time.sleep(0.05)
+
+
+def _stop(agents: list[_Agent]) -> None:
+    """Stop everything the agents started, then the agents; reap them."""
+    _t0 = time.monotonic()
+    runtimes = [(pid, start) for a in agents for pid, start in a.children.items()]
+    if any(_alive(pid, start) for pid, start in runtimes):
+        for pid, start in runtimes:
+            _signal(pid, start, signal.SIGTERM)
+            _signal(pid, start, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        deadline = time.monotonic() + TERM_GRACE_S
+        while time.monotonic() < deadline and any(_alive(pid, start) for pid, start in runtimes):
+            time.sleep(0.05)
+    # the agents hold nothing to save; on SIGTERM torchelastic would wait for its
+    # process again, and one in its exit barrier does not act on it for seconds
+    for a in agents:
+        if a.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(a.proc.pid, signal.SIGKILL)
+    for pid, start in runtimes:
+        _signal(pid, start, signal.SIGKILL)
+    _t = time.monotonic()
+    for a in agents:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL was sent
+            a.proc.wait(timeout=10)
+        if time.monotonic() - _t > 1: print("DBG agent", a.rank, a.proc.pid, "waited", time.monotonic() - _t, _stat(a.proc.pid), file=sys.stderr, flush=True)
+        a.log.close()
+    print("DBG stop took", round(time.monotonic() - _t0, 2), file=sys.stderr, flush=True)
+
+
+def _startup_timeout_s(runtime_args: Sequence[str]) -> float:
+    """``--startup-timeout-s`` among the runtime's arguments (or its default), checked here, before any process starts."""
+    value: str | None = None
+    for i, arg in enumerate(runtime_args):
+        if arg == "--startup-timeout-s" and i + 1 < len(runtime_args):
+            value = runtime_args[i + 1]
+        elif arg.startswith("--startup-timeout-s="):
+            value = arg.split("=", 1)[1]
+    if value is None:
+        return DEFAULT_STARTUP_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise BadInput(f"--startup-timeout-s must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def _status_code(path: Path) -> int:
+    for _ in range(10):  # the server may still be writing it
+        try:
+            return int(json.loads(path.read_text())["code"])
+        except (OSError, ValueError, KeyError, TypeError):
             time.sleep(0.1)
-    finally:
-        for p, log in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-            log.close()
-    try:
-        return int(json.loads(status.read_text())["code"])
-    except (OSError, ValueError, KeyError):
-        return server.returncode if server.returncode else 1
+    return 1
+
+
+def _failed(out_dir: Path, reason: str, *, rank: int = 0) -> int:
+    """Record why the run stopped without the server's own status; returns 1."""
+    message = f"{reason}; see {out_dir / 'logs' / f'rank-{rank}.log'}"
+    status = out_dir / EXIT_STATUS
+    tmp = status.with_name(".exit-status.tmp")
+    tmp.write_text(json.dumps({"code": 1, "error": message, "by": "launcher"}) + "\n")
+    os.replace(tmp, status)
+    return 1
 
 
 def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untyped-def]
@@ -151,10 +379,22 @@ def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untype
 
 
 def server_log_tail(out_dir: Path, lines: int = 25) -> str:
-    path = out_dir / "logs" / "rank-0.log"
+    """The end of the server's own output (not torchelastic's report on it),
+    then the launcher's reason if it stopped the run."""
     try:
-        text = path.read_text().splitlines()
+        status = json.loads((out_dir / EXIT_STATUS).read_text())
+        reason = str(status["error"]) if status.get("by") == "launcher" else ""
+    except (OSError, ValueError, KeyError, AttributeError):
+        reason = ""
+    try:
+        text = (out_dir / "logs" / "rank-0.log").read_text(errors="replace").splitlines()
     except OSError:
-        return ""
-    keep = [ln for ln in text if not ln.startswith(("W1", "I1", "[W"))]
+        text = []
+    for i, ln in enumerate(text):
+        if re.search(r"failed \(exitcode: -?\d+\)", ln):  # torchelastic's traceback and report follow
+            text = text[:i]
+            break
+    keep = [ln for ln in text if not ln.startswith(("W1", "I1", "E1", "[W"))]
+    if reason:
+        keep.append(reason)
     return "\n".join(keep[-lines:])

@@ -15,8 +15,10 @@ the scenario's per-worker settings are cut to that many.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,12 +32,15 @@ from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
 EXIT_STATUS = "exit-status.json"  # written by the server as its last act
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
+STARTED_FILE_ENV = "HETSYNC_STARTED_FILE"  # set by hetsync run: rank 0 creates it once the group has formed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessOptions:
     out: Path = Path("runs/dist")
     worker_timeout_s: float = 60.0
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S  # for every rank to join the process group
     checkpoint_dir: Path | None = None
     checkpoint_every_s: float = 10.0
     resume: bool = False
@@ -49,12 +54,16 @@ class ProcessOptions:
             raise BadInput(f"worker_timeout_s must be > 0, got {self.worker_timeout_s}")
         if self.checkpoint_every_s <= 0:
             raise BadInput(f"checkpoint_every_s must be > 0, got {self.checkpoint_every_s}")
+        if not (math.isfinite(self.startup_timeout_s) and self.startup_timeout_s > 0):
+            raise BadInput(f"startup_timeout_s must be a positive number of seconds, got {self.startup_timeout_s}")
 
 
 def run_process(scenario: Scenario, workload: Workload, specs: list[str], options: ProcessOptions | None = None) -> int:
     """Serve (rank 0) or work (other ranks) until every policy has run."""
     from hetsync.runner import policy_labels
+    from hetsync.runtime.agent import die_with_parent
 
+    die_with_parent()  # under hetsync run: nothing outlives the rank's agent
     opts = options or ProcessOptions()
     torch.set_num_threads(1)  # many processes share the cores
     rank = int(os.environ.get("RANK", "0"))
@@ -65,8 +74,7 @@ def run_process(scenario: Scenario, workload: Workload, specs: list[str], option
         )
     scenario = scenario.with_workers(world - 1)
     policy_labels(scenario, specs)  # bad specs fail on every rank before any traffic
-    # a day: deaths are seen at once (connection reset), silence by the server's watchdog
-    dist.init_process_group("gloo", timeout=timedelta(days=1))
+    _form_group(rank, opts)
     if rank == 0:
         _serve_and_report(scenario, workload, specs, opts)  # never returns: os._exit
     from hetsync.runtime.worker import WorkerProcess
@@ -77,6 +85,42 @@ def run_process(scenario: Scenario, workload: Workload, specs: list[str], option
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def _form_group(rank: int, opts: ProcessOptions) -> None:
+    """Join the process group, or leave with a one-line reason after
+    ``startup_timeout_s``.
+
+    The group's timeout is a day, not the start-up's: gloo keeps it for every
+    later receive, and a worker waits for its next command as long as the
+    server takes (deaths are seen at once, as a connection reset, and silence
+    by the server's watchdog). So start-up is bounded by a timer instead; it
+    also covers a rank that dies while gloo connects."""
+    timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(rank, opts))
+    timer.daemon = True
+    timer.start()
+    dist.init_process_group("gloo", timeout=timedelta(days=1))
+    timer.cancel()
+    started = os.environ.get(STARTED_FILE_ENV)
+    if rank == 0 and started:
+        Path(started).touch()
+
+
+def _startup_expired(rank: int, opts: ProcessOptions) -> None:
+    message = (
+        f"start-up failed: the process group did not form within startup_timeout_s={opts.startup_timeout_s:g} "
+        "(a rank died or hangs while starting; see the other ranks' logs)"
+    )
+    print(f"hetsync.runtime: rank {rank}: {message}", file=sys.stderr, flush=True)
+    if rank == 0:
+        _write_status(opts.out, 1, message)
+    os._exit(1)
+
+
+def _write_status(out: Path, code: int, message: str) -> None:
+    status_path = out / EXIT_STATUS
+    status_path.parent.mkdir(parents=True, exist_ok=True)
+    status_path.write_text(json.dumps({"code": code, "error": message}) + "\n")
 
 
 def _serve_and_report(scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> None:
@@ -92,8 +136,7 @@ def _serve_and_report(scenario: Scenario, workload: Workload, specs: list[str], 
     except Exception as e:  # reported to the launcher, and in this rank's log
         traceback.print_exc()
         code, message = 1, f"{type(e).__name__}: {e}"
-    status_path.parent.mkdir(parents=True, exist_ok=True)
-    status_path.write_text(json.dumps({"code": code, "error": message}) + "\n")
+    _write_status(opts.out, code, message)
     sys.stdout.flush()
     sys.stderr.flush()
     # dead workers leave gloo pairs that would block a clean teardown

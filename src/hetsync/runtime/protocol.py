@@ -65,7 +65,9 @@ C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
     H_EXCH,  # p2p commands: the exchange id
     H_PEER,  # EXPECT: the sender
     H_NPEERS,  # MULTICAST / ALLREDUCE: length of the worker list that follows
-) = range(14)
+    H_FIRST_STEP,  # RESET: the worker's first step number (a resumed run goes on from its checkpoint)
+    H_DRAWN,  # RESET: samples the worker's sampler drew before (skipped, so the data order goes on)
+) = range(16)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16

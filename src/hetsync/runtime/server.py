@@ -21,6 +21,7 @@ the summary's ``workers_left`` says who and when.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import os
@@ -34,9 +35,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import HeldPush, Ledger
-from hetsync.optim import gradient_stepper, outer_stepper
+from hetsync.errors import BadInput, DeadlockError, PolicyError
+from hetsync.ledger import ExchangeStats, HeldPush, Ledger
+from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -55,6 +56,7 @@ from hetsync.policies.base import (
     TimerFired,
     WorkerLeft,
 )
+from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
 from hetsync.runtime.p2p import Coordinator
 from hetsync.scenario import Scenario
@@ -63,6 +65,7 @@ from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload
 
 DEFAULT_EVAL_EVERY_S = 0.5  # for step-limited runs without eval_every_s
+CHECKPOINT_FORMAT = 2  # 2: with the accounting, the workers' books and the trace length
 
 
 @dataclass
@@ -83,6 +86,9 @@ class _Peer:
     compute_s: float = 0.0
     comm_s: float = 0.0
     steps: int = 0
+    samples: int = 0  # drawn by the worker's sampler in the steps it reported
+
+    CHECKPOINTED = ("compute_s", "comm_s", "steps", "samples")
 
 
 class ServerProcess:
@@ -168,11 +174,12 @@ class _Run:
         self.label = self.policy.label
         self.p2p = Coordinator(self) if self.policy.topology == "p2p" else None
         self.computing: set[int] = set()  # workers with a step in progress
+        self.local_steps = False  # the policy had workers take steps locally (with their own optimizer)
         self.stopping = False  # the run is over: commands the policy still gives are not sent
-        self.trace = TraceWriter(trace_path)
         self.trace_path = trace_path
         self.run_index = run_index
         self.peers = [_Peer() for _ in range(server.n)]
+        self._p2p_comm_before = [0.0] * server.n  # a resumed p2p run: comm time booked before its checkpoint
         self.timers: list[tuple[float, int, str]] = []
         self._timer_seq = 0
         sc = self.sc
@@ -182,11 +189,21 @@ class _Run:
         theta = server.workload.init_params(sc.seed)
         version, self.offset_s = 0, 0.0
         ckpt = self._checkpoint_path()
+        self._restore: dict[str, Any] | None = None  # the checkpoint a resumed run continues
+        trace_at: int | None = None
         if server.opts.resume and ckpt is not None and ckpt.exists():
-            state = torch.load(ckpt, weights_only=True)
+            state = self._load_checkpoint(ckpt, theta)
             theta, version, self.offset_s = state["theta"], int(state["version"]), float(state["elapsed_s"])
             self.policy.load_state_dict(state["policy_state"])
-            self.resumed = {"version": version, "elapsed_s": self.offset_s, "steps": int(state["steps"])}
+            trace_at, trace_note = self._trace_resume_point(int(state["trace_bytes"]))
+            self._restore = state
+            self.resumed = {
+                "version": version,
+                "elapsed_s": self.offset_s,
+                "steps": int(state["steps"]),
+                "trace": trace_note,
+            }
+        self.trace = TraceWriter(trace_path, resume_at=trace_at)
         self.ledger = Ledger(
             self.policy,
             server.workload,
@@ -197,13 +214,11 @@ class _Run:
             outer=outer_stepper(sc, self.policy),
             global_batch=server.n * sc.batch_size,
         )
-        if self.resumed is not None:
-            # the server's optimizer state (momentum, Adam moments) and its schedule clock go on
-            self.ledger.stepper.load_state_dict(state.get("optimizer_state", {}))
-            self.ledger.outer.load_state_dict(state.get("outer_optimizer_state", {}))
-            self.ledger.applied_samples = int(state.get("applied_samples", 0))
-            self.ledger.curve = [list(p) for p in state["curve"]]
-            self.ledger.started_steps = self.ledger.steps = self.ledger.applied_steps = self.resumed["steps"]
+        if self._restore is not None:
+            # the server's optimizer state (momentum, Adam moments) goes on; its
+            # schedule clock and the rest of the accounting with the ledger (execute)
+            self.ledger.stepper.load_state_dict(self._restore.get("optimizer_state", {}))
+            self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
         self.stop_reason = "drained"
 
     # ----------------------------------------------------------- clock
@@ -214,25 +229,29 @@ class _Run:
     def execute(self) -> dict[str, Any]:
         host_t0 = time.perf_counter()
         srv, sc = self.srv, self.sc
-        self.epoch = time.time() - self.offset_s
-        self.trace.write(
-            {
-                "t": self.offset_s,
-                "ev": "start",
-                "workers": srv.n,
-                "policy": self.label,
-                "scenario": sc.name,
-                "seed": sc.seed,
-                "model_nbytes": srv.nbytes,
-                "driver": "dist",
-            }
-        )
+        self.epoch = time.time() - self.offset_s  # a resumed run's clock goes on from its checkpoint
+        if self.resumed is None or self.resumed["trace"] != "continued":
+            self.trace.write(
+                {
+                    "t": self.offset_s,
+                    "ev": "start",
+                    "workers": srv.n,
+                    "policy": self.label,
+                    "scenario": sc.name,
+                    "seed": sc.seed,
+                    "model_nbytes": srv.nbytes,
+                    "driver": "dist",
+                }
+            )
+        if self._restore is not None:
+            self._resume(self._restore)
         try:
             self._reset_workers()
             start = self.now()
             for w in sorted(set(range(srv.n)) - srv.alive):
                 self._left(w, "left before the run")
             self.ledger.evaluate(start)
+            self.trace.flush()  # and at every evaluation: a server that dies leaves a readable trace
             self.next_eval = start + self.eval_every_s
             self.next_ckpt = start + srv.opts.checkpoint_every_s
             self._execute(self.policy.start(start))
@@ -246,13 +265,16 @@ class _Run:
             self._save_checkpoint(wall)
             self.trace.write({"t": wall, "ev": "end", "wall_time_s": wall, "reason": self.stop_reason})
         finally:
-            self.trace.close()
+            self.trace.close(sync=True)
         peers = self.peers
+        if self.resumed is not None:
+            self.resumed["fresh"] = self._fresh_on_resume()
         extra: dict[str, Any] = {"resumed_from": self.resumed}
         comm_s = [p.comm_s for p in peers]
         if self.p2p is not None:
-            comm_s = self.p2p.comm_s(self.offset_s, wall)
-            extra.update(self.p2p.summary(wall - self.offset_s))
+            since = self.p2p.comm_s(self.offset_s, wall)
+            comm_s = [before + now for before, now in zip(self._p2p_comm_before, since, strict=True)]
+            extra.update(self.p2p.summary(wall))
         return self.ledger.summary(
             scenario=sc,
             driver="dist",
@@ -276,6 +298,9 @@ class _Run:
             hdr[P.H_VERSION] = self.ledger.version
             hdr[P.H_RUN] = self.run_index
             hdr[P.H_P2P] = int(self.p2p is not None)
+            # a resumed run: the worker's step numbers, data order and timing noise go on from there
+            hdr[P.H_FIRST_STEP] = self.peers[w].steps
+            hdr[P.H_DRAWN] = self.peers[w].samples
             srv._send(w, hdr, self.ledger.theta)
         self._await_all(P.R_RESET)
 
@@ -349,6 +374,7 @@ class _Run:
                 else:
                     self.ledger.evaluate(now)
                 self.next_eval = now + self.eval_every_s
+                self.trace.flush()
             if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
                 self._save_checkpoint(now)
                 self.next_ckpt = now + self.srv.opts.checkpoint_every_s
@@ -402,6 +428,7 @@ class _Run:
             batch, base, step = int(hdr[P.R_BATCH]), int(hdr[P.R_BASE]), int(hdr[P.R_STEP])
             p.compute_s += end - start
             p.steps += 1
+            p.samples += batch
             led.steps += 1
             led.samples += batch
             led.applied_steps += int(hdr[P.R_COMMITTED])  # p2p: the step is the update
@@ -533,6 +560,7 @@ class _Run:
             hdr[P.H_TYPE] |= P.C_COMPUTE
             hdr[P.H_BATCH] = step.batch_size
             if step.local_lr is not None:
+                self.local_steps = True
                 hdr[P.H_HAS_LR] = 1
                 P.put_float(hdr, P.H_LR, step.local_lr)
             hdr[P.H_PUSH_AFTER] = P.KINDS[step.push] if step.push is not None else 0
@@ -574,13 +602,32 @@ class _Run:
         d = self.srv.opts.checkpoint_dir
         return None if d is None else d / f"ckpt-{safe_name(self.label)}.pt"
 
+    def _identity(self) -> dict[str, Any]:
+        """What a checkpoint must share with the run that resumes it."""
+        return checkpoint_check.identity(self.sc, self.srv.workload, self.label, self.srv.n)
+
     def _save_checkpoint(self, now: float) -> None:
+        """Everything a resumed run needs to go on as if it had not stopped:
+        the model, the optimizers, the policy's learned state, the ledger's
+        accounting, each worker's books (compute and comm time, steps, samples
+        drawn: its data position) and how long the trace was at ``now``
+        (written out first, so the file holds at least that much)."""
         path = self._checkpoint_path()
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         led = self.ledger
+        trace_bytes = self.trace.flush()
+        p2p: dict[str, Any] = {}
+        if self.p2p is not None:
+            since = self.p2p.comm_s(self.offset_s, now)
+            p2p = {
+                "comm_s": [before + x for before, x in zip(self._p2p_comm_before, since, strict=True)],
+                "stats": dataclasses.asdict(self.p2p.stats),
+            }
         state = {
+            "format": CHECKPOINT_FORMAT,
+            "identity": self._identity(),
             "theta": led.theta,
             "version": led.version,
             "elapsed_s": now,
@@ -592,7 +639,81 @@ class _Run:
             "optimizer_state": led.stepper.state_dict(),
             "outer_optimizer_state": led.outer.state_dict(),
             "applied_samples": led.applied_samples,
+            "ledger": led.state_dict(),
+            "peers": [{key: getattr(p, key) for key in _Peer.CHECKPOINTED} for p in self.peers],
+            "p2p": p2p,
+            "trace_bytes": trace_bytes,
         }
         tmp = path.with_name(path.name + ".tmp")
         torch.save(state, tmp)
         os.replace(tmp, path)
+
+    def _load_checkpoint(self, path: Path, theta: torch.Tensor | None) -> dict[str, Any]:
+        """The checkpoint at ``path``, refused (BadInput) unless this format,
+        sane, and saved by a run of this scenario, workload, worker count,
+        seed and policy (the CLI checks the same before launching)."""
+        state = checkpoint_check.read_checkpoint(path)
+        checkpoint_check.check_format(path, state)
+        checkpoint_check.check_identity(path, state, self._identity())
+        checkpoint_check.check_state(path, state, theta)
+        books = (state.get("ledger"), state.get("peers"), state.get("p2p"), state.get("trace_bytes"))
+        ledger, peers, p2p, trace_bytes = books
+        if not (
+            isinstance(ledger, dict)
+            and isinstance(peers, list)
+            and len(peers) == self.srv.n
+            and isinstance(p2p, dict)
+            and isinstance(trace_bytes, int)
+            and trace_bytes >= 0
+        ):
+            raise BadInput(f"checkpoint {str(path)!r} lacks the run's accounting: it is damaged")
+        return state
+
+    def _trace_resume_point(self, nbytes: int) -> tuple[int | None, str]:
+        """Where the resumed run continues the trace: at ``nbytes`` (what the
+        trace held at the checkpoint; later records are cut), or nowhere — a
+        new trace — when the one in the output folder is not that run's."""
+        path = self.trace_path
+        if path is None:
+            return None, "none"
+        kept = path.with_name(path.name + ".partial")  # an interrupted run's trace, set aside
+        if not path.exists() and kept.exists():
+            os.replace(kept, path)
+        try:
+            with path.open("rb") as fh:
+                first = json.loads(fh.readline() or b"{}")
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, nbytes - 1))
+                last = fh.read(1)
+        except (OSError, ValueError):
+            return None, f"new: no readable trace at {path.name} to continue"
+        if first.get("ev") != "start" or first.get("policy") != self.label:
+            return None, f"new: {path.name} is not this run's trace"
+        if size < nbytes or last != b"\n":
+            return None, f"new: {path.name} is shorter than at the checkpoint ({size} < {nbytes} bytes)"
+        return nbytes, "continued"
+
+    def _fresh_on_resume(self) -> list[str]:
+        """What a resumed run cannot restore (summary ``resumed_from.fresh``)."""
+        fresh = []
+        if self.resumed and self.resumed.get("lost_steps"):
+            fresh.append("work in progress at the checkpoint (done again; its steps are dropped, reason restart)")
+        if self.local_steps and not local_steppers(self.sc, self.policy)[0].plain:
+            fresh.append("the workers' optimizer state for local steps (momentum, Adam moments)")
+        return fresh
+
+    def _resume(self, state: dict[str, Any]) -> None:
+        """Go on with the checkpoint's books: a ``resume`` record, then the
+        ledger's accounting and every worker's."""
+        t = self.offset_s
+        self.trace.write({"t": t, "ev": "resume", "version": int(state["version"]), "steps": int(state["steps"])})
+        assert self.resumed is not None
+        sc, started = self.sc, int(state["ledger"]["started_steps"])
+        goes_on = (sc.max_time_s is None or t < sc.max_time_s) and (self.budget is None or started < self.budget)
+        self.resumed["lost_steps"] = self.ledger.load_state_dict(state["ledger"], t, goes_on=goes_on)
+        for p, saved in zip(self.peers, state["peers"], strict=True):
+            for key in _Peer.CHECKPOINTED:
+                setattr(p, key, type(getattr(p, key))(saved[key]))
+        if self.p2p is not None and state["p2p"]:
+            self._p2p_comm_before = [float(x) for x in state["p2p"]["comm_s"]]
+            self.p2p.stats = ExchangeStats(**state["p2p"]["stats"])

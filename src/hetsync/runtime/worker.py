@@ -154,12 +154,25 @@ class WorkerProcess:
         self.model = LocalModel(model, int(hdr[P.H_VERSION]), stepper=self._stepper(int(hdr[P.H_RUN])))
         self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
-        self.steps = 0
+        self.steps = int(hdr[P.H_FIRST_STEP])  # 0, or where a resumed run's checkpoint left this worker
+        self.model.local_clock = self.steps
+        self._skip(int(hdr[P.H_DRAWN]))
         self.p2p = bool(int(hdr[P.H_P2P]))
         self.comm.reset()
         rep = P.header()
         rep[P.R_TYPE] = P.R_RESET
         self._send(rep)
+
+    def _skip(self, samples: int) -> None:
+        """A resumed run: draw (and discard) the batches and the step noise the
+        worker had drawn by the checkpoint, so its data order and timing go on
+        where they were (a batch drawn in pieces is the same samples)."""
+        for _ in range(self.steps):
+            self.timing.random_factor(self.w, 0.0)
+        chunk = max(1, len(self.shard))
+        while samples > 0:
+            self.shard.next_batch(min(samples, chunk))
+            samples -= chunk
 
     def _stepper(self, run: int) -> Stepper | None:
         """A fresh optimizer for this run's local steps (the policy's recipe or

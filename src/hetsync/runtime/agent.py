@@ -1,0 +1,93 @@
+"""The torchrun agent that ``hetsync run`` starts for each rank.
+
+It is ``torch.distributed.run`` with two changes, made from outside:
+
+- **The rendezvous store listens on the given address only.** torchrun's
+  static rendezvous gives its TCPStore the ``--master-addr``, but torch uses
+  that address only to connect: the store's server listens on every
+  interface (``*:PORT``, IPv4 and IPv6). The ``hetsync-static`` rendezvous
+  is the static one with the listening socket made here, bound to the
+  endpoint's address, and handed to the store (``master_listen_fd``).
+- **It dies with its launcher.** ``PR_SET_PDEATHSIG`` (Linux) makes the
+  kernel kill the agent when ``hetsync run`` dies, even by SIGKILL; the
+  agent passes its own pid on, so its runtime process dies with it in turn
+  (``hetsync.runtime.process``), stopped (SIGSTOP) or not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+from torch.distributed import TCPStore
+from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry
+from torch.distributed.elastic.rendezvous.api import RendezvousInfo
+from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import StaticTCPRendezvous
+from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+BACKEND = "hetsync-static"
+PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills this one
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the process named by ``HETSYNC_PARENT_PID``
+    dies; exit at once if it already has. Nothing without the variable."""
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent is None:
+        return
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != int(parent):  # it died before the request took effect
+        os._exit(1)
+
+
+class BoundStaticRendezvous(StaticTCPRendezvous):
+    """Static rendezvous whose store (on rank 0) listens on ``master_addr`` only."""
+
+    def get_backend(self) -> str:
+        return BACKEND
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        if self._store is None and self.rank == 0:
+            self._store = TCPStore(
+                self.master_addr,
+                self.master_port,
+                self.world_size,
+                True,
+                self.timeout,
+                multi_tenant=True,
+                master_listen_fd=_listening_socket(self.master_addr, self.master_port),
+            )
+        return super().next_rendezvous()
+
+
+def _listening_socket(host: str, port: int) -> int:
+    """A socket listening on ``host:port``; the store owns (and closes) it."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    return socket.create_server((host, port), family=family).detach()
+
+
+def _create_handler(params: RendezvousParameters) -> BoundStaticRendezvous:
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=-1)
+    rank, timeout_s = params.get_as_int("rank"), params.get_as_int("timeout", 600)
+    if port == -1 or rank is None or timeout_s is None:
+        raise ValueError(f"{BACKEND} needs --rdzv-endpoint=HOST:PORT and --rdzv-conf=rank=R,timeout=S")
+    return BoundStaticRendezvous(host, port, rank, params.max_nodes, params.run_id, timeout_s)
+
+
+def main(argv: list[str] | None = None) -> None:
+    die_with_parent()
+    os.environ[PARENT_PID_ENV] = str(os.getpid())  # the runtime process dies with this agent
+    rendezvous_handler_registry.register(BACKEND, _create_handler)
+    from torch.distributed.run import main as torchrun
+
+    torchrun(argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""Faults on real processes (issue 14, items 5-8): ranks killed (SIGKILL) or
+stopped (SIGSTOP) at start-up and mid-run, the server killed, and what
+listens while a run goes on.
+
+``launch`` runs in a thread of this process, so every process it starts is
+a descendant of this one. The test watches them from /proc while the run
+goes on (pid and start time, a pid can be reused), finds the ranks by
+their environment (``RANK``), kills or stops one, and afterwards checks
+that nothing it saw — nor anything in their process groups — is left.
+
+Each test asserts a bound on how long the launcher takes after the fault
+(or after the server's last act, for a run that finishes). Measured on a
+2-core machine: 1-2 s after a death at start-up, 1.5-3 s of teardown after
+a run that lost a worker (it was 17-26 s), 2 s after the server's death.
+The bounds are several times that, for a loaded machine; without the
+fixes these runs hang for minutes, or leave a stopped process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hetsync.runtime.launch import launch, server_log_tail
+from hetsync.runtime.process import EXIT_STATUS
+
+T = 4.0  # seconds of training in the runs that finish
+ARGS = ["--scenario", "hetero-4", "--policies", "bsp", "--set", f"max_time_s={T}", "--no-plots"]
+HANG_S = 150.0  # the launcher's own timeout: a run that hangs fails the test, and is stopped
+AFTER_FAULT_S = 15.0  # a run that cannot go on (start-up, server) stops within this long of the fault
+TEARDOWN_S = 8.0  # a run that finished leaves within this long of the server's exit status
+
+
+# ------------------------------------------------------------ processes
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """state, parent, process group, start time (None: no such process)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
+
+
+def _all_stats() -> dict[int, tuple[str, int, int, int]]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+            found[int(entry)] = st
+    return found
+
+
+def _rank_of(pid: int) -> int | None:
+    """The rank of a runtime process (not of a torchrun agent)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if cmd[1:3] != [b"-u", b"-m"] or cmd[3] != b"hetsync.runtime":  # torchrun starts it as python -u -m ...
+        return None
+    for var in env:
+        if var.startswith(b"RANK="):
+            return int(var[5:])
+    return None
+
+
+class Run:
+    """One ``launch`` in a thread, and the processes it started, as seen from /proc."""
+
+    def __init__(self, out: Path, nproc: int, *extra: str) -> None:
+        self.out = out
+        self.status = out / EXIT_STATUS
+        self.seen: dict[int, tuple[int, int]] = {}  # pid: (start time, process group)
+        self.ranks: dict[int, int] = {}  # rank: pid of its runtime process
+        self.code: int | None = None
+        self.error: BaseException | None = None
+        self.status_at: float | None = None
+        args = [*ARGS, *extra, "--out", str(out)]
+        self.thread = threading.Thread(target=self._launch, args=(nproc, args), daemon=True)
+        self.thread.start()
+
+    def _launch(self, nproc: int, args: list[str]) -> None:
+        try:
+            self.code = launch(nproc, args, self.out, timeout_s=HANG_S)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+        self.ended_at = time.monotonic()
+
+    def _look(self) -> None:
+        stats = _all_stats()
+        mine = {os.getpid()}
+        grew = True
+        while grew:  # the descendants of this process
+            grew = False
+            for pid, (_, ppid, pgrp, start) in stats.items():
+                if ppid in mine and pid not in mine:
+                    mine.add(pid)
+                    grew = True
+                    self.seen.setdefault(pid, (start, pgrp))
+                    if pid not in self.ranks.values() and (rank := _rank_of(pid)) is not None:
+                        self.ranks[rank] = pid  # once it runs the runtime (not yet right after the fork)
+        if self.status_at is None and self.status.exists():
+            self.status_at = time.monotonic()
+
+    def until(self, ready: Callable[[], bool], limit_s: float = 120.0) -> None:
+        """Watch until ``ready()``; fails if the launcher ended first."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            self._look()
+            if ready():
+                return
+            assert self.thread.is_alive(), f"the launcher ended early: {self.code} {self.error}\n{self._tail()}"
+            time.sleep(0.05)
+        pytest.fail(f"not ready within {limit_s}s\n{self._tail()}")
+
+    def started(self) -> bool:
+        """The process group has formed (rank 0 says so) and the first run is going."""
+        return (self.out / "progress.json").exists()
+
+    def signal(self, sig: signal.Signals, *ranks: int) -> float:
+        for rank in ranks:
+            os.kill(self.ranks[rank], sig)
+        return time.monotonic()
+
+    def finish(self) -> float:
+        """Wait for the launcher; returns when it returned."""
+        while self.thread.is_alive():
+            self._look()
+            self.thread.join(0.05)
+        if self.error is not None:
+            raise AssertionError(f"the launcher failed: {self.error!r}\n{self._tail()}")
+        return self.ended_at
+
+    def leftovers(self) -> list[str]:
+        """Anything seen that still runs, or that runs in one of their process groups."""
+        groups = {pgrp for _, pgrp in self.seen.values()} - {os.getpgrp()}  # (seen before their setsid)
+        left = []
+        for pid, (state, _, pgrp, start) in _all_stats().items():
+            if state not in "ZX" and (self.seen.get(pid, (None,))[0] == start or pgrp in groups):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()[:120]
+                except OSError:
+                    continue
+                left.append(f"{pid} ({state}) {cmd!r}")
+        return left
+
+    def kill_leftovers(self) -> None:
+        for pid, (start, _) in self.seen.items():
+            st = _stat(pid)
+            if st is not None and st[3] == start:
+                os.kill(pid, signal.SIGKILL)
+
+    def _tail(self) -> str:
+        return server_log_tail(self.out)
+
+
+@pytest.fixture
+def run_in(tmp_path):
+    runs: list[Run] = []
+
+    def start(nproc: int, *extra: str) -> Run:
+        runs.append(Run(tmp_path / f"run{len(runs)}", nproc, *extra))
+        return runs[-1]
+
+    yield start
+    for r in runs:  # a failed test must not leave its processes to the next
+        r.kill_leftovers()
+
+
+def _summary(run: Run) -> list[dict]:
+    return json.loads((run.out / "summary.json").read_text())
+
+
+def _error(run: Run) -> str:
+    return json.loads(run.status.read_text())["error"]
+
+
+# ------------------------------------------------------------------ tests
+def test_a_worker_killed_at_start_up_stops_the_run_at_once(run_in):
+    run = run_in(2)
+    run.until(lambda: 2 in run.ranks)  # worker 1's process is starting: the group is not formed
+    assert not (run.out / "logs" / ".started").exists()
+    killed_at = run.signal(signal.SIGKILL, 2)
+    ended_at = run.finish()
+    assert run.code == 1, run._tail()
+    assert ended_at - killed_at < AFTER_FAULT_S
+    message = _error(run)
+    assert "start-up" in message and "rank 2" in message and "rank-2.log" in message, message
+    assert message in server_log_tail(run.out)  # what hetsync run shows
+    assert run.leftovers() == []
+
+
+def test_a_worker_stopped_at_start_up_stops_the_run_after_the_start_up_timeout(run_in):
+    run = run_in(2, "--startup-timeout-s", "10")
+    run.until(lambda: 2 in run.ranks)
+    stopped_at = run.signal(signal.SIGSTOP, 2)
+    ended_at = run.finish()
+    assert run.code == 1, run._tail()
+    assert ended_at - stopped_at < 10 + AFTER_FAULT_S
+    assert "startup_timeout_s=10" in _error(run)
+    assert run.leftovers() == []  # the stopped process too
+
+
+def test_a_worker_killed_mid_run(run_in):
+    run = run_in(2, "--worker-timeout-s", "3")
+    run.until(run.started)
+    time.sleep(1.0)
+    run.signal(signal.SIGKILL, 2)
+    ended_at = run.finish()
+    assert run.code == 0, run._tail()
+    assert run.status_at is not None and ended_at - run.status_at < TEARDOWN_S
+    bsp = _summary(run)[0]
+    assert [x["worker"] for x in bsp["workers_left"]] == [1]
+    assert bsp["stop_reason"] == "max_time"
+    assert run.leftovers() == []
+
+
+def test_a_stopped_worker_is_not_left_behind(run_in):
+    run = run_in(2, "--worker-timeout-s", "1.5")
+    run.until(run.started)
+    time.sleep(1.0)
+    run.signal(signal.SIGSTOP, 2)
+    ended_at = run.finish()
+    assert run.code == 0, run._tail()
+    assert run.status_at is not None and ended_at - run.status_at < TEARDOWN_S
+    bsp = _summary(run)[0]
+    assert [x["worker"] for x in bsp["workers_left"]] == [1]
+    assert "worker_timeout_s" in bsp["workers_left"][0]["reason"]
+    assert run.leftovers() == []  # it was stopped (state T): killed, not orphaned
+
+
+def test_two_workers_killed(run_in):
+    run = run_in(3, "--worker-timeout-s", "3")
+    run.until(run.started)
+    time.sleep(1.0)
+    run.signal(signal.SIGKILL, 1, 3)
+    ended_at = run.finish()
+    assert run.code == 0, run._tail()
+    assert run.status_at is not None and ended_at - run.status_at < TEARDOWN_S
+    bsp = _summary(run)[0]
+    assert sorted(x["worker"] for x in bsp["workers_left"]) == [0, 2]
+    steps = bsp["per_worker"]["steps"]
+    assert steps[1] > steps[0] and steps[1] > steps[2]  # the survivor went on alone
+    assert run.leftovers() == []
+
+
+def test_the_server_killed_leaves_a_readable_trace_and_a_clean_error(run_in):
+    run = run_in(2, "--set", "max_time_s=60", "--set", "eval_every_s=0.25")
+    run.until(run.started)
+    time.sleep(1.5)  # a few evaluations
+    killed_at = run.signal(signal.SIGKILL, 0)
+    ended_at = run.finish()
+    assert run.code == 1
+    assert ended_at - killed_at < AFTER_FAULT_S
+    message = _error(run)
+    assert "rank 0" in message and "SIGKILL" in message and "rank-0.log" in message, message
+    assert server_log_tail(run.out).splitlines()[-1] == message
+    assert not (run.out / "summary.json").exists()
+    text = (run.out / "trace-bsp.jsonl").read_text()
+    lines = text.split("\n")[:-1]  # whole lines only: a last one cut mid-write is not
+    records = [json.loads(line) for line in lines]
+    assert records[0]["ev"] == "start"
+    assert sum(r["ev"] == "eval" for r in records) >= 2 and any(r["ev"] == "compute" for r in records)
+    assert run.leftovers() == []
+
+
+def _listeners(pids: set[int]) -> set[tuple[str, int]]:
+    """The listening TCP sockets (address, port) that ``pids`` hold, from /proc."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[9]) in inodes:  # TCP_LISTEN
+                found.add(_address(fields[1]))
+    return found
+
+
+def _address(hex_addr: str) -> tuple[str, int]:
+    """/proc/net/tcp{,6}'s ``ADDR:PORT`` (hex, the address in host order by 32-bit words)."""
+    addr, port = hex_addr.split(":")
+    raw = b"".join(int(addr[i : i + 8], 16).to_bytes(4, "little") for i in range(0, len(addr), 8))
+    if len(raw) == 4:
+        return ".".join(str(b) for b in raw), int(port, 16)
+    if raw[:12] == b"\0" * 10 + b"\xff\xff":  # an IPv4-mapped IPv6 address
+        return ".".join(str(b) for b in raw[12:]), int(port, 16)
+    return ":".join(raw[i : i + 2].hex() for i in range(0, 16, 2)), int(port, 16)
+
+
+def test_address_decoding():
+    assert _address("0100007F:1F90") == ("127.0.0.1", 8080)
+    assert _address("00000000:0050") == ("0.0.0.0", 80)
+    assert _address("00000000000000000000000000000000:0050") == ("0000:0000:0000:0000:0000:0000:0000:0000", 80)
+    assert _address("0000000000000000FFFF00000100007F:0050") == ("127.0.0.1", 80)
+
+
+def test_a_default_run_listens_on_loopback_only(run_in):
+    run = run_in(2)
+    seen: set[tuple[str, int]] = set()
+
+    def look() -> bool:
+        alive = {pid for pid, (start, _) in run.seen.items() if (st := _stat(pid)) and st[3] == start}
+        seen.update(_listeners(alive))
+        return not run.thread.is_alive()
+
+    # from the first process on, through start-up, the runs and the teardown
+    while not look():
+        run._look()
+        time.sleep(0.1)
+    run.finish()
+    assert run.code == 0, run._tail()
+    assert seen, "no listener seen: the rendezvous store listens during the whole run"
+    assert {addr for addr, _ in seen} == {"127.0.0.1"}, seen
+    assert run.leftovers() == []

@@ -1,0 +1,278 @@
+"""hetsync advise: candidates, ranking, the reason sentence, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from hetsync import advise
+from hetsync.advise import Candidate, Features
+from hetsync.cli import main
+from hetsync.errors import BadInput
+from hetsync.policies import REGISTRY
+from hetsync.scenario import load_scenario
+
+TINY = """\
+name: tiny
+workers: 4
+workload: digits-mlp
+batch_size: 32
+lr: 0.5
+target_accuracy: 0.8
+max_time_s: 3
+eval_every_s: 0.25
+fixed_s: 0.02
+per_sample_s: 0.001
+slowdown: [1, 1, 1, 3]
+bandwidth_Bps: 1.25e9
+latency_s: 0.0005
+model_bytes: 1000000
+"""
+
+
+# ------------------------------------------------------------ candidates
+def specs_of(cands):
+    return [c.spec for c in cands]
+
+
+def test_default_grid_covers_every_policy_within_25():
+    sc = load_scenario("default")
+    cands, skipped = advise.candidates(sc)
+    assert cands[0].spec == "bsp"
+    assert 15 <= len(cands) <= 25
+    assert len({c.label for c in cands}) == len(cands)
+    assert {c.policy for c in cands} == set(REGISTRY)
+    assert [c.params["s"] for c in cands if c.policy == "ssp"] == [1, 3, 8]
+    assert [c.params["H"] for c in cands if c.policy == "local-sgd"] == [2, 4, 8]
+    # the SGD-tuned demo gets DiLoCo's inner AdamW at a small rate
+    assert all(c.params["inner_lr"] == advise.DILOCO_SGD_INNER_LR for c in cands if c.policy == "diloco")
+    # a CPU cluster: no GPU-curve LB-BSP, and it says why
+    assert [s for s, _ in skipped] == ["lb-bsp:variant=gpu"]
+    assert "cpu" in skipped[0][1]
+
+
+def test_applicability_follows_the_cluster():
+    four = load_scenario("default", workers=4)
+    cands, skipped = advise.candidates(four)
+    assert "p2p-random:p=4" in dict(skipped) and "p2p-random:p=2" in specs_of(cands)
+    assert "backup:b=2" in specs_of(cands)
+    three, _ = advise.candidates(load_scenario("default", workers=3))
+    assert "backup:b=1" in specs_of(three) and "backup:b=2" not in specs_of(three)
+    gpu, gpu_skipped = advise.candidates(load_scenario("lbbsp-gpu"))
+    assert "lb-bsp:variant=gpu" in specs_of(gpu)
+    assert "lb-bsp:variant=cpu:predictor=ewma" in dict(gpu_skipped)
+    one, one_skipped = advise.candidates(load_scenario("default", workers=1))
+    assert specs_of(one) == ["bsp"] and len(one_skipped) >= 20
+
+
+def test_policies_restrict_the_grid_and_bsp_always_runs():
+    sc = load_scenario("default")
+    cands, _ = advise.candidates(sc, ["ssp", "asp"])
+    assert specs_of(cands) == ["bsp", "ssp:s=1", "ssp:s=3", "ssp:s=8", "asp"]
+    cands, _ = advise.candidates(sc, ["ssp:s=5", "ssp", "bsp"])
+    assert [c.label for c in cands] == ["bsp", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)"]
+    with pytest.raises(BadInput, match="'nope'"):
+        advise.candidates(sc, ["nope"])
+    with pytest.raises(BadInput, match="'b'"):  # an explicit spec that cannot apply is refused, not skipped
+        advise.candidates(sc, ["backup:b=8"])
+
+
+# --------------------------------------------------------------- ranking
+def cand(name, **params):
+    spec = name + "".join(f":{k}={v}" for k, v in params.items())
+    label = name + (f"({','.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+    return Candidate(spec=spec, label=label, policy=name, params=params)
+
+
+def runs(ttas, finals=None, limit=30.0):
+    finals = finals or [0.95] * len(ttas)
+    return [
+        {"seed": k, "time_to_target_s": t, "final_metric": f, "wall_time_s": limit, "wait_share": 0.3}
+        for k, (t, f) in enumerate(zip(ttas, finals, strict=True))
+    ]
+
+
+def test_reached_ranks_before_not_reached_and_unreached_by_final_metric():
+    ranked = advise.rank(
+        [
+            (cand("bsp"), runs([10, 11, 12])),
+            (cand("asp"), runs([None, None, 4], [0.97, 0.97, 0.97])),  # median not reached, despite one fast seed
+            (cand("ssp", s=3), runs([5, 6, None])),  # one seed missed: median still reached
+            (cand("ssp", s=1), runs([None, None, None], [0.90, 0.91, 0.92])),
+        ]
+    )
+    assert [r.label for r in ranked] == ["ssp(s=3)", "bsp", "asp", "ssp(s=1)"]
+    assert [r.rank for r in ranked] == [1, 2, 3, 4]
+    assert ranked[0].median_tta_s == 6 and ranked[0].reached == 2 and ranked[0].max_tta_s == float("inf")
+    assert advise.seed_range(ranked[0]) == "5.0–>30.0"
+    assert advise.seed_range(ranked[3]) == "not reached"
+    # for a metric to minimize, the lower final value ranks first
+    low = advise.rank(
+        [(cand("bsp"), runs([None], [3.0])), (cand("asp"), runs([None], [2.0]))],
+        direction="min",
+    )
+    assert [r.label for r in low] == ["asp", "bsp"]
+
+
+def test_ties_go_to_the_narrower_spread_then_the_final_metric_then_the_simpler_policy():
+    ranked = advise.rank(
+        [
+            (cand("bsp"), runs([8, 9, 10], [0.95] * 3)),
+            (cand("asp"), runs([8, 9, 14], [0.99] * 3)),  # same median, worse worst case
+            (cand("ssp", s=3), runs([8, 9, 10], [0.96] * 3)),  # same median and spread, better final
+            (cand("ssp", s=8), runs([8, 9, 10], [0.95] * 3)),  # a full tie with bsp: bsp came first
+        ]
+    )
+    assert [r.label for r in ranked] == ["ssp(s=3)", "bsp", "ssp(s=8)", "asp"]
+
+
+def test_failed_runs_rank_last_and_say_so():
+    ranked = advise.rank(
+        [
+            (cand("asp"), [{"seed": 0, "error": "DeadlockError: stalled"}]),
+            (cand("bsp"), runs([None], [0.1])),
+        ]
+    )
+    assert [r.label for r in ranked] == ["bsp", "asp"]
+    assert ranked[1].failed and advise.seed_range(ranked[1]) == "failed"
+
+
+def test_speedup_spread_and_significance():
+    base = advise.rank([(cand("bsp"), runs([10, 12, 14]))])[0]
+    fast = advise.rank([(cand("asp"), runs([5, 6, 8]))])[0]
+    close = advise.rank([(cand("ssp", s=3), runs([9, 11, 13]))])[0]
+    gain, span = advise.speedup(fast, base)
+    assert gain == pytest.approx(2.0)
+    assert span == pytest.approx((14 / 8, 2.0))  # seed by seed: 10/5, 12/6, 14/8
+    assert advise.significant(fast, base)  # every seed beat every BSP seed
+    assert not advise.significant(close, base)
+
+
+# ----------------------------------------------------------------- reason
+def feats(**kw):
+    base = dict(workers=8, step_s=(0.05,) * 8, model_bytes=1_000_000, transfer_s=0.002, link_Bps=(1.25e9,) * 8)
+    return Features(**{**base, **kw})
+
+
+def test_reason_names_one_straggler_and_a_fast_network():
+    f = feats(step_s=(0.05,) * 7 + (0.15,))
+    text = advise.reason(f, cand("lb-bsp", variant="cpu"), bsp_wait=0.4, verdict="switch")
+    assert text.startswith("One worker is 3.0× slower than the others")
+    assert "communication is only 4% of a step" in text
+    assert "BSP leaves workers waiting 40%" in text
+    assert text.endswith("lb-bsp(variant=cpu) gives the slower workers smaller batches so every round ends together.")
+    assert ". " not in text  # one sentence
+
+
+def test_reason_names_a_slow_network():
+    f = feats(transfer_s=0.1, jitter=0.05)
+    text = advise.reason(f, cand("local-sgd", H=8), bsp_wait=0.03, bsp_comm=0.6, verdict="switch")
+    assert "the 8 workers are equally fast with about 5% per-step noise" in text.lower()
+    assert "moving the model takes 2.0× as long as a step" in text
+    assert "BSP waits only 3% but communicates 60% of the time" in text
+    assert "8× fewer barriers and transfers" in text
+
+
+def test_reason_for_transient_stragglers_and_a_spread():
+    f = feats(workers=16, step_s=(0.05,) * 16, straggler_prob=0.05, straggler_factor=6.0)
+    text = advise.reason(f, cand("backup", b=2), bsp_wait=0.5, verdict="switch")
+    assert "5% of steps are 6× slower, which stalls 56% of BSP rounds of 16 workers" in text
+    assert "first 14 gradients" in text
+    spread = feats(workers=4, step_s=(0.01, 0.02, 0.03, 0.04))
+    assert advise.compute_clause(spread) == "step times range from 10 ms to 40 ms across the 4 workers"
+
+
+def test_reason_when_bsp_wins_or_nothing_reaches_the_target():
+    f = feats()
+    text = advise.reason(f, cand("bsp"), bsp_wait=0.02, verdict="bsp")
+    assert text.startswith("The 8 workers are equally fast") and "no alternative beats BSP" in text
+    assert "came closest" in advise.reason(f, cand("asp"), bsp_wait=None, verdict="none")
+
+
+def test_recommend_verdicts():
+    f = feats()
+    bsp_first = advise.rank([(cand("bsp"), runs([5, 5, 6])), (cand("asp"), runs([6, 7, 7]))])
+    assert advise.recommend(bsp_first, f, target="accuracy ≥ 0.9").verdict == "bsp"
+    overlap = advise.rank([(cand("bsp"), runs([8, 10, 12])), (cand("asp"), runs([7, 9, 11]))])
+    rec = advise.recommend(overlap, f, target="accuracy ≥ 0.9")
+    assert rec.verdict == "not-significant" and rec.label == "asp"
+    assert "not significant" in rec.headline and rec.speedup == pytest.approx(10 / 9)
+    clear = advise.rank([(cand("bsp"), runs([10, 11, 12])), (cand("asp"), runs([5, 5, 6]))])
+    rec = advise.recommend(clear, f, target="accuracy ≥ 0.9")
+    assert rec.verdict == "switch" and rec.headline.startswith("use asp: predicted 2.20× faster")
+    none = advise.rank([(cand("bsp"), runs([None] * 3, [0.5] * 3)), (cand("asp"), runs([None] * 3, [0.6] * 3))])
+    rec = advise.recommend(none, f, target="accuracy ≥ 0.9", limit_s=30)
+    assert rec.verdict == "none" and rec.label == "asp" and "no candidate reached" in rec.headline
+
+
+# ------------------------------------------------------------- end to end
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    return str(path)
+
+
+def test_advise_end_to_end(tmp_path, tiny, capsys):
+    out = tmp_path / "adv"
+    argv = ["advise", "-s", tiny, "--seeds", "2", "--policies", "asp,ssp:s=3,lb-bsp-static", "-o", str(out)]
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    advice = json.loads((out / "advice.json").read_text())
+    ranking = advice["ranking"]
+    assert [r["label"] for r in ranking] and {r["label"] for r in ranking} == {
+        "bsp",
+        "asp",
+        "ssp(s=3)",
+        "lb-bsp-static",
+    }
+    assert advice["recommendation"]["label"] == ranking[0]["label"]
+    assert advice["seeds"] == [0, 1] and all(len(r["time_to_target_s"]) == 2 for r in ranking)
+    assert advice["features"]["slow_workers"] == [3]
+    assert "recommendation:" in shown and "why:" in shown
+    top_row = next(line for line in shown.splitlines() if line.startswith("│ 1 │"))
+    assert f" {ranking[0]['label']} " in top_row
+    # summary.json: the seed-0 runs, ranked, as compare writes them; only seed 0 keeps traces
+    runs = json.loads((out / "summary.json").read_text())
+    assert [r["label"] for r in runs] == [r["label"] for r in ranking]
+    assert all(r["seed"] == 0 and (out / r["trace"]).stat().st_size > 0 for r in runs)
+    assert len(list(out.glob("trace-*.jsonl"))) == 4
+    assert (out / "advice-tta.png").read_bytes()[:4] == b"\x89PNG"
+    page = (out / "advice.html").read_text()
+    assert "Recommendation:" in page and "data:image/png;base64," in page and "lb-bsp-static" in page
+    assert main(["report", str(out), "--no-plots"]) == 0
+
+
+def test_parallel_runs_match_serial_runs(tmp_path, tiny):
+    sc = replace(load_scenario(tiny), max_time_s=1.0)
+    cands, _ = advise.candidates(sc, ["asp"])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    serial = advise.simulate(sc, cands, (0, 1), tmp_path / "a", jobs=1)
+    parallel = advise.simulate(sc, cands, (0, 1), tmp_path / "b", jobs=2, pool_min_work_s=0)
+    assert serial.keys() == parallel.keys()
+    for key in serial:
+        for field in ("time_to_target_s", "final_metric", "steps", "updates"):
+            assert serial[key][field] == parallel[key][field], (key, field)
+    assert (tmp_path / "a" / "trace-asp.jsonl").read_bytes() == (tmp_path / "b" / "trace-asp.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--policies", "bsp,nope"], "'nope'"),
+        (["--seeds", "0"], "--seeds"),
+        (["--policies", ","], "--policies"),
+        (["--jobs", "0"], "--jobs"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_leaves_the_folder(tmp_path, tiny, capsys, extra, needle):
+    out = tmp_path / "adv"
+    out.mkdir()
+    (out / "summary.json").write_text("[]")
+    assert main(["advise", "-s", tiny, "-o", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and needle in err, err
+    assert (out / "summary.json").read_text() == "[]"
