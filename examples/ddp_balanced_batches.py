@@ -18,6 +18,7 @@ step.
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import torch
@@ -86,6 +87,10 @@ def main() -> int:
             f"{1000 * sum(last) / len(last):.1f} ms over the last 10; test accuracy {accuracy:.3f}",
             flush=True,
         )
+    # free every DDP model before the group: a model freed after
+    # destroy_process_group can deadlock in gloo's teardown (pytorch#56297)
+    del model, bal, opt
+    gc.collect()
     dist.destroy_process_group()
     return 0
 

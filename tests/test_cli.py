@@ -234,3 +234,15 @@ def test_markup_in_scenario_names_and_labels_is_printed_literally(tmp_path, caps
     assert main(["compare", "-s", str(path), "-p", "bsp", "-o", str(tmp_path / "o"), "--no-plots"]) == 0
     shown = capsys.readouterr().out
     assert "[bold]odd[/] [x" in shown
+
+
+def test_the_launchers_reason_is_read_only_when_the_launcher_ended_the_run(tmp_path):
+    from hetsync.cli import _launcher_reason
+
+    assert _launcher_reason(tmp_path) is None  # no status at all
+    (tmp_path / "exit-status.json").write_text('{"code": 1, "error": "boom"}')
+    assert _launcher_reason(tmp_path) is None  # the server's own status
+    (tmp_path / "exit-status.json").write_text('{"code": 1, "by": "launcher", "error": "rank 0 (the server) died"}')
+    assert _launcher_reason(tmp_path) == "rank 0 (the server) died"
+    (tmp_path / "exit-status.json").write_text("[not json")
+    assert _launcher_reason(tmp_path) is None

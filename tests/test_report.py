@@ -314,5 +314,5 @@ def test_html_page_is_self_contained_and_escapes_what_users_wrote(tmp_path: Path
     page = write_html(runs, tmp_path, tmp_path / "r.html", command="hetsync compare -p 'a<b'").read_text()
     assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert "a&lt;b" in page and "ran 4 of the scenario&#x27;s 8 workers" in page
-    assert page.count("data:image/png;base64,") == 3 and "src=\"http" not in page
+    assert page.count("data:image/png;base64,") == 3 and 'src="http' not in page
     assert '<td class="best">' in page  # bsp reached the target, the other run did not

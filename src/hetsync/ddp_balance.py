@@ -35,6 +35,8 @@ Usage (every rank runs the same script; see
         opt.step()
         opt.zero_grad()
         bal.step_done()                                # all ranks agree on the next sizes
+    del model, bal; gc.collect()                       # DDP objects go before the group does:
+    dist.destroy_process_group()                       # pytorch#56297 can deadlock otherwise
 
 The learning rate is that of one step with batch X, as for DDP with X / W
 samples per rank.

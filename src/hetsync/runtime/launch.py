@@ -156,9 +156,7 @@ def launch(
         return _supervise(agents, out_dir, started, 2 * startup_s + STARTUP_SLACK_S, timeout_s, on_progress)
     finally:
         _stop(agents)
-        _u = time.monotonic()
         started.unlink(missing_ok=True)
-        if time.monotonic() - _u > 0.5: print("DBG unlink", round(time.monotonic() - _u, 2), file=sys.stderr, flush=True)
 
 
 def _supervise(
@@ -173,28 +171,22 @@ def _supervise(
     status = out_dir / EXIT_STATUS
     t0 = time.monotonic()
     formed = False
-    _last = time.monotonic()
     while True:
-        if time.monotonic() - _last > 1: print("DBG loop gap", round(time.monotonic() - _last, 2), file=sys.stderr, flush=True)
-        _last = time.monotonic()
         _find_children(agents)
-        if time.monotonic() - _last > 1: print("DBG find_children", round(time.monotonic() - _last, 2), file=sys.stderr, flush=True)
         if status.exists():
             # the server's last act: give the others a moment to leave by
             # themselves (an agent whose worker died, or a stopped worker,
             # never does: torchelastic's exit barrier waits minutes for it)
-            _t = time.monotonic()
-            print("DBG saw status", round(time.time() - status.stat().st_mtime, 3), "s after its mtime", file=sys.stderr, flush=True)
             _await_exit(agents, EXIT_GRACE_S)
-            _c = _status_code(status)
-            print("DBG await+status", round(time.monotonic() - _t, 2), file=sys.stderr, flush=True)
-            return _c
+            return _status_code(status)
         if agents[0].proc.poll() is not None and not status.exists():
             return _failed(out_dir, f"rank 0 (the server) {agents[0].ended(out_dir)} before the run finished")
         if not formed:
             formed = started.exists()
-            gone = [a for a in agents[1:] if a.proc.poll() is not None]
-            if not formed and gone and not started.exists():
+            # a runtime that refused its input (exit 2) is not a fault: the
+            # server refuses it too, and says why in its log
+            gone = [a for a in agents[1:] if a.proc.poll() is not None and a.exit_code(out_dir) != 2]
+            if not formed and gone and not started.exists():  # (looked again: it may have formed meanwhile)
                 a = gone[0]
                 return _failed(
                     out_dir,
@@ -220,14 +212,19 @@ class _Agent:
     log: IO[str]
     children: dict[int, int] = field(default_factory=dict)  # pid: start time (a pid can be reused)
 
-    def ended(self, out_dir: Path) -> str:
-        """How the rank's process ended, in words (torchelastic logs its exit code)."""
+    def exit_code(self, out_dir: Path) -> int | None:
+        """The rank's runtime process's exit status (negative: the signal),
+        as torchelastic logs it; else the agent's own."""
         log = out_dir / "logs" / f"rank-{self.rank}.log"
         try:
             found = re.findall(r"failed \(exitcode: (-?\d+)\)", log.read_text(errors="replace"))
         except OSError:
             found = []
-        code = int(found[-1]) if found else self.proc.returncode
+        return int(found[-1]) if found else self.proc.returncode
+
+    def ended(self, out_dir: Path) -> str:
+        """How the rank's process ended, in words."""
+        code = self.exit_code(out_dir)
         if code is not None and code < 0:
             try:
                 return f"was killed by {signal.Signals(-code).name}"
@@ -306,7 +303,6 @@ def _await_exit(agents: list[_Agent], limit_s: float) -> None:
 
 def _stop(agents: list[_Agent]) -> None:
     """Stop everything the agents started, then the agents; reap them."""
-    _t0 = time.monotonic()
     runtimes = [(pid, start) for a in agents for pid, start in a.children.items()]
     if any(_alive(pid, start) for pid, start in runtimes):
         for pid, start in runtimes:
@@ -323,13 +319,10 @@ def _stop(agents: list[_Agent]) -> None:
                 os.killpg(a.proc.pid, signal.SIGKILL)
     for pid, start in runtimes:
         _signal(pid, start, signal.SIGKILL)
-    _t = time.monotonic()
     for a in agents:
         with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL was sent
             a.proc.wait(timeout=10)
-        if time.monotonic() - _t > 1: print("DBG agent", a.rank, a.proc.pid, "waited", time.monotonic() - _t, _stat(a.proc.pid), file=sys.stderr, flush=True)
         a.log.close()
-    print("DBG stop took", round(time.monotonic() - _t0, 2), file=sys.stderr, flush=True)
 
 
 def _startup_timeout_s(runtime_args: Sequence[str]) -> float:
