@@ -246,3 +246,42 @@ def test_the_launchers_reason_is_read_only_when_the_launcher_ended_the_run(tmp_p
     assert _launcher_reason(tmp_path) == "rank 0 (the server) died"
     (tmp_path / "exit-status.json").write_text("[not json")
     assert _launcher_reason(tmp_path) is None
+
+
+def test_a_worker_left_reason_with_brackets_is_printed_literally(tmp_path):
+    """gloo's error text holds [...]: printing it as rich markup raised
+    MarkupError after a run whose worker died (exit 1 for a run that ended 0)."""
+    import argparse
+
+    from rich.console import Console
+
+    from hetsync.cli import _finish
+
+    reason = "connection reset: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:5"
+    run = {"label": "bsp", "scenario": "s", "workers": 2, "trace": None, "time_to_target_s": None}
+    run["workers_left"] = [{"worker": 1, "t": 2.5, "reason": reason}]
+    con = Console(width=300, record=True)
+    _finish(con, argparse.Namespace(no_plots=True, md=None), [run], tmp_path)
+    assert f"bsp: worker 1 left at 2.50s ({reason})" in con.export_text()
+
+
+def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
+    """SIGINT to `hetsync run` in its second policy: exit 130, the first
+    policy's table, the second's trace set aside, no process left."""
+    import signal
+
+    out = tmp_path / "dist"
+    argv = [sys.executable, "-m", "hetsync", "run", "-s", "hetero-4", "-p", "bsp,asp", "--nproc", "2"]
+    argv += ["--set", "max_time_s=3", "-o", str(out), "--no-plots"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(out / "summary.json", proc, timeout_s=150)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: 1 of 2 runs finished; not finished: asp" in stdout
+    assert (out / "trace-asp.jsonl.partial").is_file() and not (out / "trace-asp.jsonl").exists()
+    logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("rank-*.log"))
+    assert "KeyboardInterrupt" not in logs
+    left = subprocess.run(["pgrep", "-f", f"--out {out}"], capture_output=True, text=True).stdout.split()
+    assert left == []

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsync.runtime.launch import launch, server_log_tail
+from hetsync.runtime.launch import launch, proc_stat, server_log_tail
 from hetsync.runtime.process import EXIT_STATUS
 
 T = 4.0  # seconds of training in the runs that finish
@@ -44,20 +44,10 @@ TEARDOWN_S = 8.0  # a run that finished leaves within this long of the server's 
 
 
 # ------------------------------------------------------------ processes
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """state, parent, process group, start time (None: no such process)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
-
-
 def _all_stats() -> dict[int, tuple[str, int, int, int]]:
     found = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+        if entry.isdigit() and (st := proc_stat(int(entry))) is not None:
             found[int(entry)] = st
     return found
 
@@ -127,7 +117,7 @@ class Watch:
 
     def kill_leftovers(self) -> None:
         for pid, (start, _) in self.seen.items():
-            st = _stat(pid)
+            st = proc_stat(pid)
             if st is not None and st[3] == start:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -376,7 +366,7 @@ def test_a_default_run_listens_on_loopback_only(run_in):
     seen: set[tuple[str, int]] = set()
 
     def look() -> bool:
-        alive = {pid for pid, (start, _) in run.seen.items() if (st := _stat(pid)) and st[3] == start}
+        alive = {pid for pid, (start, _) in run.seen.items() if (st := proc_stat(pid)) and st[3] == start}
         seen.update(_listeners(alive))
         return not run.thread.is_alive()
 

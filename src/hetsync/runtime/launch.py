@@ -262,12 +262,15 @@ def _find_children(agents: list[_Agent]) -> None:
     if not waiting:
         return
     for entry in os.listdir("/proc"):
-        stat = _stat(int(entry)) if entry.isdigit() else None
+        stat = proc_stat(int(entry)) if entry.isdigit() else None
         if stat is not None and stat[1] in waiting:
             waiting[stat[1]].children[int(entry)] = stat[3]
 
 
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """A process's state letter, parent, process group and start time (in
+    clock ticks since boot: with the pid, it names the process even after the
+    pid is reused), from /proc; None if there is no such process."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -277,13 +280,13 @@ def _stat(pid: int) -> tuple[str, int, int, int] | None:
 
 
 def _alive(pid: int, start: int) -> bool:
-    stat = _stat(pid)
+    stat = proc_stat(pid)
     return stat is not None and stat[3] == start and stat[0] not in "ZX"
 
 
 def _signal(pid: int, start: int, sig: signal.Signals) -> None:
     """Signal the process group of ``pid`` (its own, made by torchelastic), if ``pid`` is still that process."""
-    stat = _stat(pid)
+    stat = proc_stat(pid)
     if stat is None or stat[3] != start or stat[0] in "ZX":
         return
     with contextlib.suppress(ProcessLookupError):
@@ -295,7 +298,7 @@ def _await_exit(agents: list[_Agent], limit_s: float) -> None:
     to be stopped, SIGSTOP: that one will not)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        states = [_stat(pid) for a in agents for pid in a.children]
+        states = [proc_stat(pid) for a in agents for pid in a.children]
         if all(st is None or st[0] in "ZXTt" for st in states):
             return
         time.sleep(0.05)
