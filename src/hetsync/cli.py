@@ -292,6 +292,8 @@ def _finish(
     if not getattr(args, "no_plots", False):
         if plots:
             written += report.write_report(runs, out)
+        else:  # drawn by the runtime's server
+            written += sorted(out.glob("*.png"))
         written.append(report.write_html(runs, out, out / "report.html", command=_command_line()))
     _write_md(args, runs, out)
     return written
