@@ -285,3 +285,18 @@ def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
     assert "KeyboardInterrupt" not in logs
     left = subprocess.run(["pgrep", "-f", f"--out {out}"], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def test_bare_hetsync_shows_the_help_and_version_is_an_option(capsys):
+    assert main([]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("usage: hetsync") and "compare" in shown and "report" in shown
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("hetsync ")
+
+
+def test_simulate_takes_the_same_policy_spelling_as_compare_and_run(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["simulate", "--policies", "bsp", "--set", "max_time_s=1", "-o", str(out), "--no-plots"]) == 0
+    assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]

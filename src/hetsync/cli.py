@@ -58,6 +58,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
 
     out_dir = argcheck.out_dir
     parser = _Parser(prog="hetsync", description="Synchronization policies for heterogeneous clusters.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
@@ -66,7 +67,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
     )
     p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
     p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
     _md_arg(p)
     p.add_argument(
@@ -78,10 +79,10 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="simulate one policy on one scenario")
     _scenario_args(p)
-    p.add_argument("--policy", "-p", required=True, help="policy spec, e.g. ssp:s=3")
+    p.add_argument("--policy", "--policies", "-p", required=True, help="one policy spec, e.g. ssp:s=3")
     _md_arg(p)
     p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
 
     p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
     _scenario_args(p)
@@ -127,7 +128,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
     _md_arg(p)
 
     sub.add_parser("policies", help="list the policies with their parameters")
@@ -297,6 +298,15 @@ def _finish(
         written.append(report.write_html(runs, out, out / "report.html", command=_command_line()))
     _write_md(args, runs, out)
     return written
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hetsync")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown"
 
 
 def _command_line() -> str:
@@ -662,6 +672,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # bare `hetsync`: what it can do, not an error about a missing command
+        build_parser().print_help()
+        return 0
     bench_name = argv[1] if len(argv) > 1 and argv[0] == "bench" else None
     args = build_parser(bench_name).parse_args(argv)
     if args.command == "compare":
