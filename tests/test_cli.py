@@ -300,3 +300,15 @@ def test_simulate_takes_the_same_policy_spelling_as_compare_and_run(tmp_path, ca
     out = tmp_path / "s"
     assert main(["simulate", "--policies", "bsp", "--set", "max_time_s=1", "-o", str(out), "--no-plots"]) == 0
     assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]
+
+
+def test_compare_takes_runs_options_with_runtime_dist_and_refuses_them_in_the_simulator(tmp_path, capsys):
+    argv = ["compare", "-s", "hetero-4", "-p", "bsp", "--set", "max_time_s=1", "--no-plots"]
+    for extra, flag in [(["--throttle"], "--throttle"), (["--host", "::1"], "--host"), (["--nproc", "2"], "--nproc")]:
+        assert main([*argv, "-o", str(tmp_path / "sim"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and flag in err and "--runtime dist" in err
+    out = tmp_path / "dist"
+    dist = [*argv, "-o", str(out), "--runtime", "dist", "--nproc", "2", "--throttle", "--worker-timeout-s", "30"]
+    assert main(dist) == 0
+    assert [r["driver"] for r in json.loads((out / "summary.json").read_text())] == ["dist"]

@@ -51,56 +51,10 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=argcheck.seed, default=None, help="override the scenario's seed (0..2**32-1)")
 
 
-def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; ``bench_name`` names the one bench whose own
-    options are added (importing a bench imports torch and the simulator)."""
+def _runtime_args(p: argparse.ArgumentParser) -> None:
+    """The options of real processes: ``run`` and ``compare --runtime dist``."""
     from hetsync import argcheck, limits
 
-    out_dir = argcheck.out_dir
-    parser = _Parser(prog="hetsync", description="Synchronization policies for heterogeneous clusters.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
-    _scenario_args(p)
-    p.add_argument(
-        "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
-    )
-    p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
-    p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
-    _md_arg(p)
-    p.add_argument(
-        "--nproc",
-        type=argcheck.nproc,
-        default=None,
-        help=f"with --runtime dist: worker processes, 1..{limits.MAX_NPROC} (default: scenario's workers)",
-    )
-
-    p = sub.add_parser("simulate", help="simulate one policy on one scenario")
-    _scenario_args(p)
-    p.add_argument("--policy", "--policies", "-p", required=True, help="one policy spec, e.g. ssp:s=3")
-    _md_arg(p)
-    p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
-
-    p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
-    _scenario_args(p)
-    p.add_argument(
-        "--policy",
-        "--policies",
-        "-p",
-        dest="policies",
-        default=None,
-        help="spec(s), comma-separated (default: the scenario's)",
-    )
-    p.add_argument(
-        "--nproc",
-        type=argcheck.nproc,
-        default=4,
-        help=f"worker processes, 1..{limits.MAX_NPROC}; the server is one more (default: 4)",
-    )
-    p.add_argument("--out", "-o", type=out_dir, default="runs/dist", help="output folder (default: runs/dist)")
     p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument(
         "--worker-timeout-s",
@@ -128,6 +82,60 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
+
+
+def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``bench_name`` names the one bench whose own
+    options are added (importing a bench imports torch and the simulator)."""
+    from hetsync import argcheck, limits
+
+    out_dir = argcheck.out_dir
+    parser = _Parser(prog="hetsync", description="Synchronization policies for heterogeneous clusters.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
+    _scenario_args(p)
+    p.add_argument(
+        "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
+    )
+    p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
+    p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
+    _md_arg(p)
+    p.add_argument(
+        "--nproc",
+        type=argcheck.nproc,
+        default=None,
+        help=f"with --runtime dist: worker processes, 1..{limits.MAX_NPROC} (default: scenario's workers)",
+    )
+    _runtime_args(p)  # with --runtime dist
+
+    p = sub.add_parser("simulate", help="simulate one policy on one scenario")
+    _scenario_args(p)
+    p.add_argument("--policy", "--policies", "-p", required=True, help="one policy spec, e.g. ssp:s=3")
+    _md_arg(p)
+    p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
+
+    p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
+    _scenario_args(p)
+    p.add_argument(
+        "--policy",
+        "--policies",
+        "-p",
+        dest="policies",
+        default=None,
+        help="spec(s), comma-separated (default: the scenario's)",
+    )
+    p.add_argument(
+        "--nproc",
+        type=argcheck.nproc,
+        default=4,
+        help=f"worker processes, 1..{limits.MAX_NPROC}; the server is one more (default: 4)",
+    )
+    p.add_argument("--out", "-o", type=out_dir, default="runs/dist", help="output folder (default: runs/dist)")
+    _runtime_args(p)
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
     _md_arg(p)
 
@@ -210,7 +218,7 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
         from hetsync.workloads import make_workload
 
         limits.check_memory(scenario, make_workload(scenario.workload, **scenario.workload_args), processes=processes)
-    if args.command == "run":
+    if _launches(args):
         _check_checkpoint_args(args, scenario)
     return scenario
 
@@ -331,6 +339,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
         if args.policies is None and specs is not None:
             args.policies = ",".join(specs)
         return _cmd_run(args, args.nproc or _load(args).workers)
+    _refuse_runtime_options(args)
     from rich.markup import escape
     from rich.progress import Progress
 
@@ -487,6 +496,17 @@ def _launcher_reason(out: Path) -> str | None:
     if isinstance(status, dict) and status.get("by") == "launcher" and status.get("error"):
         return str(status["error"])
     return None
+
+
+def _refuse_runtime_options(args: argparse.Namespace) -> None:
+    """``compare`` in the simulator: options of real processes would be ignored, so say so."""
+    probe = _Parser(add_help=False)
+    _runtime_args(probe)
+    if getattr(args, "nproc", None) is not None:
+        raise BadInput("--nproc applies to --runtime dist only (the simulator runs the scenario's workers)")
+    for action in probe._actions:
+        if getattr(args, action.dest, action.default) != action.default:
+            raise BadInput(f"{action.option_strings[0]} applies to --runtime dist only: add --runtime dist or drop it")
 
 
 def _finished_runs(out: Path) -> list[dict[str, Any]]:
