@@ -283,8 +283,21 @@ def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
     assert (out / "trace-asp.jsonl.partial").is_file() and not (out / "trace-asp.jsonl").exists()
     logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("rank-*.log"))
     assert "KeyboardInterrupt" not in logs
-    left = subprocess.run(["pgrep", "-f", f"--out {out}"], capture_output=True, text=True).stdout.split()
-    assert left == []
+    assert _processes_naming(str(out)) == []
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of the processes whose command line holds ``text`` (from /proc)."""
+    from pathlib import Path
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
 
 
 def test_bare_hetsync_shows_the_help_and_version_is_an_option(capsys):
