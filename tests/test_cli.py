@@ -237,7 +237,7 @@ def test_markup_in_scenario_names_and_labels_is_printed_literally(tmp_path, caps
 
 
 def test_the_launchers_reason_is_read_only_when_the_launcher_ended_the_run(tmp_path):
-    from hetsync.cli import _launcher_reason
+    from hetsync.runtime.launch import launcher_reason as _launcher_reason
 
     assert _launcher_reason(tmp_path) is None  # no status at all
     (tmp_path / "exit-status.json").write_text('{"code": 1, "error": "boom"}')

@@ -468,7 +468,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     if refused is not None:  # the processes refused their input: say why in one line, as a simulation does
         raise BadInput(refused)
     if code != 0:
-        stopped = _launcher_reason(out)
+        stopped = launch.launcher_reason(out)
         if stopped is not None:  # the launcher stopped the run (start-up failed, the server died): its one line
             _say(con, stopped, style="red")
             if _finished_runs(out):
@@ -481,21 +481,6 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     written = _finish(con, args, runs, out, plots=False)
     _say(con, "wrote " + ", ".join(str(p) for p in written) + f" and {out}/logs/")
     return 0
-
-
-def _launcher_reason(out: Path) -> str | None:
-    """The launcher's one-line reason if it, not the server, ended the run."""
-    import json
-
-    from hetsync.runtime.process import EXIT_STATUS
-
-    try:
-        status = json.loads((out / EXIT_STATUS).read_text())
-    except (OSError, ValueError):
-        return None
-    if isinstance(status, dict) and status.get("by") == "launcher" and status.get("error"):
-        return str(status["error"])
-    return None
 
 
 def _refuse_runtime_options(args: argparse.Namespace) -> None:

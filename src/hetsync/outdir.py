@@ -110,15 +110,3 @@ def write_json_atomic(path: Path, data: Any) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-
-
-def fsync_file(path: Path) -> None:
-    """Make a finished file (a trace) durable; a missing file is ignored."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

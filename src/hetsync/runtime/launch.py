@@ -374,14 +374,22 @@ def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untype
     on_progress(state["label"], state["fraction"])
 
 
+def launcher_reason(out_dir: Path) -> str | None:
+    """The launcher's one-line reason if it, not the server, ended the run
+    (start-up failed, the server died); None otherwise."""
+    try:
+        status = json.loads((out_dir / EXIT_STATUS).read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(status, dict) and status.get("by") == "launcher" and status.get("error"):
+        return str(status["error"])
+    return None
+
+
 def server_log_tail(out_dir: Path, lines: int = 25) -> str:
     """The end of the server's own output (not torchelastic's report on it),
     then the launcher's reason if it stopped the run."""
-    try:
-        status = json.loads((out_dir / EXIT_STATUS).read_text())
-        reason = str(status["error"]) if status.get("by") == "launcher" else ""
-    except (OSError, ValueError, KeyError, AttributeError):
-        reason = ""
+    reason = launcher_reason(out_dir)
     try:
         text = (out_dir / "logs" / "rank-0.log").read_text(errors="replace").splitlines()
     except OSError:
