@@ -19,6 +19,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/hetsync compare --scenario default --out runs/demo
+	@echo "open runs/demo/report.html in a browser; load runs/demo/trace.json in ui.perfetto.dev to follow every step"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

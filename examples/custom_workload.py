@@ -2,7 +2,8 @@
 
 Wraps an ordinary ``torch.nn.Module`` and a labelled dataset as a hetsync
 workload, then simulates BSP, ASP and SSP on an 8-worker heterogeneous
-cluster defined inline, and writes the usual summary, traces and plots.
+cluster defined inline with ``hetsync.compare``, which writes what
+``hetsync compare`` writes (summary, traces, plots, report.html).
 
     .venv/bin/python examples/custom_workload.py --out runs/custom
 """
@@ -16,10 +17,9 @@ import torch
 from sklearn.datasets import make_moons
 from torch import nn
 
+import hetsync
 from hetsync import report
-from hetsync.runner import write_json_atomic
 from hetsync.scenario import scenario_from_dict
-from hetsync.sim.engine import Simulation
 from hetsync.workloads import from_module
 
 
@@ -52,16 +52,9 @@ def main() -> None:
             "model_bytes": 2_000_000,
         }
     )
-    workload = build_workload()
-    args.out.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for policy in ["bsp", "asp", "ssp:s=2"]:
-        trace = args.out / f"trace-{report.safe_name(policy)}.jsonl"
-        runs.append(Simulation(scenario, policy, trace_path=trace, workload=workload).run().summary)
-    write_json_atomic(args.out / "summary.json", runs)
+    runs = hetsync.compare(scenario, ["bsp", "asp", "ssp:s=2"], workload=build_workload(), out=args.out)
     report.terminal_console().print(report.summary_table(runs))
-    for path in report.write_report(runs, args.out):
-        print("wrote", path)
+    print(f"wrote {args.out}/: summary.json, traces, plots, trace.json, report.html")
 
 
 if __name__ == "__main__":

@@ -276,3 +276,71 @@ def test_bad_input_exits_2_with_one_line_and_leaves_the_folder(tmp_path, tiny, c
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err, err
     assert (out / "summary.json").read_text() == "[]"
+
+
+# ----------------------------------------------------------------- --verify
+VERIFY = """\
+name: verify-tiny
+workers: 2
+workload: digits-mlp
+batch_size: 32
+lr: 0.5
+target_accuracy: 0.8
+max_time_s: 1.5
+eval_every_s: 0.25
+fixed_s: 0.004
+per_sample_s: 0.0
+delay_s: [0.0, 0.012]
+bandwidth_Bps: 1.25e9
+latency_s: 0.0005
+"""
+
+
+def test_verify_runs_the_shortlist_for_real_and_sets_prediction_against_measurement(tmp_path, capsys):
+    path = tmp_path / "verify.yaml"
+    path.write_text(VERIFY)
+    out = tmp_path / "adv"
+    assert main(["advise", "-s", str(path), "--seeds", "1", "-p", "asp", "--verify", "-o", str(out)]) == 0
+    shown = capsys.readouterr().out
+    advice = json.loads((out / "advice.json").read_text())
+    v = advice["verification"]
+    assert [r["spec"] for r in v["runs"]] == advice["shortlist"] and "bsp" in advice["shortlist"]
+    ranking = {r["label"]: r for r in advice["ranking"]}
+    real = {r["label"]: r for r in json.loads((out / "verify" / "summary.json").read_text())}
+    for row in v["runs"]:
+        # the prediction is the simulator's figure, the measurement the real run's, each as its own file says
+        assert row["predicted_time_to_target_s"] == ranking[row["label"]]["median_time_to_target_s"]
+        assert row["measured_samples_per_s"] == real[row["label"]]["samples_per_s"] > 0
+        assert real[row["label"]]["driver"] == "dist"
+        assert row["recommended"] == (row["label"] == advice["recommendation"]["label"])
+    assert v["verdict"].startswith("verify: ") and v["verdict"] in shown
+    assert "TTA measured (s)" in shown
+    assert "Verified on real processes" in (out / "advice.html").read_text()
+
+
+@pytest.mark.parametrize("workers, needle", [(1, "at least 2 worker processes"), (65, "at most 64")])
+def test_verify_refuses_what_it_cannot_start_before_simulating(tmp_path, tiny, capsys, workers, needle):
+    out = tmp_path / "adv"
+    argv = ["advise", "-s", tiny, "--set", f"workers={workers}", "--verify", "-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and needle in err, err
+    assert not out.exists()
+
+
+def test_noise_stragglers_and_load_weigh_by_the_base_share_of_a_step():
+    # a profiled cluster: a 0.5 ms gradient and a 10 ms delay; the noise of the base barely moves a step
+    sc = replace(
+        load_scenario("hetero-4"),
+        fixed_s=0.0005,
+        per_sample_s=0.0,
+        delay_s=(0.01,) * 4,
+        jitter=0.8,
+        straggler_prob=0.05,
+        straggler_factor=11.0,
+    )
+    f = advise.features(sc, 1000)
+    share = 0.0005 / 0.0105
+    assert f.jitter == pytest.approx(0.8 * share) and f.straggler_factor == pytest.approx(1 + 10 * share)
+    plain = advise.features(replace(sc, delay_s=(0.0,) * 4), 1000)
+    assert plain.jitter == 0.8 and plain.straggler_factor == 11.0

@@ -146,7 +146,8 @@ def test_listings(capsys):
 
 def test_bench_sim_prints_and_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
-    assert main(["bench", "sim", "--scenario", "default", "--max-steps", "5", "--json", str(path)]) == 0
+    argv = ["bench", "sim", "--scenario", "default", "--max-steps", "5", "--policies", "asp", "--large", "none"]
+    assert main([*argv, "--repeat", "1", "--json", str(path)]) == 0
     rows = json.loads(path.read_text())
     metrics = {r["metric"]: r["value"] for r in rows}
     assert metrics["gradient steps simulated per second"] > 0
@@ -176,6 +177,7 @@ def test_ctrl_c_reports_the_finished_runs_and_sets_the_partial_one_aside(tmp_pat
     argv += ["--set", "max_time_s=60"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(out / "summary.json", proc)
+    _wait_for(out / "trace-asp.jsonl", proc)  # the second run has begun (a loaded machine may lag between them)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -219,12 +221,14 @@ def test_a_new_run_replaces_an_earlier_runs_files_and_keeps_the_users(tmp_path, 
     left = sorted(p.name for p in out.iterdir())
     assert left == [
         "accuracy.png",
+        "model-ssp-s-3.pt",
         "notes.txt",
         "report.html",
         "shares.png",
         "summary.json",
         "timeline-ssp-s-3.png",
         "trace-ssp-s-3.jsonl",
+        "trace.json",
     ]
 
 

@@ -19,3 +19,21 @@ def test_custom_workload_example_runs(tmp_path):
     runs = json.loads((tmp_path / "summary.json").read_text())
     assert [r["label"] for r in runs] == ["bsp", "asp", "ssp(s=2)"]
     assert (tmp_path / "accuracy.png").stat().st_size > 0
+
+
+def test_own_loop_example_runs_as_the_readme_launches_it_and_saves_a_loadable_state_dict(tmp_path):
+    """README: hetsync launch --nproc 3 --out runs/own-cnn examples/own_loop_cnn.py --policy wbsp (shortened)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from own_loop_cnn import SignalCNN
+
+    cmd = [str(Path(sys.executable).with_name("hetsync")), "launch", "--nproc", "2", "--out", str(tmp_path)]
+    cmd += [str(ROOT / "examples" / "own_loop_cnn.py"), "--policy", "wbsp", "--epochs", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = json.loads((tmp_path / "summary.json").read_text())
+    assert run["label"] == "wbsp" and run["workers"] == 2 and run["stop_reason"] == "no workers left"
+    model = SignalCNN()
+    model.load_state_dict(torch.load(tmp_path / "model-wbsp.pt", weights_only=True))
+    assert (tmp_path / "trace-wbsp.jsonl").stat().st_size > 0 and (tmp_path / "report.html").exists()

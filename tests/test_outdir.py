@@ -20,6 +20,7 @@ def test_start_clean_removes_hetsync_files_only(tmp_path):
         "shares.png",
         "perplexity.png",  # the old summary's target metric names its plot
         "report.html",
+        "trace.json",
         "logs/rank-0.log",
     ]
     for name in ours:

@@ -316,3 +316,133 @@ def test_html_page_is_self_contained_and_escapes_what_users_wrote(tmp_path: Path
     assert "a&lt;b" in page and "ran 4 of the scenario&#x27;s 8 workers" in page
     assert page.count("data:image/png;base64,") == 3 and 'src="http' not in page
     assert '<td class="best">' in page  # bsp reached the target, the other run did not
+
+
+# ---------------------------------------------------------------------------
+# what each plot must show (issue 15): figures captured instead of saved
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    saved: list[Any] = []
+    monkeypatch.setattr("hetsync.report._save", lambda fig, path: saved.append(fig) or Path(path))
+    return saved
+
+
+def test_many_runs_get_one_panel_each_fastest_first(figures: list[Any], tmp_path: Path) -> None:
+    from hetsync.report import SMALL_MULTIPLES_MIN
+
+    runs = [make_run(f"ssp(s={k})", tta=3.0 - k / 10) for k in range(SMALL_MULTIPLES_MIN + 2)]
+    runs[2]["time_to_target_s"] = None
+    plot_accuracy(runs, tmp_path / "acc.png")
+    panels = [ax for ax in figures[0].axes if ax.get_visible()]
+    assert len(panels) == len(runs)
+    titles = [ax.get_title(loc="left").split("\n")[0] for ax in panels]
+    reached = [r["label"] for r in sorted(runs, key=lambda r: r["time_to_target_s"] or 99)][: len(runs) - 1]
+    assert titles == [*reached, "ssp(s=2)"]  # fastest first, the one that never reached it last
+    assert "target not reached" in panels[-1].get_title(loc="left")
+    assert all(len(ax.lines) >= len(runs) for ax in panels)  # the run over every other run in grey
+    assert "target 0.8" in figures[0].get_suptitle()
+
+
+def test_a_few_runs_share_one_axes_and_the_target_label_sits_outside_it(figures: list[Any], tmp_path: Path) -> None:
+    plot_accuracy([make_run("bsp"), make_run("asp", tta=1.0)], tmp_path / "acc.png")
+    (ax,) = figures[0].axes
+    (label,) = [t for t in ax.texts if "target" in t.get_text()]
+    assert label.xy[0] == 1 and label.get_position()[0] > 0  # in the right margin, where no curve runs
+
+
+def test_narrow_share_segments_say_their_number_beside_the_bar(figures: list[Any], tmp_path: Path) -> None:
+    run = make_run("wbsp-overlap") | {"compute_share": 0.975, "comm_share": 0.021, "wait_share": 0.004}
+    plot_shares([make_run("bsp"), run], tmp_path / "shares.png")
+    (ax,) = figures[0].axes
+    texts = [t.get_text() for t in ax.texts]
+    assert "comm 2.1%" in texts and "wait 0.4%" in texts and "wait 31.0%" not in texts
+    assert ax.get_title(loc="left").startswith("Where worker time goes")
+    assert figures[0].legends and not ax.get_legend()  # the legend sits under the bars, away from the title
+
+
+def overlap_trace(workers: int, steps: int, *, batches: bool = False) -> list[dict[str, Any]]:
+    """WBSP-overlap-like records: compute back to back, pushes and pulls behind it."""
+    recs: list[dict[str, Any]] = [{"t": 0.0, "ev": "start", "workers": workers, "policy": "x", "scenario": "s"}]
+    end = 0.0
+    for w in range(workers):
+        t = 0.0
+        for k in range(steps):
+            end = t + step_time(w)
+            batch = 16 + 8 * ((w + k) % 3) if batches else 32
+            recs.append({"t": t, "ev": "compute", "w": w, "end": end, "step": k, "batch": batch, "base": 0})
+            recs.append({"t": end, "ev": "push", "w": w, "end": end + 0.05, "id": k, "kind": "delta", "nbytes": 8})
+            t = end
+    recs.append({"t": 0.5, "ev": "apply", "version": 1, "ids": [0], "weights": [1.0], "staleness": [0]})
+    recs.append({"t": end, "ev": "end", "wall_time_s": end, "reason": "max_steps"})
+    return recs
+
+
+def test_transfers_behind_compute_show_as_a_strip(figures: list[Any], tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", overlap_trace(workers=3, steps=20), shuffle=True)
+    plot_timeline(trace, tmp_path / "a.png", title="wbsp-overlap")
+    labels = [t.get_text() for t in figures[0].legends[0].get_texts()]
+    assert any("behind" in label for label in labels)
+    plot_timeline(write_trace(tmp_path / "b.jsonl", bsp_trace(workers=3, rounds=20)), tmp_path / "b.png", title="bsp")
+    assert not any("behind" in t.get_text() for t in figures[1].legends[0].get_texts())  # BSP never overlaps
+
+
+def test_varying_batches_are_written_on_the_compute_bars(figures: list[Any], tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", overlap_trace(workers=3, steps=12, batches=True))
+    plot_timeline(trace, tmp_path / "a.png", title="lb-bsp")
+    _, ax = figures[0].axes
+    numbers = {t.get_text() for t in ax.texts}
+    assert numbers == {"16", "24", "32"} and "batch size" in figures[0].axes[0].get_title(loc="left")
+    plot_timeline(write_trace(tmp_path / "b.jsonl", bsp_trace(workers=3, rounds=20)), tmp_path / "b.png", title="bsp")
+    assert not figures[1].axes[1].texts  # one batch size: nothing to say
+
+
+def test_p2p_updates_are_the_finished_exchanges(tmp_path: Path) -> None:
+    from hetsync.report import _collect
+
+    recs: list[dict[str, Any]] = [{"t": 0.0, "ev": "start", "workers": 3, "policy": "selmcast", "scenario": "s"}]
+    for r in range(4):
+        t = 1.0 * r
+        recs.append({"t": t, "ev": "compute", "w": 0, "end": t + 0.2, "step": r, "batch": 32, "base": 0})
+        recs += [
+            {"t": t + 0.2, "ev": "send", "w": 0, "to": 1, "end": t + 0.5, "nbytes": 8},
+            {"t": t + 0.2, "ev": "send", "w": 0, "to": 2, "end": t + 0.7, "nbytes": 8},  # the multicast ends here
+        ]
+    recs.append({"t": 4.0, "ev": "end", "wall_time_s": 4.0, "reason": "max_steps"})
+    data = _collect(write_trace(tmp_path / "t.jsonl", recs, shuffle=True), 16, (0.0, 4.0))
+    assert data.p2p and sorted(data.applies) == pytest.approx([0.7, 1.7, 2.7, 3.7])
+
+
+def test_tables_say_what_max_stale_counts(tmp_path: Path) -> None:
+    from hetsync.report import STALE_HEADER, write_html, write_markdown
+
+    runs = [make_run("bsp"), make_run("ssp(s=3)") | {"max_staleness": 15}]
+    text = _text(summary_table(runs))
+    assert STALE_HEADER in text and "SSP's s counts steps" in text
+    md = write_markdown(runs, tmp_path, tmp_path / "page.md", command="test").read_text()
+    assert f"| {STALE_HEADER} |" in md and "SSP's s counts steps" in md
+    page = write_html(runs, tmp_path, tmp_path / "r.html", command="test").read_text()
+    assert '<th title="† max stale: how many model versions' in page and "SSP&#x27;s s counts steps" in page
+
+
+def test_html_page_points_to_trace_json_and_keeps_the_runs_order(tmp_path: Path) -> None:
+    from hetsync.perfetto import write_chrome_trace
+    from hetsync.report import write_html
+
+    runs = [make_run("zeta"), make_run("alpha")]
+    for run in runs:
+        write_trace(tmp_path / run["trace"], bsp_trace(workers=2, rounds=5))
+    write_report(runs, tmp_path)
+    assert "trace.json" not in write_html(runs, tmp_path, tmp_path / "r.html", command="t").read_text()
+    write_chrome_trace(runs, tmp_path, tmp_path / "trace.json")
+    page = write_html(runs, tmp_path, tmp_path / "r.html", command="t").read_text()
+    assert "<code>trace.json</code>" in page and "ui.perfetto.dev" in page
+    assert page.index('alt="timeline-zeta"') < page.index('alt="timeline-alpha"')
+
+
+def test_panels_of_a_perplexity_target_share_a_log_axis(figures: list[Any], tmp_path: Path) -> None:
+    plot_accuracy([make_lm_run(f"r{k}", scale=1 + k / 10) for k in range(6)], tmp_path / "p.png")
+    panels = [ax for ax in figures[0].axes if ax.get_visible()]
+    assert len(panels) == 6 and all(ax.get_yscale() == "log" for ax in panels)
+    assert "target ≤ 40" in figures[0].get_suptitle()

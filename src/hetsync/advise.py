@@ -1,7 +1,7 @@
 """``hetsync advise``: simulate every applicable policy on a cluster, rank them, recommend one.
 
 The pipeline, one function per stage, so that ``advise --verify`` (running
-the shortlist for real, later work) can reuse every stage but the last:
+the shortlist for real) can reuse every stage:
 
 1. :func:`features` measures the scenario: per-worker step times, transient
    stragglers, background load, noise, and how long moving the model takes
@@ -33,8 +33,10 @@ the shortlist for real, later work) can reuse every stage but the last:
 :func:`advise` chains the stages; :func:`write_outputs` writes
 ``advice.json``, ``summary.json`` (the seed-0 runs, as ``hetsync compare``
 writes it, so ``hetsync report DIR`` works) and ``advice.html``.
-:meth:`Advice.shortlist` is what ``--verify`` will run: the winner, the
-runner-up and BSP.
+:meth:`Advice.shortlist` is what ``--verify`` runs: the winner, the
+runner-up and BSP; :func:`verify` runs them on the real runtime (as
+``hetsync run`` does) and sets predicted against measured time to target and
+throughput (:class:`Verification`, in ``advice.json`` and the page).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class Features:
 
     workers: int
     step_s: tuple[float, ...]  # per worker, nominal (no noise, stragglers or load), at the scenario's batch
-    jitter: float = 0.0  # log-sd of the per-step noise
+    jitter: float = 0.0  # log-sd of the per-step noise (on the whole step: the base's noise times its share)
     straggler_prob: float = 0.0
     straggler_factor: float = 1.0
     load_workers: int = 0  # workers under a switching background load
@@ -184,14 +186,17 @@ def features(scenario: Scenario, model_bytes: int) -> Features:
     # a BSP push: every worker's model over its own uplink, all of them into the server's
     one_way = max(_seconds(model_bytes, median_bw), _seconds(n * model_bytes, sc.server_Bps)) + sc.latency_s
     load, link = sc.background_load, sc.link_load
+    # noise, stragglers and load scale the base part of a step, not the injected delay (DESIGN.md §4): on
+    # the whole step they weigh by the base's share (a profiled cluster is often mostly delay)
+    share = statistics.median((s - d) / s if s > 0 else 1.0 for s, d in zip(step_s, sc.delay_s, strict=True))
     return Features(
         workers=n,
         step_s=step_s,
-        jitter=sc.jitter,
+        jitter=sc.jitter * share,
         straggler_prob=sc.straggler_prob,
-        straggler_factor=sc.straggler_factor,
+        straggler_factor=1 + (sc.straggler_factor - 1) * share,
         load_workers=len(load.workers) if load is not None and load.factor > 1 else 0,
-        load_factor=load.factor if load is not None else 1.0,
+        load_factor=1 + (load.factor - 1) * share if load is not None else 1.0,
         load_duty=load.on_s / load.period_s if load is not None else 0.0,
         model_bytes=model_bytes,
         transfer_s=2 * one_way,
@@ -688,7 +693,7 @@ def compute_clause(f: Features) -> str:
             texts["static"] = f"step times range from {_fmt_ms(lo)} to {_fmt_ms(hi)} across the {n} workers"
     if f.straggler_prob > 0 and f.straggler_factor > 1:
         texts["transient"] = (
-            f"{_fmt_pct(f.straggler_prob)} of steps are {f.straggler_factor:g}× slower, "
+            f"{_fmt_pct(f.straggler_prob)} of steps are {f.straggler_factor:.3g}× slower, "
             f"which stalls {_fmt_pct(f.round_hit)} of BSP rounds of {n} workers"
         )
     if f.load_workers:
@@ -810,6 +815,7 @@ class Advice:
     elapsed_s: float
     jobs: int  # processes the runs went to (1: all in this one)
     measured: dict[str, Any] | None = None
+    verification: Verification | None = None  # advise --verify: the shortlist run for real
 
     def shortlist(self, k: int = 2) -> list[str]:
         """What ``--verify`` runs for real: the top k candidates that reached the target, and BSP."""
@@ -837,6 +843,7 @@ class Advice:
             "elapsed_s": self.elapsed_s,
             "jobs": self.jobs,
             "measured_step": self.measured,
+            "verification": self.verification.to_dict() if self.verification is not None else None,
         }
 
     @property
@@ -925,6 +932,256 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+# ------------------------------------------------------------------ verify
+VERIFY_DIR = "verify"
+HELD_WITHIN = 0.10
+"""The recommendation holds when its measured time to target is the best of the verified or within this of it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verified:
+    """One shortlisted candidate: the simulator's prediction and the real run."""
+
+    label: str
+    spec: str
+    recommended: bool
+    predicted_tta_s: float | None  # median over the seeds
+    predicted_tta_range: tuple[float | None, float]  # min, max over the seeds (max inf: a seed missed)
+    measured_tta_s: float | None
+    predicted_samples_per_s: float | None
+    measured_samples_per_s: float | None
+    measured_wall_s: float | None
+
+    @staticmethod
+    def _error(predicted: float | None, measured: float | None) -> float | None:
+        if predicted is None or measured is None or predicted <= 0:
+            return None
+        return measured / predicted - 1
+
+    @property
+    def tta_error(self) -> float | None:
+        """measured / predicted − 1 of the time to target."""
+        return self._error(self.predicted_tta_s, self.measured_tta_s)
+
+    @property
+    def rate_error(self) -> float | None:
+        return self._error(self.predicted_samples_per_s, self.measured_samples_per_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        lo, hi = self.predicted_tta_range
+        return {
+            "label": self.label,
+            "spec": self.spec,
+            "recommended": self.recommended,
+            "predicted_time_to_target_s": self.predicted_tta_s,
+            "predicted_time_to_target_range_s": [lo, _finite_or_none(hi)],
+            "measured_time_to_target_s": self.measured_tta_s,
+            "time_to_target_error": self.tta_error,
+            "predicted_samples_per_s": self.predicted_samples_per_s,
+            "measured_samples_per_s": self.measured_samples_per_s,
+            "samples_per_s_error": self.rate_error,
+            "measured_wall_time_s": self.measured_wall_s,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verification:
+    rows: tuple[Verified, ...]
+    folder: str  # the real runs' folder, relative to the advice's
+    elapsed_s: float
+
+    @property
+    def fastest(self) -> Verified | None:
+        """The verified candidate that reached the target first for real (None: none reached it)."""
+        reached = [r for r in self.rows if r.measured_tta_s is not None]
+        return min(reached, key=lambda r: r.measured_tta_s or 0.0) if reached else None
+
+    @property
+    def held(self) -> bool | None:
+        """Whether the recommended candidate was the fastest for real, or within
+        :data:`HELD_WITHIN` of it; None when nothing reached the target."""
+        best = self.fastest
+        rec = next((r for r in self.rows if r.recommended), None)
+        if best is None or rec is None:
+            return None
+        if rec.measured_tta_s is None:
+            return False
+        return rec.measured_tta_s <= (1 + HELD_WITHIN) * (best.measured_tta_s or 0.0)
+
+    def verdict(self) -> str:
+        """One line: did the recommendation hold on the real runtime?"""
+        rec = next((r for r in self.rows if r.recommended), None)
+        best = self.fastest
+        if rec is None:
+            return "verify: nothing was recommended, so nothing to check"
+        if best is None:
+            return f"verify: no verified policy reached the target on the real runtime; {rec.label} did not either"
+        if best is rec:
+            return f"verify: the recommendation held: {rec.label} was the fastest of the {len(self.rows)} for real"
+        if rec.measured_tta_s is None:
+            return f"verify: the recommendation did not hold: {rec.label} missed the target, {best.label} reached it"
+        gap = rec.measured_tta_s / (best.measured_tta_s or 1.0) - 1
+        held = "held" if self.held else "did not hold"
+        return (
+            f"verify: the recommendation {held}: {best.label} was fastest for real, "
+            f"{rec.label} {gap:.0%} slower (a recommendation holds within {HELD_WITHIN:.0%} of the fastest)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": [r.to_dict() for r in self.rows],
+            "folder": self.folder,
+            "fastest": self.fastest.label if self.fastest is not None else None,
+            "held": self.held,
+            "held_within": HELD_WITHIN,
+            "verdict": self.verdict(),
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def verify_args(
+    scenario_arg: str, overrides: Sequence[str], seed: int | None, specs: Sequence[str], out: Path
+) -> list[str]:
+    """The runtime's arguments, as ``hetsync run`` forwards them; ``--throttle``
+    so that transfers last at least the scenario's bytes / bandwidth."""
+    args = ["--scenario", scenario_arg, "--policies", ",".join(specs), "--out", str(out), "--throttle", "--no-plots"]
+    for o in overrides:
+        args += ["--set", o]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    return args
+
+
+def check_verifiable(scenario: Scenario) -> None:
+    """``--verify`` starts one process per worker and a server on this machine: refuse what it cannot start."""
+    from hetsync import limits
+
+    n = scenario.workers
+    if n < 2:
+        raise BadInput(
+            f"--verify needs at least 2 worker processes to compare policies; scenario {scenario.name!r} has {n} "
+            "(--set workers=N)"
+        )
+    if n > limits.MAX_NPROC:
+        raise BadInput(
+            f"--verify runs the scenario's {n} workers as processes on this machine, at most {limits.MAX_NPROC}: "
+            "advise a smaller cluster with --set workers=N, or run the shortlist with torchrun"
+        )
+
+
+def verify(
+    advice: Advice,
+    out: Path,
+    forwarded: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    on_progress: Callable[[str, float], None] | None = None,
+) -> Verification:
+    """Run the shortlist (winner, runner-up, BSP) on the real runtime, as
+    ``hetsync run`` does, in ``out/verify``; ``forwarded`` are the runtime's
+    arguments (:func:`verify_args`, whose ``--out`` must be ``out/verify``).
+    RuntimeError if the runs failed."""
+    import json
+
+    from hetsync.outdir import start_clean
+    from hetsync.runtime import launch
+
+    t0 = time.perf_counter()
+    folder = out / VERIFY_DIR
+    specs = advice.shortlist()
+    folder.mkdir(parents=True, exist_ok=True)
+    start_clean(folder)
+    sc = advice.scenario
+    per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
+    code = launch.launch(
+        sc.workers,
+        list(forwarded),
+        folder,
+        host=host,
+        on_progress=on_progress,
+        timeout_s=3 * per_run_s * len(specs) + 300,
+    )
+    if code != 0:
+        why = launch.launcher_reason(folder) or launch.server_log_tail(folder)
+        raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
+    real = {r["label"]: r for r in json.loads((folder / "summary.json").read_text())}
+    by_spec = {r.candidate.spec: r for r in advice.ranked}
+    rec = advice.recommendation.label
+    rows = []
+    for spec in specs:
+        r = by_spec[spec]
+        m = real.get(r.label, {})
+        rows.append(
+            Verified(
+                label=r.label,
+                spec=spec,
+                recommended=r.label == rec,
+                predicted_tta_s=r.median_tta_s,
+                predicted_tta_range=(r.min_tta_s, r.max_tta_s),
+                measured_tta_s=_number(m.get("time_to_target_s")),
+                predicted_samples_per_s=r.median_of(r.samples_per_s),
+                measured_samples_per_s=_number(m.get("samples_per_s")),
+                measured_wall_s=_number(m.get("wall_time_s")),
+            )
+        )
+    return Verification(rows=tuple(rows), folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0)
+
+
+def verification_rows(v: Verification) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "candidate",
+        "TTA predicted (s)",
+        "TTA measured (s)",
+        "error",
+        "samples/s predicted",
+        "samples/s measured",
+        "error",
+    ]
+
+    def err(e: float | None) -> str:
+        return "—" if e is None else f"{e:+.0%}"
+
+    def rate(x: float | None) -> str:
+        return "—" if x is None else f"{x:,.0f}"
+
+    rows = []
+    for r in v.rows:
+        lo, hi = r.predicted_tta_range
+        span = f" ({_fmt_s(lo)}–{_fmt_s(hi) if math.isfinite(hi) else '>'})" if lo is not None and lo != hi else ""
+        rows.append(
+            [
+                r.label + (" ★" if r.recommended else ""),
+                _fmt_s(r.predicted_tta_s) + span,
+                _fmt_s(r.measured_tta_s) if r.measured_tta_s is not None else "not reached",
+                err(r.tta_error),
+                rate(r.predicted_samples_per_s),
+                rate(r.measured_samples_per_s),
+                err(r.rate_error),
+            ]
+        )
+    return headers, rows
+
+
+def verification_table(v: Verification, advice: Advice) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title=Text(
+            f"verify · predicted (simulator, median over {len(advice.seeds)} seeds) vs measured (real processes)"
+        ),
+        caption=f"★ recommended; error: measured / predicted − 1; real runs in {v.folder}/",
+        header_style="bold",
+    )
+    headers, rows = verification_rows(v)
+    for j, h in enumerate(headers):
+        table.add_column(Text(h), justify="left" if j == 0 else "right", no_wrap=True)
+    fastest = v.fastest
+    for r, cells in zip(v.rows, rows, strict=True):
+        table.add_row(*(Text(c) for c in cells), style="bold green" if r is fastest else "")
+    return table
 
 
 # ------------------------------------------------------------------ output
@@ -1144,7 +1401,7 @@ def feature_rows(f: Features) -> list[tuple[str, str]]:
         ("per-step noise (log-sd)", f"{f.jitter:g}"),
         (
             "transient stragglers",
-            f"{_fmt_pct(f.straggler_prob)} of steps × {f.straggler_factor:g} "
+            f"{_fmt_pct(f.straggler_prob)} of steps × {f.straggler_factor:.3g} "
             f"({_fmt_pct(f.round_hit)} of BSP rounds hit)"
             if f.straggler_prob > 0
             else "none",
@@ -1247,6 +1504,22 @@ def write_html(advice: Advice, out: Path, *, command: str) -> Path:
     if png.exists():
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         parts.append(f'<img alt="time to target per candidate" src="data:image/png;base64,{data}">')
+    if advice.verification is not None:
+        v = advice.verification
+        vh, vr = verification_rows(v)
+        parts += [
+            "<h2>Verified on real processes</h2>",
+            f"<p><b>{esc(v.verdict())}</b></p>",
+            "<table><caption>"
+            + esc(
+                f"predicted: the simulator (median over seeds, range); measured: hetsync run in {v.folder}/; "
+                "error: measured / predicted − 1; ★ recommended"
+            )
+            + "</caption>",
+            "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in vh) + "</tr>",
+        ]
+        parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>" for cells in vr]
+        parts.append("</table>")
     parts += ["<h2>The cluster</h2>", "<table>"]
     parts += [f'<tr><td class="l">{esc(k)}</td><td>{esc(v)}</td></tr>' for k, v in feature_rows(advice.features)]
     parts.append("</table>")

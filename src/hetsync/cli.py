@@ -100,7 +100,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
     )
     p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
     p.add_argument("--runtime", choices=["sim", "dist"], default="sim", help="sim (default) or dist: real processes")
     _md_arg(p)
     p.add_argument(
@@ -116,7 +116,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--policy", "--policies", "-p", required=True, help="one policy spec, e.g. ssp:s=3")
     _md_arg(p)
     p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
 
     p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
     _scenario_args(p)
@@ -128,16 +128,24 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="spec(s), comma-separated (default: the scenario's)",
     )
-    p.add_argument(
-        "--nproc",
-        type=argcheck.nproc,
-        default=4,
-        help=f"worker processes, 1..{limits.MAX_NPROC}; the server is one more (default: 4)",
-    )
+    _nproc_arg(p, 4, "the server")
     p.add_argument("--out", "-o", type=out_dir, default="runs/dist", help="output folder (default: runs/dist)")
     _runtime_args(p)
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and report.html")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
     _md_arg(p)
+
+    p = sub.add_parser(
+        "launch",
+        help="run your own training script (hetsync.init) on N workers + the policy's rank",
+        description="Run a training script that uses hetsync.init / sync.optimizer on --nproc worker processes "
+        "plus rank 0, which runs the policy. Like torchrun, but each rank has its own agent, so a worker "
+        "that dies leaves the run instead of ending it.",
+    )
+    _nproc_arg(p, 2, "rank 0, which runs the policy,")
+    p.add_argument("--out", "-o", type=out_dir, default="runs/loop", help="output folder (default: runs/loop)")
+    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("script", help="the Python training script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
     sub.add_parser("policies", help="list the policies with their parameters")
     sub.add_parser("scenarios", help="list the built-in scenarios")
@@ -146,10 +154,10 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "report",
         help="rebuild a folder's table, plots and HTML page from its summary.json and traces",
         description="Rebuild the report of a finished (or interrupted) compare, simulate or run folder: "
-        "print the table, redraw the plots, write DIR/report.html (and --md FILE). Nothing is simulated.",
+        "print the table, redraw the plots, write DIR/report.html, DIR/trace.json (and --md FILE). Nothing is simulated.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="a folder written by compare, simulate or run")
-    p.add_argument("--no-plots", action="store_true", help="only print the table (no PNGs, no HTML page)")
+    p.add_argument("--no-plots", action="store_true", help="only print the table (no PNGs, HTML, trace.json)")
     _md_arg(p)
 
     p = sub.add_parser(
@@ -167,6 +175,57 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", type=out_dir, default="runs/advise", help="output folder (default: runs/advise)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="processes to simulate in (default: one per core)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and advice.html")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="then run the recommended policy, the runner-up and BSP for real (as hetsync run, with --throttle, "
+        "in OUT/verify/) and print predicted against measured time to target and throughput",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="with --verify: rendezvous address (default: loopback)")
+
+    p = sub.add_parser(
+        "profile",
+        help="measure this cluster with a short real job and write a scenario the simulator runs",
+        description="Start N worker processes and a server, time real steps at a few batch sizes on every "
+        "worker and transfers on every link, and write OUT/cluster.yaml (a scenario: hetsync compare/advise "
+        "-s OUT/cluster.yaml), profile.json and a page (profile.md, profile.html, profile.png). With "
+        "--emulate SCENARIO this machine plays that cluster (its slowdowns, noise and link bandwidths applied "
+        "for real), which the profile should then recover.",
+    )
+    p.add_argument(
+        "--scenario",
+        "-s",
+        default=None,
+        help="the job to time: its workload and batch size, kept in the written scenario "
+        "(default: the --emulate scenario, else default)",
+    )
+    p.add_argument("--emulate", default=None, metavar="SCENARIO", help="play this cluster on this machine")
+    p.add_argument(
+        "--nproc",
+        type=argcheck.nproc,
+        default=None,
+        help="worker processes; the server is one more (default: the emulated cluster's workers, else 4)",
+    )
+    p.add_argument(
+        "--compute-s",
+        type=argcheck.seconds(0, 600, low_open=True),
+        default=6.0,
+        help="seconds of timed steps per worker, in (0, 600] (default: 6)",
+    )
+    p.add_argument(
+        "--batch-sizes", default=None, help="comma-separated batch sizes to time (default: b/2, b, 2b of the job's)"
+    )
+    p.add_argument("--link-reps", type=int, default=5, help="timed transfers per size and link, 1..100 (default: 5)")
+    p.add_argument(
+        "--from-raw",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="fit the raw.json that `torchrun ... -m hetsync.profile_job` wrote on a real cluster (starts nothing)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("--out", "-o", type=out_dir, default="runs/profile", help="output folder (default: runs/profile)")
+    p.add_argument("--no-plots", action="store_true", help="skip profile.png and profile.html")
 
     from hetsync.benches import BENCHES, HELP
 
@@ -284,7 +343,7 @@ def _finish(
     """Print the table of the finished runs, what happened during them
     (workers that left, notes), and write what goes with it: the plots
     (unless ``plots`` is false: the runtime's server drew them already) and
-    the HTML page unless --no-plots, and the markdown page with --md.
+    ``trace.json`` and the HTML page unless --no-plots, and the markdown page with --md.
     ``notes``: print the runs' notes too (a live command printed them before
     it started).
     Returns the files written, ``summary.json`` and traces first."""
@@ -298,12 +357,8 @@ def _finish(
         for note in dict.fromkeys(n for run in runs for n in run.get("notes") or []):
             _say(con, f"note: {note}", style="yellow")
     written = [out / "summary.json"] + [out / r["trace"] for r in runs if r.get("trace")]
-    if not getattr(args, "no_plots", False):
-        if plots:
-            written += report.write_report(runs, out)
-        else:  # drawn by the runtime's server
-            written += sorted(out.glob("*.png"))
-        written.append(report.write_html(runs, out, out / "report.html", command=_command_line()))
+    if not getattr(args, "no_plots", False):  # plots=False: the runtime's server drew them
+        written += report.write_outputs(runs, out, command=_command_line(), draw=plots)
     _write_md(args, runs, out)
     return written
 
@@ -332,6 +387,17 @@ def _start_clean(con: Any, out: Path) -> None:
     removed = start_clean(out)
     if removed:
         _say(con, f"replacing the results of an earlier run in {out}/ ({len(removed)} files)", style="dim")
+
+
+def _nproc_arg(p: argparse.ArgumentParser, default: int, extra: str) -> None:
+    from hetsync import argcheck, limits
+
+    p.add_argument(
+        "--nproc",
+        type=argcheck.nproc,
+        default=default,
+        help=f"worker processes, 1..{limits.MAX_NPROC}; {extra} is one more (default: {default})",
+    )
 
 
 def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> int:
@@ -464,22 +530,77 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         else:
             _say(con, f"continue with the same command and --resume (checkpoints in {args.checkpoint_dir})")
         return _interrupted(con, args, runs, labels, out)
-    refused = _bad_input_message(out) if code != 0 else None
-    if refused is not None:  # the processes refused their input: say why in one line, as a simulation does
-        raise BadInput(refused)
     if code != 0:
-        stopped = launch.launcher_reason(out)
-        if stopped is not None:  # the launcher stopped the run (start-up failed, the server died): its one line
-            _say(con, stopped, style="red")
-            if _finished_runs(out):
-                _say(con, f"the runs that finished are in {out}/: `hetsync report {out}` shows them", style="dim")
-            return 1
-        _say(con, f"the server exited with status {code}; last lines of {out}/logs/rank-0.log:", style="red")
-        _say(con, launch.server_log_tail(out))
-        return 1
+        return _launch_failed(con, out, code)
     runs = json.loads((out / "summary.json").read_text())
     written = _finish(con, args, runs, out, plots=False)
     _say(con, "wrote " + ", ".join(str(p) for p in written) + f" and {out}/logs/")
+    return 0
+
+
+def _launch_failed(con: Any, out: Path, code: int) -> int:
+    """The processes ended with ``code`` != 0: say why in one line (BadInput
+    when they refused their input, as a simulation does); returns 1."""
+    from hetsync.runtime import launch
+
+    refused = _bad_input_message(out)
+    if refused is not None:
+        raise BadInput(refused)
+    stopped = launch.launcher_reason(out)
+    if stopped is not None:  # the launcher stopped the run (start-up failed, the server died): its one line
+        _say(con, stopped, style="red")
+        if _finished_runs(out):
+            _say(con, f"the runs that finished are in {out}/: `hetsync report {out}` shows them", style="dim")
+        return 1
+    _say(con, f"the server exited with status {code}; last lines of {out}/logs/rank-0.log:", style="red")
+    _say(con, launch.server_log_tail(out))
+    return 1
+
+
+def _cmd_launch(args: argparse.Namespace) -> int:
+    """Your own training script (hetsync.loop) on N workers + the policy's rank, one agent per rank."""
+    import json
+
+    from rich.markup import escape
+    from rich.progress import Progress
+
+    from hetsync import report
+    from hetsync.runtime import launch
+
+    script = Path(args.script)
+    if not script.is_file():
+        raise BadInput(f"no such script: {args.script!r} (hetsync launch runs a Python file under torch.distributed)")
+    out = Path(args.out)
+    con = report.terminal_console()
+    con.print(
+        f"[bold]{escape(script.name)}[/] on torch.distributed (gloo): {args.nproc} worker processes + 1 "
+        f"for the policy (rank 0) → {escape(str(out))}/"
+    )
+    _start_clean(con, out)
+    with Progress(*_progress_columns(), console=con) as bar:
+        task = bar.add_task(escape(script.name), total=1.0)
+
+        def tick(label: str, fraction: float) -> None:
+            bar.update(task, description=escape(label), completed=fraction)
+
+        try:
+            code = launch.launch(
+                args.nproc, args.script_args, out, host=args.host, on_progress=tick, script=str(script)
+            )
+        except KeyboardInterrupt:
+            _say(con, f"interrupted; what the run wrote is in {out}/", style="red")
+            return EXIT_INTERRUPTED
+        if code == 0:
+            bar.update(task, completed=1.0)
+    if code != 0:
+        return _launch_failed(con, out, code)
+    try:
+        runs = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        _say(con, f"the script finished without a summary in {out}/ (did it call hetsync.init?)", style="red")
+        return 1
+    con.print(report.summary_table(runs))
+    _say(con, f"wrote {out}/summary.json, the traces, model-*.pt and {out}/logs/")
     return 0
 
 
@@ -556,7 +677,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if missing:
         _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
     written = _finish(con, args, runs, out, notes=True)
-    drawn = [p for p in written if p.suffix in (".png", ".html")]
+    drawn = [p for p in written if p.suffix in (".png", ".html") or p.name == "trace.json"]
     if drawn:
         _say(con, "wrote " + ", ".join(str(p) for p in drawn))
     return 0
@@ -579,6 +700,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         raise BadInput("--policies is empty: name at least one policy, e.g. --policies ssp,asp")
     if only is not None:
         advise.candidates(scenario, only)  # bad names and specs are refused before the folder is touched
+    if args.verify:
+        advise.check_verifiable(scenario)
     out = Path(args.out)
     _start_clean(con, out)
     columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -612,11 +735,140 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     style = {"switch": "bold green", "bsp": "bold green", "not-significant": "bold yellow"}.get(rec.verdict, "bold red")
     _say(con, f"recommendation: {rec.headline}", style=style)
     _say(con, f"why: {rec.reason}")
+    code = 0
+    if args.verify:
+        result, code = _verify_advice(con, args, result, out)
     written = advise.write_outputs(result, out, plots=not args.no_plots, command=_command_line())
     traces = sum(p.name.startswith("trace-") for p in written)
     files = ", ".join(p.name for p in written if not p.name.startswith("trace-"))
     where = f"on {result.jobs} processes" if result.jobs > 1 else "in one process"
     _say(con, f"simulated in {result.elapsed_s:.0f} s {where}; wrote {out}/: {files} and {traces} seed-0 traces")
+    return code
+
+
+def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -> tuple[Any, int]:
+    """``advise --verify``: the shortlist on real processes; the advice with
+    the verification in it, and the exit status (1: the runs failed, 130: Ctrl-C)."""
+    import dataclasses
+
+    from rich.markup import escape
+    from rich.progress import Progress
+
+    from hetsync import advise
+
+    specs = result.shortlist()
+    labels = {r.candidate.spec: r.label for r in result.ranked}
+    folder = out / advise.VERIFY_DIR
+    _say(
+        con,
+        f"verify: running {', '.join(labels[s] for s in specs)} for real: {result.scenario.workers} worker processes "
+        f"+ 1 server → {folder}/",
+    )
+    forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
+    with Progress(*_progress_columns(), console=con) as bar:
+        tasks = {labels[s]: bar.add_task(escape(labels[s]), total=1.0) for s in specs}
+
+        def tick(label: str, fraction: float) -> None:
+            if label in tasks:
+                for earlier in list(tasks)[: list(tasks).index(label)]:
+                    bar.update(tasks[earlier], completed=1.0)
+                bar.update(tasks[label], completed=fraction)
+
+        try:
+            checked = advise.verify(result, out, forwarded, host=args.host, on_progress=tick)
+        except KeyboardInterrupt:
+            _say(con, "verify: interrupted; the advice is written without it", style="yellow")
+            return result, EXIT_INTERRUPTED
+        except RuntimeError as e:
+            _say(con, str(e), style="red")
+            return result, 1
+        for task in tasks.values():
+            bar.update(task, completed=1.0)
+    con.print(advise.verification_table(checked, result))
+    held = checked.held
+    _say(con, checked.verdict(), style="bold green" if held else ("bold red" if held is False else "bold yellow"))
+    return dataclasses.replace(result, verification=checked), 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    import time
+
+    from hetsync import profile, report
+    from hetsync.scenario import load_scenario
+    from hetsync.steptime import batch_sizes_for
+    from hetsync.workloads import make_workload
+
+    if not 1 <= args.link_reps <= 100:
+        raise BadInput(f"--link-reps must be an integer in 1..100, got {args.link_reps}")
+    measured = profile.read_raw(args.from_raw, args.nproc) if args.from_raw is not None else None
+    emulated, nproc = profile.check_emulation(args.emulate, args.nproc)
+    if measured is not None:
+        nproc = int(measured["workers"])
+    job_name = args.scenario or args.emulate or "default"
+    job = load_scenario(job_name).with_workers(nproc)
+    workload = make_workload(job.workload, **job.workload_args)
+    job.target_direction_for(workload.name, workload.metrics)
+    if args.batch_sizes is not None:
+        try:
+            sizes = sorted({int(b) for b in args.batch_sizes.split(",") if b.strip()})
+        except ValueError:
+            raise BadInput(f"--batch-sizes must be comma-separated whole numbers, got {args.batch_sizes!r}") from None
+        if not sizes or sizes[0] < 1:
+            raise BadInput(f"--batch-sizes must be comma-separated whole numbers >= 1, got {args.batch_sizes!r}")
+    else:
+        sizes = list(batch_sizes_for(job.batch_size))
+    nbytes = job.model_bytes if job.model_bytes is not None else workload.model_nbytes
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    con = report.terminal_console()
+    if measured is not None:
+        _say(con, f"fitting {args.from_raw}: {nproc} workers measured on {measured.get('host')}")
+    else:
+        _say(
+            con,
+            f"profiling {nproc} worker processes + 1 server: {job.workload}, batch sizes {sizes}, "
+            f"{args.compute_s:g} s of steps each, then every link"
+            + (f"; emulating {args.emulate}" if emulated is not None else "")
+            + f" → {out}/",
+        )
+    job_args = profile.job_arguments(
+        scenario=job_name,
+        emulate=args.emulate,
+        batch_sizes=sizes,
+        compute_s=args.compute_s,
+        link_bytes=profile.link_sizes(nbytes),
+        link_reps=args.link_reps,
+        out=out,
+    )
+    pairs = nproc + nproc * (nproc - 1) // 2
+    try:
+        raw = measured or profile.run_job(
+            nproc, job_args, out, host=args.host, limit_s=args.compute_s + pairs * 2.0 + profile.JOB_SLACK_S
+        )
+    except RuntimeError as e:
+        _say(con, str(e), style="red")
+        return 1
+    prof = profile.fit_profile(raw, job.batch_size)
+    header = (
+        f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
+        "every timing key below was fitted to the profile; the rest is the job's"
+    )
+    description = f"profiled: {nproc} workers on {raw.get('host')}" + (
+        f", emulating {raw['emulate']}" if raw.get("emulate") else ""
+    )
+    path = profile.write_scenario(
+        profile.build_scenario(job, prof, description=description), out / profile.SCENARIO_YAML, header
+    )
+    from hetsync.outdir import write_json_atomic
+
+    write_json_atomic(out / profile.PROFILE_JSON, prof.to_dict())
+    written = [path, out / profile.PROFILE_JSON]
+    written += profile.write_page(prof, out, scenario_path=path, command=_command_line(), plots=not args.no_plots)
+    con.print(profile.terminal_table(prof))
+    for line in profile.summary_lines(prof):
+        _say(con, line)
+    _say(con, "wrote " + ", ".join(str(p) for p in written))
+    _say(con, f"next: hetsync advise -s {path}", style="bold")
     return 0
 
 
@@ -688,6 +940,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _cmd_simulate(args)
     if args.command == "run":
         return _cmd_run(args, args.nproc)
+    if args.command == "launch":
+        return _cmd_launch(args)
     if args.command == "policies":
         return _cmd_policies()
     if args.command == "scenarios":
@@ -696,6 +950,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _cmd_report(args)
     if args.command == "advise":
         return _cmd_advise(args)
+    if args.command == "profile":
+        return _cmd_profile(args)
     return _cmd_bench(args)
 
 

@@ -37,6 +37,7 @@ class HeldPush:
     base_version: int
     steps: int
     samples: int
+    lr_scale: float = 1.0  # the pushing worker's own schedule factor (hetsync.loop); 1.0 otherwise
 
 
 class Ledger:
@@ -100,6 +101,9 @@ class Ledger:
         staleness = [self.version - rec.base_version for rec, _ in recs]
         # the schedule's clock: samples applied before this update, in global batches
         lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
+        scales = [rec.lr_scale for rec, _ in recs]
+        if any(scale != 1.0 for scale in scales):  # workers running their own schedule (hetsync.loop)
+            lr *= sum(scales) / len(scales)
         kind = recs[0][0].kind
         plain = (self.outer if kind == "delta" else self.stepper).plain
         new = self._step(recs, lr) if plain else self._optimizer_step(recs, lr)
@@ -225,7 +229,7 @@ class Ledger:
         of the workload, in its order, and a ``curve`` row ``[t, value, ...]``
         (the same order; the summary picks the target metric's column). A
         value that is not finite (a diverged model) is recorded as None."""
-        if self.theta is None or (self.curve and self.curve[-1][0] == now_s):
+        if self.theta is None or not self.workload.metrics or (self.curve and self.curve[-1][0] == now_s):
             return
         values = self.workload.evaluate_metrics(self.theta)
         # a diverged model's loss is inf or NaN: recorded as null (JSON has neither)
@@ -254,9 +258,12 @@ class Ledger:
         wait_s = [max(0.0, wall_s - c - m) for c, m in zip(compute_s, comm_s, strict=True)]
         names = list(self.workload.metrics)
         metric, target = scenario.target_metric, scenario.target_value
-        direction = scenario.target_direction_for(self.workload.name, self.workload.metrics)
-        column = 1 + names.index(metric)
-        curve = [[row[0], row[column]] for row in self.curve]
+        if names:
+            direction = scenario.target_direction_for(self.workload.name, self.workload.metrics)
+            column = 1 + names.index(metric)
+            curve = [[row[0], row[column]] for row in self.curve]
+        else:  # nothing evaluated (a training loop without an evaluation): no metric, no target
+            metric, target, direction, curve = None, None, None, []
         values = [v for _, v in curve]
         finite = [v for v in values if v is not None]
         if direction == "max":

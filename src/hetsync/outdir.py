@@ -29,13 +29,24 @@ FILES = (
     "ddp.json",
     "report.md",
     "report.html",
+    "trace.json",
+    "trace.json.tmp",
     "advice.json",
     "advice.json.tmp",
     "advice.html",
     "advice-tta.png",
+    "ddp-model.pt",
 )
 """Files of a run folder that hetsync writes, by exact name."""
-PATTERNS = ("trace-*.jsonl", "trace-*.jsonl.partial", "timeline-*.png", "shares.png", "accuracy.png", "metrics.png")
+PATTERNS = (
+    "trace-*.jsonl",
+    "trace-*.jsonl.partial",
+    "timeline-*.png",
+    "shares.png",
+    "accuracy.png",
+    "metrics.png",
+    "model-*.pt",
+)
 """Files hetsync writes, by pattern (the metric plot of another metric is
 found through the old summary's target metrics)."""
 LOGS = "logs"

@@ -12,11 +12,14 @@ traces. Nothing is simulated.
   accuracy targets, the metric's name otherwise.
 * :func:`safe_name` turns a run label into a file-name fragment.
 * :func:`timeline_window` is the time window :func:`plot_timeline` shows by
-  default.
+  default; :func:`timeline_names` names each run's timeline file.
+* :func:`write_markdown` and :func:`write_html` write the comparison as a
+  page (the HTML one self-contained, with every plot inlined).
+  ``hetsync.perfetto`` writes the whole traces for ui.perfetto.dev.
 
 Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
-backend is touched. A run keeps the same colour in every chart: the tab10
-colour of its position in ``runs``.
+backend is touched. A run keeps the same colour in every chart: the colour
+of its position in ``runs`` (tab10's ten, then five darker ones).
 
 Traces of large runs can be hundreds of megabytes, so they are streamed line
 by line and only records of the displayed workers inside the displayed window
@@ -26,7 +29,9 @@ other workers and other times before any JSON is parsed.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import json
 import math
 import re
@@ -56,6 +61,7 @@ __all__ = [
     "plot_timeline",
     "safe_name",
     "summary_table",
+    "timeline_names",
     "timeline_window",
     "write_report",
     "write_html",
@@ -75,9 +81,10 @@ PULL_COLOR = "#56B4E9"
 WAIT_COLOR = "#BBBBBB"
 _WAIT_BACKGROUND = "#F1F1F1"
 _WAIT_HATCH_COLOR = "#C8C8C8"
-_LABEL_COLORS = [to_hex(c) for c in colormaps["tab10"].colors]  # one per run, in order
+# one per run, in order: tab10, then five darker colours unlike any of it
+_LABEL_COLORS = [to_hex(c) for c in colormaps["tab10"].colors] + ["#1a1a1a", "#b8860b", "#4b0082", "#008080", "#800000"]
 _MISSING = "—"
-_LEGEND_INSIDE_MAX = 4
+_SHARE_INSIDE_MIN = 6.0  # percent: a narrower bar segment has its number beside the bar
 
 
 # ---------------------------------------------------------------------------
@@ -243,6 +250,13 @@ def _save(fig: Figure, path: str | Path) -> Path:
 
 _Column = tuple[str, Callable[[Sequence[dict[str, Any]], dict[str, Any]], str]]
 
+STALE_HEADER = "max stale†"
+STALE_NOTE = (
+    "† max stale: how many model versions (updates) old a contribution was when applied; "
+    "SSP's s counts steps, so ssp(s=3) can exceed 3"
+)
+CAPTION = f"{_MISSING} = not reached / not applicable; shares are of N × wall time"
+
 
 def _columns(runs: Sequence[dict[str, Any]]) -> list[_Column]:
     """The comparison's columns, shared by the terminal table, the markdown
@@ -258,7 +272,7 @@ def _columns(runs: Sequence[dict[str, Any]]) -> list[_Column]:
         ("steps", lambda _rs, r: _fmt_int(r.get("steps"))),
         ("updates", lambda _rs, r: _fmt_int(r.get("updates"))),
         ("dropped", lambda _rs, r: _fmt_int(r.get("dropped_steps"))),
-        ("max stale", lambda _rs, r: _fmt_int(r.get("max_staleness"))),
+        (STALE_HEADER, lambda _rs, r: _fmt_int(r.get("max_staleness"))),
         ("wall (s)", lambda _rs, r: _fmt_seconds(r.get("wall_time_s"))),
     ]
 
@@ -285,7 +299,7 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
         title=Text(
             f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}"
         ),
-        caption=f"{_MISSING} = not reached / not applicable; shares are of N × wall time",
+        caption=f"{CAPTION}\n{STALE_NOTE}",
         header_style="bold",
     )
     headers, rows, best = _rows(runs)
@@ -321,91 +335,189 @@ def _log_scale(metrics: list[str], values: list[float]) -> bool:
     return "perplexity" in metrics or max(values) >= 10 * min(values)
 
 
+def _tta_note(run: dict[str, Any]) -> str:
+    tta = run.get("time_to_target_s")
+    if not _curve(run):
+        return "no evaluations"
+    return f"target at {_fmt_seconds(tta)} s" if _finite(tta) else "target not reached"
+
+
+def _draw_curve(ax: Axes, run: dict[str, Any], color: str, *, label: str | None, linewidth: float = 1.8) -> None:
+    """One run's metric curve, and a dot where it first reached the target."""
+    curve = _curve(run)
+    ax.plot([t for t, _ in curve], [v for _, v in curve], color=color, linewidth=linewidth, label=label, zorder=3)
+    tta = run.get("time_to_target_s")
+    reached = _first_reach(curve, tta) if curve and _finite(tta) else None
+    if reached is not None:
+        ax.plot(
+            [tta],
+            [reached],
+            marker="o",
+            markersize=8,
+            color=color,
+            markeredgecolor="white",
+            markeredgewidth=1.5,
+            zorder=5,
+        )
+
+
+@dataclass
+class _MetricAxes:
+    """What every panel of a metric plot shares: the metric, the targets, the scales."""
+
+    metrics: list[str]
+    targets: list[tuple[float, str, str]]  # (value, direction, metric)
+    log: bool
+    x_max: float
+    virtual: bool
+
+    @classmethod
+    def of(cls, runs: Sequence[dict[str, Any]]) -> _MetricAxes:
+        metrics = _metrics(runs) or ["accuracy"]
+        targets = sorted(
+            {(float(_target_value(r)), _direction(r), _metric(r)) for r in runs if _finite(_target_value(r))}
+        )
+        plotted = [v for r in runs for _, v in _curve(r) if math.isfinite(v)]
+        x_max = max([0.0, *(r.get("wall_time_s") or 0.0 for r in runs), *(t for r in runs for t, _ in _curve(r))])
+        virtual = bool(runs) and all(r.get("driver") == "sim" for r in runs)
+        return cls(metrics, targets, _log_scale(metrics, plotted + [t for t, _, _ in targets]), x_max, virtual)
+
+    @property
+    def name(self) -> str:
+        return self.metrics[0] if len(self.metrics) == 1 else "metric (" + ", ".join(self.metrics) + ")"
+
+    def target_text(self, target: float, direction: str, metric: str) -> str:
+        # with mixed metrics, each line says whose target it is
+        return f"{metric + ' ' if len(self.metrics) > 1 else ''}target {'≤ ' if direction == 'min' else ''}{target:g}"
+
+    def style(self, ax: Axes, *, label_targets: bool) -> None:
+        """Scale, target lines, limits and grid of one panel. ``label_targets``:
+        name each target line in the right margin, outside the axes, where no
+        curve can draw over the label."""
+        if self.log:
+            ax.set_yscale("log")
+            # 20, 50, 100, 200, ... read better than powers of ten alone
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        for target, direction, metric in self.targets:
+            ax.axhline(target, color="0.35", linestyle="--", linewidth=1.1, zorder=1)
+            if label_targets:
+                ax.annotate(
+                    self.target_text(target, direction, metric),
+                    xy=(1, target),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(4, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=9,
+                    color="0.3",
+                    annotation_clip=False,
+                )
+        ax.set_xlim(0, self.x_max if self.x_max > 0 else 1.0)
+        ax.grid(True, color="0.9", linewidth=0.8)
+        ax.set_axisbelow(True)
+
+    @property
+    def xlabel(self) -> str:
+        return "time (s, virtual)" if self.virtual else "time (s)"
+
+    @property
+    def ylabel(self) -> str:
+        return f"test {self.name}" + (" (log scale)" if self.log else "")
+
+
+SMALL_MULTIPLES_MIN = 5
+"""From this many runs on, the metric plot draws one small panel per run
+(the others in grey behind it) instead of one tangle of coloured curves."""
+
+
 def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
     """Plot the target metric against time for every run; return the PNG path.
 
     The metric is the runs' ``target_metric`` (accuracy for summaries from
-    before metrics); a dashed line marks the target and a dot the time each
-    run first reached it (``time_to_target_s``: at or above the line for a
-    metric to maximize, at or below it for one to minimize); runs that never
-    did get no dot and say so in the legend. Perplexity, and a loss that spans
-    a factor of 10, are drawn on a log axis.
+    before metrics); a dashed line marks the target (named in the right
+    margin, where no curve draws over it) and a dot the time each run first
+    reached it (``time_to_target_s``: at or above the line for a metric to
+    maximize, at or below it for one to minimize); runs that never did get no
+    dot and say so. Perplexity, and a loss that spans a factor of 10, are
+    drawn on a log axis.
+
+    Up to ``SMALL_MULTIPLES_MIN - 1`` runs share one axes. More get small
+    multiples: one panel per run, fastest to the target first, the run in its
+    colour over every other run in light grey, so each curve can be read and
+    compared with the field.
     """
-    # Up to four runs, the legend fits inside the axes; more go to the right.
-    outside = len(runs) > _LEGEND_INSIDE_MAX
-    fig = Figure(figsize=(10.5 if outside else 8, 5), layout="constrained")
+    if len(runs) >= SMALL_MULTIPLES_MIN:
+        return _plot_metric_panels(runs, path)
+    shape = _MetricAxes.of(runs)
+    fig = Figure(figsize=(8.6, 5), layout="constrained")
     ax = fig.add_subplot()
-    x_max = 0.0
-    plotted: list[float] = []
     for run, color in zip(runs, _label_colors(runs), strict=True):
-        curve = _curve(run)
-        tta = run.get("time_to_target_s")
-        if not curve:
-            note = "no evaluations"
-        elif _finite(tta):
-            note = f"target at {_fmt_seconds(tta)} s"
-        else:
-            note = "target not reached"
-        ax.plot(
-            [t for t, _ in curve],
-            [v for _, v in curve],
-            color=color,
-            linewidth=1.8,
-            label=f"{run.get('label', '?')}  ({note})",
-        )
-        plotted += [v for _, v in curve if math.isfinite(v)]
-        if curve and _finite(tta):
-            reached = _first_reach(curve, tta)
-            if reached is not None:
-                ax.plot(
-                    [tta],
-                    [reached],
-                    marker="o",
-                    markersize=8,
-                    color=color,
-                    markeredgecolor="white",
-                    markeredgewidth=1.5,
-                    zorder=5,
-                )
-        x_max = max([x_max, run.get("wall_time_s") or 0.0, *(t for t, _ in curve)])
-
-    metrics = _metrics(runs) or ["accuracy"]
-    targets = sorted({(float(_target_value(r)), _direction(r), _metric(r)) for r in runs if _finite(_target_value(r))})
-    log = _log_scale(metrics, plotted + [t for t, _, _ in targets])
-    if log:
-        ax.set_yscale("log")
-        # 20, 50, 100, 200, ... read better than powers of ten alone
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-    for target, direction, metric in targets:
-        ax.axhline(target, color="0.35", linestyle="--", linewidth=1.1, zorder=1)
-        ax.annotate(
-            # with mixed metrics, each line says whose target it is
-            f"{metric + ' ' if len(metrics) > 1 else ''}target {'≤ ' if direction == 'min' else ''}{target:g}",
-            xy=(0, target),
-            xycoords=("axes fraction", "data"),
-            # below the line for a metric to minimize: the curves come down to it from above
-            xytext=(4, -11 if direction == "min" else 3),
-            textcoords="offset points",
-            fontsize=9,
-            color="0.3",
-        )
-
-    virtual = bool(runs) and all(r.get("driver") == "sim" for r in runs)
-    ax.set_xlabel("time (s, virtual)" if virtual else "time (s)")
-    name = metrics[0] if len(metrics) == 1 else "metric (" + ", ".join(metrics) + ")"
-    ax.set_ylabel(f"test {name}" + (" (log scale)" if log else ""))
-    ax.set_xlim(0, x_max if x_max > 0 else 1.0)
-    if not plotted and metrics == ["accuracy"]:
+        _draw_curve(ax, run, color, label=f"{run.get('label', '?')}  ({_tta_note(run)})")
+    shape.style(ax, label_targets=True)
+    ax.set_xlabel(shape.xlabel)
+    ax.set_ylabel(shape.ylabel)
+    if not any(_curve(r) for r in runs) and shape.metrics == ["accuracy"]:
         ax.set_ylim(0, 1)
-    ax.set_title(f"Test {name} · {_distinct(runs, 'scenario')}", loc="left")
-    ax.grid(True, color="0.9", linewidth=0.8)
-    ax.set_axisbelow(True)
-    if outside:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
-    elif runs:
+    ax.set_title(f"Test {shape.name} · {_distinct(runs, 'scenario')}", loc="left")
+    if runs:
         ax.legend(loc="best", fontsize=9, framealpha=0.92)
+    return _save(fig, path)
+
+
+def _by_time_to_target(runs: Sequence[dict[str, Any]]) -> list[int]:
+    """Run indices, those that reached the target first (fastest first), in
+    their order otherwise."""
+    return sorted(
+        range(len(runs)),
+        key=lambda i: (0, runs[i]["time_to_target_s"], i) if _finite(runs[i].get("time_to_target_s")) else (1, 0.0, i),
+    )
+
+
+def _plot_metric_panels(runs: list[dict[str, Any]], path: str | Path) -> Path:
+    shape = _MetricAxes.of(runs)
+    colors = _label_colors(runs)
+    n = len(runs)
+    ncols = 4 if n > 9 or n in (7, 8) else 3
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(3.3 * ncols, 0.7 + 2.35 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+    order = _by_time_to_target(runs)
+    best = runs[order[0]].get("time_to_target_s")  # bold for the fastest, ties included
+    for k, ax in enumerate(axes.flat):
+        if k >= n:
+            ax.set_visible(False)
+            continue
+        i = order[k]
+        for j, other in enumerate(runs):  # the field, in grey, behind the run
+            if j != i:
+                curve = _curve(other)
+                ax.plot([t for t, _ in curve], [v for _, v in curve], color="0.83", linewidth=0.9, zorder=2)
+        _draw_curve(ax, runs[i], colors[i], label=None, linewidth=2.0)
+        shape.style(ax, label_targets=False)
+        ax.set_title(
+            f"{runs[i].get('label', '?')}\n{_tta_note(runs[i])}",
+            loc="left",
+            fontsize=9,
+            color=colors[i],
+            fontweight="bold" if _finite(best) and runs[i].get("time_to_target_s") == best else "normal",
+        )
+        ax.tick_params(labelsize=8)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    if not any(_curve(r) for r in runs) and shape.metrics == ["accuracy"]:
+        axes.flat[0].set_ylim(0, 1)
+    targets = "; ".join(shape.target_text(*t) for t in shape.targets) or "no target"
+    fig.suptitle(
+        f"Test {shape.name} · {_distinct(runs, 'scenario')} · dashed: {targets} · "
+        "panels fastest to the target first, every other run in grey",
+        x=0.01,
+        ha="left",
+        fontsize=11,
+    )
+    fig.supxlabel(shape.xlabel, fontsize=10)
+    fig.supylabel(shape.ylabel, fontsize=10)
     return _save(fig, path)
 
 
@@ -416,11 +528,13 @@ plot_accuracy = plot_metric
 def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
     """Plot each run's compute / comm / wait share as a stacked bar; return the path.
 
-    Bars are horizontal, first run at the top; segments wide enough to hold a
-    label are annotated with their percentage.
+    Bars are horizontal, first run at the top; the legend sits under the bars
+    (long run labels and the title never meet it). A segment wide enough for
+    its percentage carries it inside; the percentages of narrower segments
+    (above 0.05 %) follow the bar in the right margin, in the segment's colour.
     """
     n = len(runs)
-    fig = Figure(figsize=(8, 1.6 + 0.5 * max(n, 1)), layout="constrained")
+    fig = Figure(figsize=(9, 1.9 + 0.5 * max(n, 1)), layout="constrained")
     ax = fig.add_subplot()
     parts = (
         ("compute", "compute_share", COMPUTE_COLOR, "white"),
@@ -429,12 +543,31 @@ def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
     )
     rows = range(n)
     left = [0.0] * n
+    margin: list[list[tuple[str, str]]] = [[] for _ in rows]  # (text, colour) of the narrow segments
     for name, key, color, text_color in parts:
         widths = [100 * r[key] if _finite(r.get(key)) else 0.0 for r in runs]
         bars = ax.barh(rows, widths, left=left, height=0.62, color=color, label=name)
-        labels = [f"{w:.1f}%" if w >= 6 else "" for w in widths]
+        labels = [f"{w:.1f}%" if w >= _SHARE_INSIDE_MIN else "" for w in widths]
         ax.bar_label(bars, labels=labels, label_type="center", color=text_color, fontsize=9)
+        for i, w in enumerate(widths):
+            if 0.05 <= w < _SHARE_INSIDE_MIN:
+                # the wait grey is too light for text: a darker grey says the same
+                margin[i].append((f"{name} {w:.1f}%", "0.45" if name == "wait" else color))
         left = [a + b for a, b in zip(left, widths, strict=True)]
+    for i, texts in enumerate(margin):
+        x = 0.0
+        for text, color in texts:
+            ax.annotate(
+                text,
+                xy=(100, i),
+                xytext=(5 + x, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8.5,
+                color=color,
+                annotation_clip=False,
+            )
+            x += 5.4 * len(text) + 8  # about the text's width in points at this size
 
     ax.set_yticks(list(rows), [str(r.get("label", "?")) for r in runs])
     for tick, color in zip(ax.get_yticklabels(), _label_colors(runs), strict=True):
@@ -448,15 +581,14 @@ def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    ax.legend(
-        loc="lower right",
-        bbox_to_anchor=(1.0, 1.0),
+    fig.legend(
+        handles=[Patch(facecolor=color, label=name) for name, _, color, _ in parts],
+        loc="outside lower center",
         ncol=3,
         frameon=False,
         fontsize=9,
         handlelength=1.2,
-        columnspacing=1.2,
-        borderaxespad=0.2,
+        columnspacing=1.4,
     )
     return _save(fig, path)
 
@@ -569,14 +701,19 @@ class _Timeline:
     bars: dict[str, dict[int, list[tuple[float, float]]]] = field(
         default_factory=lambda: {kind: {} for kind in _INTERVALS}
     )
+    batches: dict[int, list[tuple[float, float, int]]] = field(default_factory=dict)  # (start, length, batch)
     applies: list[float] = field(default_factory=list)
     p2p: bool = False
 
 
 def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Timeline:
+    """The window's bars. Peer to peer has no ``apply``: its updates are the
+    finished exchanges, as the summary's ``updates`` counts them (a multicast
+    when its last copy arrives, an all-reduce when it ends)."""
     lo, hi = window
     out = _Timeline()
     kinds = frozenset({"start", "apply", *_INTERVALS})
+    multicasts: dict[tuple[int, float], float] = {}  # (sender, start) -> last arrival
     for rec in _records(path, kinds, max_workers, before=hi):
         kind = rec["ev"]
         if kind == "start":
@@ -585,16 +722,38 @@ def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Time
             if rec["t"] >= lo:
                 out.applies.append(float(rec["t"]))
         elif rec["end"] > lo:
-            t = float(rec["t"])
-            bar = (t, float(rec["end"]) - t)
+            t, end = float(rec["t"]), float(rec["end"])
+            bar = (t, end - t)
             if kind in ("send", "allreduce"):
                 out.p2p = True
                 out.bars["push"].setdefault(rec["w"], []).append(bar)
-                if kind == "send" and rec["to"] < max_workers:
-                    out.bars["pull"].setdefault(rec["to"], []).append(bar)
+                if kind == "send":
+                    key = (rec["w"], t)
+                    multicasts[key] = max(multicasts.get(key, end), end)
+                    if rec["to"] < max_workers:
+                        out.bars["pull"].setdefault(rec["to"], []).append(bar)
+                elif end <= hi:
+                    out.applies.append(end)
             else:
                 out.bars[kind].setdefault(rec["w"], []).append(bar)
+                if kind == "compute" and "batch" in rec:
+                    out.batches.setdefault(rec["w"], []).append((t, end - t, int(rec["batch"])))
+    out.applies += [end for end in multicasts.values() if lo <= end <= hi]
     return out
+
+
+def _overlaps(bars: list[tuple[float, float]], others: list[tuple[float, float]]) -> bool:
+    """Whether any interval of ``bars`` intersects one of ``others`` (``(start, length)`` each)."""
+    if not bars or not others:
+        return False
+    spans = sorted(others)
+    starts = [s for s, _ in spans]
+    reach = list(itertools.accumulate((s + d for s, d in spans), max))  # furthest end so far
+    for start, length in bars:
+        k = bisect.bisect_left(starts, start + length)  # the others that start before this bar ends
+        if k and reach[k - 1] > start:
+            return True
+    return False
 
 
 def plot_timeline(
@@ -610,9 +769,13 @@ def plot_timeline(
     One row per worker (worker 0 at the top) for the first ``max_workers``
     workers: compute, push and pull intervals as bars (peer to peer: sends and
     all-reduces on the upper half of the row, copies received on the lower
-    half), waiting as the
-    hatched background; ticks in a strip above mark global model updates
-    (``apply``; none in peer-to-peer runs).
+    half), waiting as the hatched background. A transfer that runs while the
+    worker computes (WBSP-overlap's background channel) shows as a thin strip
+    over the compute bar: at the bottom of the row for push and receive, at
+    the top for send. When the batch size varies (LB-BSP) every compute bar
+    wide enough says its batch. Ticks in a strip above mark global model
+    updates: ``apply`` records, or in peer-to-peer runs the finished exchanges
+    of the displayed workers.
     ``window_s`` is the time window shown; by default :func:`timeline_window`.
     The file is streamed (twice when the window is chosen automatically).
     """
@@ -628,12 +791,18 @@ def plot_timeline(
     if data.workers and data.workers > shown:
         which = "worker 0" if shown == 1 else f"workers 0–{shown - 1}"
         title = f"{title} · {which} of {data.workers}"
+    batch_values = {b for w in range(shown) for _, _, b in data.batches.get(w, [])}
+    label_batches = len(batch_values) > 1
+    if label_batches:
+        title = f"{title} · numbers: batch size"
 
     row_inches = 0.34
     fig = Figure(figsize=(11, 1.9 + row_inches * shown), layout="constrained")
     top, ax = fig.subplots(2, 1, sharex=True, height_ratios=[0.3, max(row_inches * shown, 0.6)])
     _draw_updates(top, data.applies, window)
     height = 0.72
+    strip = 0.24 * height
+    behind = False  # whether any transfer runs while its worker computes
     for w in range(shown):
         y = w - height / 2
         ax.broken_barh(
@@ -644,17 +813,21 @@ def plot_timeline(
             hatch="////",
             linewidth=0,
         )
+        computes = data.bars["compute"].get(w, [])
+        transfers = []
         for k, (kind, color) in enumerate((("push", PUSH_COLOR), ("pull", PULL_COLOR))):
             # peer to peer: a worker sends and receives at once; sends on the upper half, receives below
             band = (y + k * height / 2, height / 2) if data.p2p else (y, height)
             ax.broken_barh(data.bars[kind].get(w, []), band, facecolor=color)
-        ax.broken_barh(
-            data.bars["compute"].get(w, []),
-            (y, height),
-            facecolor=COMPUTE_COLOR,
-            edgecolor="white",
-            linewidth=0.6,
-        )
+            over = y if data.p2p and k == 0 else y + height - strip  # the strip drawn over compute
+            transfers.append((data.bars[kind].get(w, []), over, color))
+        ax.broken_barh(computes, (y, height), facecolor=COMPUTE_COLOR, edgecolor="white", linewidth=0.6)
+        for bars, over, color in transfers:
+            if _overlaps(bars, computes):
+                behind = True
+                ax.broken_barh(bars, (over, strip), facecolor=color, edgecolor="white", linewidth=0.3, zorder=3)
+        if label_batches:
+            _label_batches(ax, data.batches.get(w, []), w, window)
 
     ax.set_xlim(lo, hi)
     ax.set_ylim(shown - 0.5, -0.5)
@@ -664,24 +837,31 @@ def plot_timeline(
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     top.set_title(title, loc="left")
-    fig.legend(
-        handles=[
-            Patch(facecolor=COMPUTE_COLOR, label="compute"),
-            Patch(facecolor=PUSH_COLOR, label="send" if data.p2p else "push"),
-            Patch(facecolor=PULL_COLOR, label="receive" if data.p2p else "pull"),
-            Patch(
-                facecolor=_WAIT_BACKGROUND,
-                edgecolor=_WAIT_HATCH_COLOR,
-                hatch="////",
-                label="wait",
-            ),
-        ],
-        loc="outside lower center",
-        ncol=4,
-        frameon=False,
-        fontsize=9,
-    )
+    handles = [
+        Patch(facecolor=COMPUTE_COLOR, label="compute"),
+        Patch(facecolor=PUSH_COLOR, label="send" if data.p2p else "push"),
+        Patch(facecolor=PULL_COLOR, label="receive" if data.p2p else "pull"),
+        Patch(facecolor=_WAIT_BACKGROUND, edgecolor=_WAIT_HATCH_COLOR, hatch="////", label="wait"),
+    ]
+    if behind:
+        handles.append(Patch(facecolor="none", edgecolor="none", label="(thin strip on compute: transfer behind it)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=9)
     return _save(fig, path)
+
+
+_TIMELINE_AXES_PX = 11 * DPI * 0.9  # about the width of the timeline's bars area, in pixels
+
+
+def _label_batches(ax: Axes, batches: list[tuple[float, float, int]], row: int, window: tuple[float, float]) -> None:
+    """Write each compute bar's batch size inside it, where the number fits."""
+    lo, hi = window
+    px_per_s = _TIMELINE_AXES_PX / (hi - lo)
+    for start, length, batch in batches:
+        text = str(batch)
+        visible = min(start + length, hi) - max(start, lo)
+        if visible * px_per_s >= 7 * len(text) + 4:  # about 6.5 pixels a digit at 7.5 pt
+            mid = (max(start, lo) + min(start + length, hi)) / 2
+            ax.text(mid, row, text, ha="center", va="center", fontsize=7.5, color="white", zorder=4)
 
 
 def _draw_updates(ax: Axes, applies: list[float], window: tuple[float, float]) -> None:
@@ -715,18 +895,55 @@ def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     """
     out = Path(out_dir)
     paths = [plot_metric(runs, out / f"{metric_plot_name(runs)}.png"), plot_shares(runs, out / "shares.png")]
-    used: set[str] = set()
-    for run in runs:
+    for run, name in zip(runs, timeline_names(runs), strict=True):
         if not run.get("trace") or not (out / run["trace"]).is_file():
             continue
+        title = f"{run.get('label', '?')} · {run.get('scenario', '?')}"
+        paths.append(plot_timeline(out / run["trace"], out / f"timeline-{name}.png", title=title))
+    return paths
+
+
+def timeline_names(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each run's timeline name (``timeline-<name>.png``): :func:`safe_name`
+    of its label, with ``-2``, ``-3``, ... after a name already taken."""
+    used: set[str] = set()
+    names = []
+    for run in runs:
         name = base = safe_name(str(run.get("label", "run")))
         suffix = 2
         while name in used:
             name, suffix = f"{base}-{suffix}", suffix + 1
         used.add(name)
-        title = f"{run.get('label', '?')} · {run.get('scenario', '?')}"
-        paths.append(plot_timeline(out / run["trace"], out / f"timeline-{name}.png", title=title))
-    return paths
+        names.append(name)
+    return names
+
+
+def _runs_heading(runs: Sequence[dict[str, Any]]) -> str:
+    """The runs' labels, or how many runs when the labels would fill lines (the table names them)."""
+    return ", ".join(str(r.get("label")) for r in runs) if len(runs) <= 4 else f"{len(runs)} runs"
+
+
+def _p2p_note(runs: Sequence[dict[str, Any]]) -> str | None:
+    """What a reader must know to compare peer-to-peer runs with the others."""
+    p2p = [str(r.get("label")) for r in runs if r.get("topology") == "p2p"]
+    if not p2p:
+        return None
+    return (
+        f"Peer to peer ({', '.join(p2p)}): no server; the accuracy is that of the average of the workers' models, "
+        "and updates count finished exchanges (a multicast when its last copy arrives)."
+    )
+
+
+def write_outputs(runs: list[dict[str, Any]], out_dir: Path, *, command: str, draw: bool = True) -> list[Path]:
+    """Everything a comparison writes beside ``summary.json`` and the traces:
+    the plots (``draw``; false: already drawn, as the runtime's server does),
+    ``trace.json`` for ui.perfetto.dev, and ``report.html``. Returns the files."""
+    from hetsync.perfetto import write_chrome_trace
+
+    written = write_report(runs, out_dir) if draw else sorted(out_dir.glob("*.png"))
+    written += [p for p in [write_chrome_trace(runs, out_dir, out_dir / "trace.json")] if p is not None]
+    written.append(write_html(runs, out_dir, out_dir / "report.html", command=command))
+    return written
 
 
 def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, command: str) -> Path:
@@ -750,7 +967,10 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
     headers, rows, _best = _rows(runs)
     lines += ["| " + " | ".join(headers) + " |", "|---" + "|---:" * (len(headers) - 1) + "|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    lines.append("")
+    lines += ["", f"{CAPTION}. {STALE_NOTE}.", ""]
+    p2p = _p2p_note(runs)
+    if p2p:
+        lines += [p2p, ""]
     for name in (metric_plot_name(runs), "shares"):
         src = Path(out_dir) / f"{name}.png"
         if src.exists():
@@ -791,13 +1011,16 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>hetsync · {esc(scenario)}</title><style>{_HTML_STYLE}</style></head><body>",
-        f"<h1>{esc(scenario)}: {esc(', '.join(str(r.get('label')) for r in runs))}</h1>",
+        f"<h1>{esc(scenario)}: {esc(_runs_heading(runs))}</h1>",
         f"<p>Generated by <code>{esc(command)}</code> on {time.strftime('%Y-%m-%d')}, on {driver}; "
         f"{esc(_distinct(runs, 'workers'))} workers, target {esc(_targets_text(runs))}.</p>",
-        "<table><caption>"
-        + esc(f"{_MISSING} = not reached / not applicable; shares are of N × wall time")
-        + "</caption>",
-        "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>",
+        f"<table><caption>{esc(CAPTION)}<br>{esc(STALE_NOTE)}</caption>",
+        "<tr>"
+        + "".join(
+            f'<th title="{esc(STALE_NOTE)}">{esc(h)}</th>' if h == STALE_HEADER else f"<th>{esc(h)}</th>"
+            for h in headers
+        )
+        + "</tr>",
     ]
     for cells in rows:
         tds = [
@@ -815,12 +1038,29 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
     ] + [f"{r.get('label')}: {note}" for r in runs for note in r.get("notes") or []]
     if events:
         parts.append("<ul>" + "".join(f'<li class="note">{esc(e)}</li>' for e in events) + "</ul>")
-    plots = [out / f"{metric_plot_name(runs)}.png", out / "shares.png"]
-    plots += sorted(out.glob("timeline-*.png"))
-    for png in plots:
-        if png.exists():
-            data = base64.b64encode(png.read_bytes()).decode("ascii")
-            parts.append(f'<img alt="{esc(png.stem)}" src="data:image/png;base64,{data}">')
+    p2p = _p2p_note(runs)
+    if p2p:
+        parts.append(f"<p>{esc(p2p)}</p>")
+    if (out / "trace.json").is_file():
+        parts.append(
+            "<p>Every event of every run, to its end: <code>trace.json</code> beside this page. Open it in "
+            "ui.perfetto.dev (<em>Open trace file</em>) or chrome://tracing (<em>Load</em>): one process per run, "
+            "one thread per worker (compute and wait) with its transfers on the <em>net</em> threads below it, "
+            "and the server's updates and the test metric on top.</p>"
+        )
+
+    def img(png: Path) -> str:
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        return f'<img alt="{esc(png.stem)}" src="data:image/png;base64,{data}">'
+
+    plots = [p for p in (out / f"{metric_plot_name(runs)}.png", out / "shares.png") if p.exists()]
+    parts += [img(png) for png in plots]
+    named = [out / f"timeline-{name}.png" for name in timeline_names(runs)]  # in the table's order
+    timelines = [p for p in named if p.exists()]
+    timelines += sorted(set(out.glob("timeline-*.png")) - set(timelines))
+    if timelines:
+        parts.append("<h2>Timelines of the first dozen steps</h2>")
+        parts += [img(png) for png in timelines]
     parts.append("</body></html>")
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text("\n".join(parts) + "\n", encoding="utf-8")

@@ -12,13 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from hetsync.errors import BadInput
 from hetsync.outdir import partial_name, write_json_atomic
 from hetsync.policies import make_policy, parse_policy_spec
 from hetsync.report import safe_name
 from hetsync.scenario import Scenario
 from hetsync.sim.engine import Simulation, policy_context
-from hetsync.workloads import make_workload
+from hetsync.workloads import Workload, make_workload
 
 Progress = Callable[[str, float], None]
 
@@ -47,15 +49,18 @@ def compare(
     *,
     progress: Progress | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    workload: Workload | None = None,
 ) -> list[dict[str, Any]]:
-    """Simulate each policy spec on the scenario; returns the summary records."""
+    """Simulate each policy spec on the scenario (on ``workload``, else the
+    scenario's); returns the summary records."""
     if not specs:
         raise BadInput("no policies to compare: pass --policies or list them under 'policies' in the scenario")
     for spec in specs:
         parse_policy_spec(spec)
     labels = policy_labels(scenario, specs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    workload = make_workload(scenario.workload, **scenario.workload_args)
+    if workload is None:
+        workload = make_workload(scenario.workload, **scenario.workload_args)
     runs: list[dict[str, Any]] = []
     for spec, label in zip(specs, labels, strict=True):
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"
@@ -67,6 +72,8 @@ def compare(
                 trace.replace(partial_name(trace))
             raise
         runs.append(result.summary)
+        if result.params is not None:  # the final global model, as the module's state_dict
+            torch.save(workload.state_dict_with(result.params), out_dir / f"model-{safe_name(label)}.pt")
         write_json_atomic(out_dir / "summary.json", runs)
         if on_result is not None:
             on_result(result.summary)

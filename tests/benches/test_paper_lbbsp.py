@@ -11,10 +11,14 @@ def test_bench_paper_lbbsp_short_run_prints_rows_and_writes_json_doc_and_plots(t
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "hetsync bench paper-lbbsp" in printed and "lb-bsp(variant=cpu)" in printed
-    rows = {r["metric"]: r for r in json.loads(path.read_text())}
-    assert "lbbsp-cpu lb-bsp(variant=cpu): samples per second" in rows
-    assert "lbbsp-gpu lb-bsp(variant=gpu,max_batch=caps): compute share" in rows
-    assert "lbbsp-cpu lb-bsp(variant=cpu): wait share, jitter 0" in rows  # the noise-free diagnosis ran
+    rows = json.loads(path.read_text())
+    cells = {(r.get("scenario"), r.get("policy"), r["metric"]): r for r in rows if "without" not in r["setting"]}
+    assert ("lbbsp-cpu", "lb-bsp(variant=cpu)", "samples/s") in cells
+    assert cells[("lbbsp-gpu", "lb-bsp(variant=gpu,max_batch=caps)", "compute share")]["unit"] == "%"
+    assert cells[("lbbsp-cpu", "bsp", "final accuracy")]["shown"].count("±") == 0  # one seed: the value alone
+    calm = [r for r in rows if "without step-time noise" in r["setting"] and r["metric"] == "wait share"]
+    assert "lb-bsp(variant=cpu)" in [r["policy"] for r in calm]  # the noise-free diagnosis ran
+    assert "samples/s ÷ bsp's" in printed and "± 0.000" not in printed
     results = json.loads((out / "results.json").read_text())
     assert [r["scenario"] for r in results["scenarios"]] == ["lbbsp-cpu", "lbbsp-gpu"]
     cpu = results["scenarios"][0]
@@ -23,8 +27,11 @@ def test_bench_paper_lbbsp_short_run_prints_rows_and_writes_json_doc_and_plots(t
     assert results["runtime"] is None
     doc = (docs / "results-lbbsp.md").read_text()
     assert "54%" in doc and "| `lb-bsp-static` |" in doc and "--seeds 0" in doc
+    assert "± 0.000" not in doc and "| learning job | `digits-logreg`" in doc
     for name in ("lbbsp-cpu-batches.png", "lbbsp-gpu-batches.png", "lbbsp-cpu-accuracy.png"):
         assert (docs / "img" / name).stat().st_size > 0, name
+        assert (out / "img" / name).stat().st_size > 0, name  # the page and its plots are under --out too
+    assert (out / "results-lbbsp.md").read_text() == doc
 
 
 def test_bench_paper_lbbsp_bad_input_exits_2(capsys):
@@ -36,3 +43,18 @@ def test_bench_paper_lbbsp_bad_input_exits_2(capsys):
 def test_short_label():
     assert short_label("lb-bsp(variant=gpu,max_batch=512/512/256/256)") == "lb-bsp(variant=gpu,max_batch=caps)"
     assert short_label("lb-bsp(variant=cpu,max_batch=64)") == "lb-bsp(variant=cpu,max_batch=64)"
+
+
+def test_the_gpu_signal_variant_keeps_the_cluster_and_takes_the_signal_recipe():
+    from hetsync.scenario import load_scenario
+
+    sc, base, ref = load_scenario("lbbsp-gpu-signal"), load_scenario("lbbsp-gpu"), load_scenario("lbbsp-cpu-signal")
+    assert sc.workload == "signal1d-cnn" and sc.policies == base.policies and sc.device == "gpu"
+    for key in ("workers", "batch_size", "fixed_s", "per_sample_s", "slowdown", "saturation_batch", "max_batch"):
+        assert getattr(sc, key) == getattr(base, key), key
+    assert (sc.bandwidth_Bps, sc.server_bandwidth_Bps, sc.model_bytes) == (
+        base.bandwidth_Bps,
+        base.server_bandwidth_Bps,
+        base.model_bytes,
+    )
+    assert (sc.lr, sc.optimizer, sc.clip_norm, sc.schedule.gamma) == (ref.lr, ref.optimizer, ref.clip_norm, 0.1)

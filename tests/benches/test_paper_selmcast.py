@@ -32,7 +32,10 @@ def test_tiny_run_prints_rows_writes_results_and_docs(tmp_path, capsys):
             assert r["receivers_ratio"] == pytest.approx(sel["mean_receivers"] / rnd["mean_receivers"])
             assert r["sync_speedup"] == pytest.approx(rnd["sync_s"] / sel["sync_s"])
     rows = json.loads(rows_json.read_text())
-    assert any(r["metric"] == "bsp: selmcast vs p2p-random" and r["unit"] == "x receivers" for r in rows)
+    assert any(r["policy"] == "bsp: selmcast vs p2p-random" and r["metric"] == "receivers" for r in rows)
+    assert all(r["unit"] == "%" for r in rows if r["metric"] == "compute share")
+    assert (out / "results-selmcast.md").read_text() == (docs / "results-selmcast.md").read_text()
+    assert (out / "img" / "selmcast-p2p-bw-sim-exchange.png").stat().st_size > 0  # plots under --out too
     text = (docs / "results-selmcast.md").read_text()
     assert "| ssp: selmcast vs p2p-random |" in text and "## p2p-bw (simulator, seeds 0)" in text
     for kind in ("accuracy", "exchange", "shares"):

@@ -7,13 +7,13 @@ def test_bench_zipline_prints_rows_and_writes_json(tmp_path, capsys):
     path = tmp_path / "zipline.json"
     assert main(["bench", "zipline", "--n", "3,6", "--R", "4,8", "--repeats", "2", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "hetsync bench zipline" in out and "full-gridscan n=6 R=8" in out
+    assert "hetsync bench zipline" in out and "full-gridscan" in out and "n=6 R=8 (s)" in out  # algorithm x cell
     rows = json.loads(path.read_text())
-    names = {r["metric"] for r in rows}
+    cells = {(r["policy"], r["metric"]) for r in rows}
     for algo in ("zipline", "zipline-heap", "gridscan", "full-gridscan"):
-        assert {f"{algo} n={n} R={r}" for n in (3, 6) for r in (4, 8)} <= names
+        assert {(algo, f"n={n} R={r}") for n in (3, 6) for r in (4, 8)} <= cells
     assert all(r["value"] > 0 and r["unit"] in ("s", "x") for r in rows)
-    assert sum(1 for r in rows if r["metric"].startswith("zipline speed-up")) == 4
+    assert sum(1 for r in rows if r["policy"] == "zipline speed-up over full-gridscan") == 4
 
 
 def test_bench_zipline_skips_cells_over_budget(tmp_path):
@@ -22,8 +22,8 @@ def test_bench_zipline_skips_cells_over_budget(tmp_path):
     rows = json.loads(path.read_text())
     skipped = [r for r in rows if r.get("skipped")]
     # the first cell runs (nothing to estimate from); the larger one is estimated and skipped
-    assert skipped and all("n=40" in r["metric"] and r["unit"] == "s (est.)" for r in skipped)
-    assert all("skipped (est." in r["setting"] for r in skipped)
+    assert skipped and all(r["metric"] == "n=40 R=5" and r["value"] is None for r in skipped)
+    assert all(r["shown"].startswith("skipped (est.") and r["estimate_s"] > 0 for r in skipped)
 
 
 def test_bench_zipline_bad_arguments_exit_2(capsys):

@@ -8,9 +8,9 @@ from hetsync.errors import BadInput
 from hetsync.policies.base import Apply, Compute, Pull, WorkerLeft
 from hetsync.policies.dssp import DSSP
 from hetsync.sim.engine import Simulation
+from hetsync.testing import check_step_gaps
 from tests.policies.helpers import arrived, ctx, pulled
 from tests.sim.conftest import make_scenario
-from tests.test_contract import check_step_gaps
 
 
 def pulls(cmds):

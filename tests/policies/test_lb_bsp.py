@@ -14,8 +14,9 @@ from hetsync.policies.lb_bsp import LBBSP
 from hetsync.policies.lb_bsp_static import LBBSPStatic
 from hetsync.scenario import scenario_from_dict
 from hetsync.sim.engine import Simulation
+from hetsync.testing import check_step_gaps
 from tests.policies.helpers import arrived, ctx
-from tests.test_contract import check_step_gaps, clusters
+from tests.test_contract import clusters
 
 
 def finished(w, batch, duration, t=1.0, load=1.0, step=0):

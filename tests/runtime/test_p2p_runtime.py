@@ -20,6 +20,7 @@ from hetsync.runtime.launch import launch, server_log_tail
 from hetsync.runtime.p2p import book_slot, measure
 from hetsync.scenario import load_scenario
 from hetsync.sim.engine import simulate
+from hetsync.workloads import make_workload
 
 P2P_SPECS = [f"{name}:sync={sync}" for name in ("p2p-allreduce", "p2p-random", "selmcast") for sync in ("bsp", "ssp")]
 FAST = {"jitter": "0", "max_time_s": "null"}
@@ -82,9 +83,12 @@ def test_p2p_allreduce_bsp_equals_the_simulator(p2p_runs):
     all-reduce must land on the simulator's model."""
     out, runs = p2p_runs
     run = next(r for r in runs if r["label"] == "p2p-allreduce(sync=bsp)")
-    ours = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)
+    saved = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)  # a state_dict
     sc = load_scenario("homogeneous-8", jitter=0, max_time_s=None, max_steps=STEPS).with_workers(3)
     sim = simulate(sc, "p2p-allreduce:sync=bsp")
+    module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
+    module.load_state_dict(saved)
+    ours = torch.cat([p.detach().reshape(-1) for p in module.parameters() if p.requires_grad])
     assert run["allreduces"] == sim.summary["allreduces"] == STEPS
     assert (ours - sim.params).abs().max().item() <= 1e-5
     assert ours.abs().max().item() > 0.1  # a trained model, not two zero vectors
@@ -130,14 +134,15 @@ def test_throttled_exchanges_follow_the_links(tmp_path):
 
 
 def test_killed_worker_does_not_hang_a_p2p_run(tmp_path):
-    args = ["--scenario", "homogeneous-8", *overrides(max_time_s="4"), "--no-plots", "--out", str(tmp_path)]
+    # 6 s: after the death is noticed (by 3.5 s) the two left have time for rings even on a loaded machine
+    args = ["--scenario", "homogeneous-8", *overrides(max_time_s="6"), "--no-plots", "--out", str(tmp_path)]
     args += ["--policies", "p2p-allreduce:sync=bsp,selmcast:sync=ssp"]
     args += ["--kill-worker", "1", "--kill-at-s", "1.5", "--worker-timeout-s", "5"]
     assert launch(3, args, tmp_path, timeout_s=300) == 0, server_log_tail(tmp_path)
     ring, gossip = json.loads((tmp_path / "summary.json").read_text())
     assert [x["worker"] for x in ring["workers_left"]] == [1]
     assert 1.5 <= ring["workers_left"][0]["t"] < 3.5  # noticed promptly
-    assert ring["stop_reason"] == "max_time" and ring["wall_time_s"] == pytest.approx(4.0, abs=0.5)
+    assert ring["stop_reason"] == "max_time" and ring["wall_time_s"] == pytest.approx(6.0, abs=0.5)
     steps = ring["per_worker"]["steps"]
     assert steps[0] > steps[1] and steps[2] > steps[1]  # the others went on without it
     late = [r for r in traced(tmp_path, ring, "allreduce") if r["t"] > ring["workers_left"][0]["t"]]

@@ -313,7 +313,10 @@ def brute_force(up: list[float], down: list[float], lat: list[float], events: li
             else:
                 still.append(f)
         flows = still
-        while pending and pending[0][0] <= t:
+        # one event at a time, in order, as the network takes them: a flow
+        # through infinite links is delivered at its start, before a
+        # capacity change of the same instant (which the next pass applies)
+        if pending and pending[0][0] <= t:
             _, kind, args = pending.pop(0)
             if kind == "start":
                 src, dst, nbytes, token = args

@@ -770,3 +770,21 @@ def _half_frozen_bn() -> nn.Module:
     module = _bn_module()
     module[0].weight.requires_grad_(False)
     return module
+
+
+@pytest.mark.parametrize(("n", "batch"), [(1, 3), (5, 64), (46, 64), (100, 32), (7, 7)])
+def test_shard_batches_follow_the_permuted_rows_of_its_generator(n, batch):
+    """The batch order is pinned: each epoch is one row of
+    ``Generator.permuted(rows of arange, axis=1)`` on the shard's seed, however
+    many epochs a batch spans (the sampler draws them row by row, faster)."""
+    seed = np.random.SeedSequence(3, spawn_key=(2,))
+    shard = Shard(torch.arange(n, dtype=torch.float32)[:, None], torch.zeros(n, dtype=torch.int64), seed=seed)
+    rng = np.random.default_rng(np.random.SeedSequence(3, spawn_key=(2,)))
+    stream: list[int] = []
+    got: list[int] = []
+    for _ in range(12):
+        got += shard.next_batch(batch)[0][:, 0].long().tolist()
+    while len(stream) < len(got):
+        count = 1 + (len(got) - len(stream)) // n
+        stream += rng.permuted(np.broadcast_to(np.arange(n), (count, n)), axis=1).ravel().tolist()
+    assert got == stream[: len(got)]

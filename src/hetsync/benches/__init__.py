@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 HELP: dict[str, str] = {
-    "sim": "simulator speed on large-1024 with ASP: steps/s, run time / math time, events/s",
+    "sim": "simulator speed on large-1024 with ASP and BSP: steps/s batched vs unbatched math, run time / math "
+    "time, events/s, memory; large-10k wall time and memory",
     "runtime": "runtime vs DDP (time per step, compute share) and simulator vs runtime (wall time)",
     "zipline": "ElasticBSP sync-point search: ZipLine vs GridScan vs FullGridScan seconds over n x R",
     "paper-wbsp": "WBSP paper set-up H1-H3: BSP, SSP(s=40), ASP, WBSP, WBSP-overlap; compute share and time to accuracy",

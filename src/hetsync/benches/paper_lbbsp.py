@@ -27,8 +27,9 @@ workers and a server, ``hetsync run``), on a scenario whose background load
 switches on and off during the run, and reports the batch sizes the workers
 really computed, read from the trace.
 
-It writes the runs under ``--out`` and, unless ``--no-docs``,
-``docs/results-lbbsp.md`` with plots in ``docs/img/lbbsp-*.png``. Every
+It writes the runs under ``--out`` and the page ``results-lbbsp.md`` with
+plots in ``img/lbbsp-*.png`` (under ``--out``, and in ``--docs DIR`` when
+given). Every
 figure is measured in the run that prints it.
 """
 
@@ -52,11 +53,15 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     parse_seeds,
+    pct,
     run_target,
+    scenario_setup,
+    setup_markdown,
     short_metric,
     split_list,
     spread,
     target_text,
+    with_sd,
 )
 from hetsync.errors import BadInput
 from hetsync.runner import compare, write_json_atomic
@@ -111,9 +116,9 @@ def run(args: argparse.Namespace) -> list[Row]:
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
-    docs = docs_dir(args)
-    if docs is not None:
-        write_doc(results, docs, out, command)
+    for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
+        if where is not None:
+            write_doc(results, where, out, command)
     return rows(results)
 
 
@@ -169,6 +174,7 @@ def bench_scenario(
     return {
         "scenario": sc.name,
         "description": sc.description,
+        "setup": scenario_setup(sc),
         "workers": sc.workers,
         "global_batch": sc.workers * sc.batch_size,
         **run_target(sc, per_seed[seeds[0]]),
@@ -347,80 +353,83 @@ def _range(lo: float | None, hi: float | None, digits: int = 3) -> str:
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
+    """Per scenario a table, per policy a line: time to target, speed-up over
+    BSP, samples/s and its ratio to BSP's, final metric, shares (%); the
+    diagnosis and the runtime runs as tables of their own."""
     out: list[Row] = []
     for res in results["scenarios"]:
-        where = f"{res['scenario']}, seeds {','.join(map(str, res['seeds']))}"
+        seeds = res["seeds"]
+        several = len(seeds) > 1
+        where = f"{res['scenario']}, seed{'s' if several else ''} {','.join(map(str, seeds))}"
+        if several:
+            where += " (means; ranges in brackets)"
+        metric = res["target_metric"]
         for a in res["aggregate"]:
-            lab = f"{res['scenario']} {short_label(a['label'])}"
-            if a["tta_mean_s"] is not None:
-                out.append(
-                    {
-                        "metric": f"{lab}: time to {target_text(res)}",
-                        "value": a["tta_mean_s"],
-                        "unit": "s",
-                        "setting": f"mean of the {a['reached']}/{a['seeds']} seeds that reached it, "
-                        f"range {_range(a['tta_min_s'], a['tta_max_s'])}; {where}",
-                    }
-                )
+            keys = {"policy": short_label(a["label"]), "setting": where, "scenario": res["scenario"]}
+            if a["tta_mean_s"] is None:
+                tta_shown = f"not in {res['max_time_s'] or 0:g} s"
+            elif several:
+                spread_text = f" [{_range(a['tta_min_s'], a['tta_max_s'])}]" if a["reached"] > 1 else ""
+                tta_shown = f"{a['tta_mean_s']:.3g}{spread_text} ({a['reached']}/{a['seeds']})"
             else:
-                out.append(
-                    {
-                        "metric": f"{lab}: time to {target_text(res)}",
-                        "value": res["max_time_s"] or 0.0,
-                        "unit": "s (not reached)",
-                        "setting": f"not reached in any of {a['seeds']} seeds; {where}",
-                    }
-                )
-            if a["policy"] != BASELINE and a["speedup_mean"] is not None:
-                note = f"; paper: up to {PAPER_SPEEDUP}x" if a["policy"] == "lb-bsp" else ""
-                out.append(
-                    {
-                        "metric": f"{lab}: TTA speed-up over bsp",
-                        "value": a["speedup_mean"],
-                        "unit": "x",
-                        "setting": f"mean of {a['speedup_pairs']} paired seeds, "
-                        f"range {_range(a['speedup_min'], a['speedup_max'])}{note}",
-                    }
-                )
-            out.append(
-                {"metric": f"{lab}: compute share", "value": a["compute_share_mean"], "unit": "", "setting": where}
-            )
+                tta_shown = None
             out.append(
                 {
-                    "metric": f"{lab}: samples per second",
-                    "value": a["samples_per_s_mean"],
-                    "unit": "1/s",
-                    "setting": where,
+                    "metric": f"time to {target_text(res)}",
+                    "value": a["tta_mean_s"],
+                    "unit": "s",
+                    "shown": tta_shown,
+                    **keys,
                 }
             )
-        for r in res["jitter_0"]:
+            speed = 1.0 if a["policy"] == BASELINE else a["speedup_mean"]
+            speed_shown = None
+            if a["policy"] != BASELINE and speed is not None and a["speedup_pairs"] > 1:
+                speed_shown = f"{speed:.3g} [{_range(a['speedup_min'], a['speedup_max'])}]"
+            out.append({"metric": "speed-up over bsp", "value": speed, "unit": "x", "shown": speed_shown, **keys})
+            out.append({"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys})
             out.append(
                 {
-                    "metric": f"{res['scenario']} {short_label(r['label'])}: wait share, jitter 0",
-                    "value": r["wait_share"],
+                    "metric": "samples/s ÷ bsp's",
+                    "value": 1.0 if a["policy"] == BASELINE else a["throughput_vs_bsp"],
                     "unit": "",
-                    "setting": f"diagnosis: seed {r['seed']} without step-time noise",
+                    **keys,
                 }
             )
+            finals = [r["final_metric"] for s in seeds for r in res["runs"][str(s)] if r["label"] == a["label"]]
+            out.append(
+                {
+                    "metric": f"final {metric}",
+                    "value": a["final_metric_mean"],
+                    "unit": "",
+                    "shown": with_sd(finals or [a["final_metric_mean"]], lambda v, m=metric: fmt_metric(m, v)),
+                    **keys,
+                }
+            )
+            out.append({"metric": "compute share", "value": pct(a["compute_share_mean"]), "unit": "%", **keys})
+            out.append({"metric": "wait share", "value": pct(a["wait_share_mean"]), "unit": "%", **keys})
+        for r in res["jitter_0"]:
+            keys = {
+                "policy": short_label(r["label"]),
+                "setting": f"{res['scenario']}, seed {r['seed']} without step-time noise",
+                "scenario": res["scenario"],
+            }
+            out.append({"metric": "compute share", "value": pct(r["compute_share"]), "unit": "%", **keys})
+            out.append({"metric": "wait share", "value": pct(r["wait_share"]), "unit": "%", **keys})
     rt = results.get("runtime")
     if rt:
+        where = f"runtime: {RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s"
         for r in rt["runs"]:
-            out.append(
-                {
-                    "metric": f"runtime {r['label']}: rounds per second",
-                    "value": r["rounds_per_s"],
-                    "unit": "1/s",
-                    "setting": f"{RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s",
-                }
-            )
+            keys = {"policy": r["label"], "setting": where}
+            out.append({"metric": "rounds/s", "value": r["rounds_per_s"], "unit": "", **keys})
             b = r["batches"]
-            if b.get("loaded_batch_on") is not None and b.get("loaded_batch_off") is not None:
+            for state in ("on", "off"):
                 out.append(
                     {
-                        "metric": f"runtime {r['label']}: loaded workers' batch, load on / off",
-                        "value": f"{b['loaded_batch_on']:.1f} / {b['loaded_batch_off']:.1f}",
+                        "metric": f"loaded workers' batch, load {state}",
+                        "value": b.get(f"loaded_batch_{state}"),
                         "unit": "samples",
-                        "setting": "mean batch the workers computed, from the trace",
+                        **keys,
                     }
                 )
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": ""})
@@ -519,8 +528,12 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
         folder = Path(res["folder"]) / f"seed-{first}"
         # the target metric against time (accuracy.png, perplexity.png, ...); the shares are in the table
         src = f"{report.metric_plot_name([res])}.png"
-        if (folder / src).is_file():
-            dst = _img_name(res["scenario"], src)
+        dst = _img_name(res["scenario"], src)
+        if (folder / "summary.json").is_file():  # redrawn with the short labels of the table
+            runs = json.loads((folder / "summary.json").read_text())
+            report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / dst)
+            made[f"{res['scenario']}:curve"] = f"img/{dst}"
+        elif (folder / src).is_file():
             shutil.copyfile(folder / src, img / dst)
             made[f"{res['scenario']}:curve"] = f"img/{dst}"
         sc = load_scenario(res["scenario"], **{**res["overrides"], "seed": first})
@@ -605,7 +618,20 @@ def _speed(a: dict[str, Any]) -> str:
         return "1 (baseline)"
     if a["speedup_mean"] is None:
         return "—"
+    if a["speedup_pairs"] < 2:
+        return f"{a['speedup_mean']:.2f}×"
     return f"{a['speedup_mean']:.2f}× [{_range(a['speedup_min'], a['speedup_max'])}]"
+
+
+def _better(metric: str, res: dict[str, Any], a: float, b: float | None) -> bool:
+    """Whether value a of the metric is at least as good as b (the target's direction)."""
+    if b is None:
+        return True
+    return a <= b if res.get("target_direction") == "min" else a >= b
+
+
+def _finals(res: dict[str, Any], label: str) -> list[float]:
+    return [r["final_metric"] for s in res["seeds"] for r in res["runs"][str(s)] if r["label"] == label]
 
 
 def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> str:
@@ -643,19 +669,23 @@ def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> list[str]:
         f"{res['description']}. Global batch {res['global_batch']}; {stop}; target "
         f"{target_text(res)}, evaluated every {res['eval_every_s'] or 'run length / 40'} s.",
         "",
+        *setup_markdown([res["setup"]] if res.get("setup") else []),
         "| policy | TTA (s), mean [range] | reached | speed-up vs BSP [range] | samples/s (× BSP) "
-        f"| final {short_metric(metric)} (± sd) | compute | wait | batch moves/round, rounds 1–10 → later |",
+        f"| final {short_metric(metric)}{' (± sd)' if len(res['seeds']) > 1 else ''} | compute | wait "
+        "| batch moves/round, rounds 1–10 → later |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for a in res["aggregate"]:
-        tta = "—" if a["tta_mean_s"] is None else f"{a['tta_mean_s']:.2f} [{_range(a['tta_min_s'], a['tta_max_s'])}]"
+        tta = "—" if a["tta_mean_s"] is None else f"{a['tta_mean_s']:.2f}"
+        if a["tta_mean_s"] is not None and a["reached"] > 1:
+            tta += f" [{_range(a['tta_min_s'], a['tta_max_s'])}]"
         thr = f"{a['samples_per_s_mean']:,.0f}"
         if a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE:
             thr += f" ({a['throughput_vs_bsp']:.2f}×)"
         moves = "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {_fmt(a['move_later'], 2)}"
         lines.append(
             f"| `{short_label(a['label'])}` | {tta} | {a['reached']}/{a['seeds']} | {_speed(a)} | {thr} "
-            f"| {fmt_metric(metric, a['final_metric_mean'])} ± {fmt_metric(metric, a['final_metric_sd'])} "
+            f"| {with_sd(_finals(res, a['label']) or [a['final_metric_mean']], lambda v: fmt_metric(metric, v))} "
             f"| {100 * a['compute_share_mean']:.1f}% | {100 * a['wait_share_mean']:.1f}% | {moves} |"
         )
     lines += [
@@ -708,12 +738,20 @@ def _claims(results: dict[str, Any]) -> list[str]:
     ]
     shown = []
     for res in results["scenarios"]:
+        bsp = next(iter(_policy(res, BASELINE)), None)
+        metric = res["target_metric"]
         for a in _policy(res, "lb-bsp"):
             if a["speedup_mean"] is not None:
                 shown.append(
                     f"`{res['scenario']}` `{short_label(a['label'])}` {a['speedup_mean']:.2f}× to the target "
                     f"({100 * (1 - 1 / a['speedup_mean']):.0f}% less time), "
                     f"{a['throughput_vs_bsp']:.2f}× the samples per second"
+                )
+            elif a["throughput_vs_bsp"] is not None and bsp is not None:
+                shown.append(
+                    f"`{res['scenario']}` `{short_label(a['label'])}`: target not reached by both in the run; "
+                    f"{a['throughput_vs_bsp']:.2f}× the samples per second, final {metric} "
+                    f"{fmt_metric(metric, a['final_metric_mean'])} (BSP {fmt_metric(metric, bsp['final_metric_mean'])})"
                 )
     lines.append(
         "| LB-BSP accelerates distributed training by up to 54% over BSP (CPU clusters with a stress tool; "
@@ -855,13 +893,33 @@ def _analysis(results: dict[str, Any]) -> list[str]:
                 "overshoot, then swing back) and keeps chasing the step-time noise, while the fitted curve, "
                 "the trust region and the halving damper settle in a few rounds and stay put."
             )
+        metric = res["target_metric"]
         if asp is not None and asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None:
-            verdict = "faster" if asp["tta_mean_s"] < best["tta_mean_s"] else "slower"
+            faster = asp["tta_mean_s"] < best["tta_mean_s"]
+            why = (
+                "it never waits, and on this task stale gradients cost it little"
+                if faster
+                else "it never waits, but its stale gradients cost more than that throughput gains"
+            )
             lines.append(
-                f"  ASP reaches the target {verdict} ({asp['tta_mean_s']:.2f} s against {best['tta_mean_s']:.2f} s, "
-                f"{asp['throughput_vs_bsp']:.2f}× BSP's samples per second): it never waits, and on this small "
-                "task stale gradients cost it little. LB-BSP's claim is against BSP: it keeps BSP's update, the "
-                "exact mean gradient of the global batch (no staleness)."
+                f"  ASP reaches the target {'faster' if faster else 'slower'} ({asp['tta_mean_s']:.2f} s against "
+                f"{best['tta_mean_s']:.2f} s, {asp['throughput_vs_bsp']:.2f}× BSP's samples per second): {why}. "
+                "LB-BSP's claim is against BSP: it keeps BSP's update, the exact mean gradient of the global "
+                "batch (no staleness)."
+            )
+        elif (
+            asp is not None
+            and asp["tta_mean_s"] is None
+            and asp["final_metric_mean"] is not None
+            and not (_better(metric, res, asp["final_metric_mean"], bsp["final_metric_mean"]))
+        ):
+            lines.append(
+                f"  ASP processes {asp['throughput_vs_bsp']:.2f}× BSP's samples per second but did not reach the "
+                f"target (final {metric} {fmt_metric(metric, asp['final_metric_mean'])}, against "
+                f"{fmt_metric(metric, best['final_metric_mean'])} for `{short_label(best['label'])}` and "
+                f"{fmt_metric(metric, bsp['final_metric_mean'])} for BSP): its gradients are applied one at a "
+                "time to a model that has moved on, and with this recipe that staleness costs more than the "
+                "throughput gains. LB-BSP keeps BSP's update, the exact mean gradient of the global batch."
             )
     lines += [
         "- Batch sizing removes the part of the barrier wait that comes from *persistently* slower or "

@@ -34,6 +34,9 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     parse_seeds,
+    pct,
+    scenario_setup,
+    setup_markdown,
     short_metric,
     split_list,
     target_text,
@@ -65,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's; writes no docs unless --docs",
+        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's",
     )
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
     p.add_argument("--policies", default=None, help="comma-separated specs (default: each scenario's list)")
@@ -92,9 +95,9 @@ def run(args: argparse.Namespace) -> list[Row]:
     if args.runtime:
         results.append(bench_runtime(specs, out / "runtime"))
     write_json_atomic(out / "results.json", results)
-    docs = docs_dir(args)
-    if docs is not None:
-        write_docs(results, docs, command=_command(args))
+    for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
+        if where is not None:
+            write_docs(results, where, command=_command(args))
     return rows_of(results)
 
 
@@ -147,7 +150,7 @@ def bench_scenario(
         _plots(runs, where, sc.name)
         report.terminal_console().print(report.summary_table(runs))
         runs_by_seed[seed] = runs
-    return _aggregate(sc.name, "sim", runs_by_seed, where)
+    return {**_aggregate(sc.name, "sim", runs_by_seed, where), "setup": scenario_setup(sc)}
 
 
 def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
@@ -176,7 +179,7 @@ def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
     runs = json.loads((out / "summary.json").read_text())
     _plots(runs, out, sc.name, window_s=RUNTIME_TIMELINE_S)
     report.terminal_console().print(report.summary_table(runs))
-    return _aggregate(sc.name, "dist", {sc.seed: runs}, out)
+    return {**_aggregate(sc.name, "dist", {sc.seed: runs}, out), "setup": scenario_setup(sc)}
 
 
 def _plots(runs: list[dict[str, Any]], where: Path, scenario: str, window_s: float = TIMELINE_S) -> None:
@@ -281,30 +284,48 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def rows_of(results: list[dict[str, Any]]) -> list[Row]:
+    """Per scenario a table, per policy a line (receivers, exchange, sync per
+    step, round, compute share in %, time to target, final metric); then
+    SELMCAST's ratios to each baseline as a table of their own."""
     rows: list[Row] = []
     for res in results:
-        where = f"{res['scenario']} ({res['driver']})"
+        seeds = res["seeds"]
+        where = f"{res['scenario']} ({res['driver']}), seed{'s' if len(seeds) > 1 else ''} "
+        where += ",".join(map(str, seeds)) + (" (means)" if len(seeds) > 1 else "")
+        metric = res["target_metric"]
         for label, p in res["policies"].items():
+            keys = {"policy": label, "setting": where, "scenario": res["scenario"]}
+            rows.append({"metric": "receivers per sender", "value": p["mean_receivers"], "unit": "", **keys})
+            rows.append({"metric": "mean exchange", "value": p["mean_exchange_s"], "unit": "s", **keys})
+            rows.append({"metric": "sync per step", "value": p["sync_s"], "unit": "s", **keys})
+            rows.append({"metric": "mean round", "value": p["mean_round_s"], "unit": "s", **keys})
+            rows.append({"metric": "compute share", "value": pct(p["compute_share"]), "unit": "%", **keys})
+            tta = p["time_to_target_s"]
+            if tta is None:
+                shown = "not reached"
+            elif p["reached"] < p["seeds"]:
+                shown = f"{tta:.3g} ({p['reached']}/{p['seeds']})"
+            else:
+                shown = None
+            rows.append({"metric": f"time to {target_text(res)}", "value": tta, "unit": "s", "shown": shown, **keys})
             rows.append(
-                {"metric": f"{label}: receivers per sender", "value": p["mean_receivers"], "unit": "", "setting": where}
-            )
-            rows.append(
-                {"metric": f"{label}: mean exchange", "value": p["mean_exchange_s"], "unit": "s", "setting": where}
-            )
-            rows.append({"metric": f"{label}: mean round", "value": p["mean_round_s"], "unit": "s", "setting": where})
-            rows.append(
-                {"metric": f"{label}: compute share", "value": p["compute_share"], "unit": "", "setting": where}
-            )
-            rows.append(
-                {"metric": f"{label}: time to target", "value": p["time_to_target_s"], "unit": "s", "setting": where}
+                {
+                    "metric": f"final {metric}",
+                    "value": p["final_metric"],
+                    "unit": "",
+                    "shown": fmt_metric(metric, p["final_metric"]),
+                    **keys,
+                }
             )
         for name, r in res["ratios"].items():
-            for key, unit in (
-                ("sync_speedup", "x shorter sync"),
-                ("receivers_ratio", "x receivers"),
-                ("tta_speedup", "x faster to target"),
+            keys = {"policy": name, "setting": f"{where}: ratios", "scenario": res["scenario"]}
+            for key, what in (
+                ("sync_speedup", "sync shorter"),
+                ("receivers_ratio", "receivers"),
+                ("round_speedup", "round shorter"),
+                ("tta_speedup", "faster to target"),
             ):
-                rows.append({"metric": name, "value": r[key], "unit": unit, "setting": where})
+                rows.append({"metric": what, "value": r[key], "unit": "x", **keys})
     return rows
 
 
@@ -366,8 +387,14 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         lines += [
             f"## {res['scenario']} ({'simulator' if res['driver'] == 'sim' else 'real processes'}, seeds {seeds})",
             "",
-            f"Target {target_text(res)}. Means over seeds; TTA over the seeds that reached it.",
+            f"Target {target_text(res)}. "
+            + (
+                f"Means over seeds; TTA over the seeds that reached it; the plots show {Path(res['dir']).name.replace('seed-', 'seed ')}."
+                if len(res["seeds"]) > 1
+                else "One seed: each figure is that run's."
+            ),
             "",
+            *setup_markdown([res["setup"]] if res.get("setup") else []),
             "| policy | receivers / sender | exchange | sync / step | round | compute share | time to target "
             f"| final {short_metric(res['target_metric'])} |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",

@@ -16,8 +16,9 @@ ASP: every policy that is not WBSP). A scenario whose target names another
 metric (``--set 'target={metric: loss, value: 0.3}'``) gets the same figures
 for that metric. It writes the runs under ``--out``
 (``summary.json``, traces and plots per scenario, and ``results.json``) and,
-unless told otherwise, ``docs/results-wbsp.md`` with the plots copied to
-``docs/img/wbsp-*.png``. Every figure is measured in the run that prints it.
+the page ``results-wbsp.md`` with the plots copied to ``img/wbsp-*.png``
+(under ``--out``, and in ``--docs DIR`` when given). Every figure is
+measured in the run that prints it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ from hetsync.benches.common import (
     docs_dir,
     fmt_metric,
     parse_seeds,
+    pct,
     run_target,
+    scenario_setup,
+    setup_cell,
     short_metric,
     split_list,
     target_text,
@@ -70,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's; writes no docs unless --docs",
+        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's, and no model-size sweep",
     )
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
@@ -108,8 +112,9 @@ def run(args: argparse.Namespace) -> list[Row]:
     cases += sweep_cases(args.sweep_scenario, _sweep(args))
     docs = docs_dir(args)
     results = bench_paper_wbsp(cases, specs, seeds, Path(args.out), overrides=overrides)
-    if docs is not None:
-        write_docs(results, docs, command=_command(args))
+    for where in (Path(args.out), docs):  # the page and its plots: always under --out, in docs if asked
+        if where is not None:
+            write_docs(results, where, command=_command(args))
     return rows_of(results)
 
 
@@ -188,7 +193,11 @@ def bench_paper_wbsp(
             runs = compare(sc, specs, where, on_result=done)
             curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
             report.plot_metric(runs, where / f"{curve}.png")
-            report.plot_metric(_zoomed(runs), where / f"{curve}-zoom.png")
+            zoomed, zoom_png = _zoomed(runs), where / f"{curve}-zoom.png"
+            if zoomed and zoomed[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
+                report.plot_metric(zoomed, zoom_png)
+            else:  # a zoom that cuts nothing (--quick) would be the plot above again
+                zoom_png.unlink(missing_ok=True)
             report.plot_shares(runs, where / "shares.png")
             for r in runs:
                 if r["policy"] in TIMELINES and r["trace"] and not case.sweep:
@@ -285,6 +294,7 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
         "model_bytes": nbytes,
         "transfer_s": None if nbytes is None else nbytes / min(sc.bandwidth_Bps) + sc.latency_s,
         "description": sc.description,
+        "setup": scenario_setup(sc),
         "workers": sc.workers,
         "delay_s": max(sc.delay_s),
         **run_target(sc, [r for runs in runs_by_seed.values() for r in runs]),
@@ -292,7 +302,11 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
         "seeds": seeds,
         "fastest_baseline": {s: (f[0] if f else None) for s, f in fastest.items()},
         "host_time_s": sum(r["host_time_s"] for runs in runs_by_seed.values() for r in runs),
-        "plots": {kind: str(where / f"{kind}.png") for kind in plot_kinds(sc.target_metric)},
+        "plots": {
+            kind: str(where / f"{kind}.png")
+            for kind in plot_kinds(sc.target_metric)
+            if (where / f"{kind}.png").exists()
+        },
         "timelines": {
             p["label"]: str(where / f"timeline-{report.safe_name(p['label'])}.png")
             for p in policies
@@ -303,54 +317,44 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, 
 
 
 def rows_of(results: list[dict[str, Any]]) -> list[Row]:
-    """The printed and ``--json`` rows: four figures per scenario and policy."""
+    """The printed and ``--json`` rows: per case (a table) and policy (a line),
+    the time to target, its ratio to the fastest baseline's, the final
+    metric, the three shares (in %) and the largest staleness."""
     rows: list[Row] = []
     for res in results:
+        seeds = res["seeds"]
+        setting = res["case"] + (
+            f", seeds {','.join(map(str, seeds))} (medians of times, means)" if len(seeds) > 1 else ""
+        )
         for p in res["policies"]:
-            setting = f"{res['case']}, {p['label']}"
-            keys = {"scenario": res["scenario"], "case": res["case"], "policy": p["label"]}
+            keys = {"scenario": res["scenario"], "case": res["case"], "policy": p["label"], "setting": setting}
+            tta = p["time_to_target_s"]
+            reached = "" if tta is not None or len(seeds) == 1 else f" ({p['reached']}/{len(seeds)} seeds)"
             rows.append(
-                {"metric": "compute share", "value": 100 * p["compute_share"], "unit": "%", "setting": setting, **keys}
+                {
+                    "metric": f"time to {target_text(res)}",
+                    "value": tta,
+                    "unit": "s",
+                    "shown": None if tta is not None else f"not in {res['max_time_s']:g} s{reached}",
+                    "reached": p["reached"],
+                    **keys,
+                }
             )
-            if p["time_to_target_s"] is not None:
-                rows.append(
-                    {
-                        "metric": f"time to {target_text(res)}",
-                        "value": p["time_to_target_s"],
-                        "unit": "s (virtual)",
-                        "setting": setting,
-                        **keys,
-                    }
-                )
-            else:
-                rows.append(
-                    {
-                        "metric": f"{target_text(res)} not reached in",
-                        "value": res["max_time_s"],
-                        "unit": "s (virtual)",
-                        "setting": setting,
-                        **keys,
-                    }
-                )
+            rows.append(
+                {"metric": "TTA ÷ fastest baseline's", "value": p["tta_vs_fastest_baseline"], "unit": "", **keys}
+            )
             rows.append(
                 {
                     "metric": f"final {res['target_metric']}",
                     "value": p["final_metric"],
                     "unit": "",
-                    "setting": setting,
+                    "shown": fmt_metric(res["target_metric"], p["final_metric"]),
                     **keys,
                 }
             )
-            if p["tta_vs_fastest_baseline"] is not None:
-                rows.append(
-                    {
-                        "metric": "TTA / fastest baseline's",
-                        "value": p["tta_vs_fastest_baseline"],
-                        "unit": "ratio",
-                        "setting": setting,
-                        **keys,
-                    }
-                )
+            for share in ("compute", "comm", "wait"):
+                rows.append({"metric": f"{share} share", "value": pct(p[f"{share}_share"]), "unit": "%", **keys})
+            rows.append({"metric": "max staleness", "value": p["max_staleness"], "unit": "versions", **keys})
     return rows
 
 
@@ -437,7 +441,7 @@ def _results_table(res: dict[str, Any]) -> list[str]:
     lines = [
         "| policy | compute | comm | wait | TTA (s) | TTA vs fastest baseline "
         f"| final {short_metric(res['target_metric'])} | steps | dropped | updates"
-        " | max stale |",
+        " | max stale (versions) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in res["policies"]:
@@ -535,6 +539,66 @@ def _sweep_text(results: list[dict[str, Any]]) -> str:
     )
 
 
+def _tta_text(main: list[dict[str, Any]]) -> list[str]:
+    """What decided the times to accuracy, from the measurements of the main scenarios."""
+    if not main:
+        return []
+    metric = main[0]["target_metric"]
+
+    def pick(policy: str) -> list[dict[str, Any]]:
+        return [_by_policy(r)[policy] for r in main if policy in _by_policy(r)]
+
+    def finals(policy: str) -> str:
+        values = [fmt_metric(metric, p["final_metric"]) for p in pick(policy)]
+        return " / ".join(values) if values else "—"
+
+    def reached(policy: str) -> int:
+        return sum(p["time_to_target_s"] is not None for p in pick(policy))
+
+    def stale(*policies: str) -> str:
+        values = [p["max_staleness"] for policy in policies for p in pick(policy)]
+        return str(max(values)) if values else "—"
+
+    lines = [
+        TTA_THROUGHPUT.strip().format(
+            wbsp_steps=_steps_gain(main, "wbsp"),
+            overlap_steps=_steps_gain(main, "wbsp-overlap"),
+            asp_stale=stale("asp"),
+            wbsp_stale=stale("wbsp", "wbsp-overlap"),
+        ),
+        "",
+    ]
+    asp, bsp = pick("asp"), pick("bsp")
+    close = all(
+        a["time_to_target_s"] is not None and abs(a["final_metric"] - b["final_metric"]) <= 0.02
+        for a, b in zip(asp, bsp, strict=False)
+    )
+    args = {"metric": metric, "asp_finals": finals("asp"), "bsp_finals": finals("bsp")}
+    ratios = {"wbsp_ratios": _ratios(main, "wbsp"), "overlap_ratios": _ratios(main, "wbsp-overlap")}
+    if asp and bsp and close:
+        lines.append(TTA_CHEAP.strip().format(**args, **ratios))
+    else:
+        ssp = next((p["policy"] for p in main[0]["policies"] if p["policy"] == "ssp"), "ssp")
+        fastest = ", ".join(sorted({str(v) for r in main for v in r["fastest_baseline"].values()}))
+        lines.append(
+            TTA_COSTLY.strip().format(
+                **args,
+                **ratios,
+                cases=len(main),
+                asp_reached=reached("asp"),
+                ssp_reached=reached(ssp),
+                ssp_finals=finals(ssp),
+                wbsp_reached=reached("wbsp"),
+                overlap_reached=reached("wbsp-overlap"),
+                wbsp_finals=finals("wbsp"),
+                overlap_finals=finals("wbsp-overlap"),
+                fastest=fastest,
+            )
+        )
+    lines.append("")
+    return lines
+
+
 def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     main = [r for r in results if not r["sweep"]]
     seeds = results[0]["seeds"] if results else [0]
@@ -548,7 +612,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         f"{', '.join(map(str, seeds))}{': medians of times and ratios, means of shares' if len(seeds) > 1 else ''}).",
         "Every figure below is measured in that run; the text between the tables explains them.",
         "",
-        SETUP.strip(),
+        *setup_table(main),
         "",
     ]
     for res in main:
@@ -557,7 +621,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
             f"## {res['scenario']}: {res['description']}",
             "",
             f"Target {target_text(res)}, {res['max_time_s']:g} virtual seconds per run; "
-            f"fastest baseline: {fastest}."
+            f"fastest baseline: {fastest if fastest != 'None' else 'none reached the target'}."
             + (
                 f" The plots show seed {res['seeds'][0]}; the table is over all seeds." if len(res["seeds"]) > 1 else ""
             ),
@@ -577,13 +641,8 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         "",
         "### Time to accuracy",
         "",
-        TTA.strip().format(
-            wbsp_steps=_steps_gain(main, "wbsp"),
-            overlap_steps=_steps_gain(main, "wbsp-overlap"),
-            wbsp_ratios=_ratios(main, "wbsp"),
-            overlap_ratios=_ratios(main, "wbsp-overlap"),
-            best=_best(main),
-        ),
+        *_tta_text(main),
+        f'The largest reduction measured here is {_best(main)}, against the paper\'s "up to 60 %".',
         "",
     ]
     sweep = _sweep_table(results)
@@ -606,30 +665,82 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     return "\n".join(lines)
 
 
-SETUP = """
-## Set-up
+def setup_table(main: list[dict[str, Any]]) -> list[str]:
+    """The set-up: the paper's column as published, ours from the scenarios that ran."""
+    setups = [r["setup"] for r in main if r.get("setup")]
+    if not setups:
+        return []
+    labels: list[str] = []
+    for r in main:
+        labels += [p["label"] for p in r["policies"] if p["baseline"] and p["label"] not in labels]
+    lr = setup_cell(setups, "recipe")
+    evals = sorted({r["setup"]["duration"].split(", evaluated every ")[-1] for r in main if r.get("setup")})
+    rows = [
+        (
+            "cluster",
+            SETUP_PAPER["cluster"],
+            setup_cell([{**s, "c": f"{s['workers']} simulated workers and a parameter server"} for s in setups], "c"),
+        ),
+        ("heterogeneity and step time", SETUP_PAPER["heterogeneity"], setup_cell(setups, "step")),
+        (
+            "learning job",
+            SETUP_PAPER["learning job"],
+            setup_cell([{**s, "j": f"{s['workload']}, batch {s['batch']}"} for s in setups], "j"),
+        ),
+        ("network", SETUP_PAPER["network"], setup_cell(setups, "network")),
+        (
+            "training recipe",
+            SETUP_PAPER["learning rate"],
+            f"{lr}. ASP and SSP weight each gradient 1/N; WBSP steps locally with the same recipe and weights "
+            "deltas 1/N",
+        ),
+        ("duration", "until the target accuracy", setup_cell(setups, "duration")),
+        (
+            "baselines",
+            SETUP_PAPER["baselines"],
+            ", ".join(labels) + " — ADSP is not implemented (see the last section)",
+        ),
+    ]
+    names = ", ".join(f"`{r['scenario']}`" for r in main)
+    return [
+        "## Set-up",
+        "",
+        "| | paper | here |",
+        "|---|---|---|",
+        *[f"| {name} | {paper} | {here} |" for name, paper, here in rows],
+        "",
+        f"The scenario{'s are' if len(main) > 1 else ' is'} {names} (`hetsync scenarios`). "
+        + SETUP_NOTES.strip().format(evals=", ".join(evals)),
+    ]
 
-| | paper | here |
-|---|---|---|
-| cluster | parameter server and GPU workers (V100); half of the workers sleep before every step (the authors' code: the odd-numbered of 8) | 8 simulated workers; workers 4–7 sleep |
-| heterogeneity | sleep 0.5 / 1.0 / 1.5 s per step (H1 / H2 / H3) | the same, on top of a 0.1 s step (±10 % noise) |
-| learning job | CIFAR-10 CNN (148k parameters in the authors' code), AlexNet, ImageNet models | `digits-cnn`: 8×8 digits, two conv layers (3.9k parameters), batch 32 per worker |
-| network | not modelled: real sockets (the authors' code moves every tensor with a length/acknowledgement exchange over TCP) | each push or pull costs as for a 4 MB model over 1 Gb/s (32 ms); 10 Gb/s at the server |
-| learning rate | 0.1, then 0.01, 0.001 (authors' code) | 0.5 throughout — BSP's good range here (0.8 is noisy, 1.2 diverges); ASP and SSP weight each gradient 1/N; WBSP steps locally at 0.5 and weights deltas 1/N |
-| baselines | BSP, SSP (s = 40), ASP, ADSP | BSP, SSP (s = 40), ASP — ADSP is not implemented (see the last section) |
 
-The scenarios are `wbsp-h1`, `wbsp-h2`, `wbsp-h3` (`hetsync scenarios`). Shares are of N × wall time
+SETUP_PAPER = {
+    "cluster": "parameter server and GPU workers (V100); half of the workers sleep before every step (the "
+    "authors' code: the odd-numbered of 8)",
+    "heterogeneity": "sleep 0.5 / 1.0 / 1.5 s per step (H1 / H2 / H3)",
+    "learning job": "CIFAR-10 CNN (148k parameters in the authors' code), AlexNet, ImageNet models",
+    "network": "not modelled: real sockets (the authors' code moves every tensor with a length/acknowledgement "
+    "exchange over TCP)",
+    "learning rate": "0.1, then 0.01, 0.001 (authors' code)",
+    "baselines": "BSP, SSP (s = 40), ASP, ADSP",
+}
+"""The paper's column of the set-up table, as published."""
+
+SETUP_NOTES = """
+Shares are of N × wall time
 (compute + comm + wait = 100 %); the injected sleep counts as compute, since it stands for a slower
-device. Wall time is virtual. TTA is the first evaluation (every `eval_every_s` = 1 s) at which the
-global model reached the target; "vs fastest baseline" divides it by the smallest TTA of BSP, SSP
-and ASP in the same scenario and seed.
+device. Wall time is virtual. TTA is the first evaluation (every {evals}) at which the
+global model reached the target; "vs fastest baseline" divides it by the smallest TTA of the
+baselines in the same scenario and seed. Staleness counts global versions (SSP's s counts a
+worker's steps, so a staleness above s does not break SSP's bound).
 """
+
 
 COMPUTE_SHARE = """
 BSP and SSP (s = 40) idle about half of the time: the fast workers wait for the slow ones at every
 barrier, and SSP's 40-step allowance is spent within the first seconds, after which the fast
 workers are held to the slow workers' pace. ASP never waits, but a fast worker pushes a gradient
-and pulls the model around every 0.1 s step. Plain WBSP pulls once per round instead of once per
+and pulls the model around every step. Plain WBSP pulls once per round instead of once per
 step, so its fast workers spend only the push on communication. WBSP-overlap computes all the
 time: the simulator counts a worker as computing while a step is in progress, and all of its
 transfers happen behind steps. The authors' overlapped worker (`wk_pcc_v2.py`) starts no step
@@ -637,19 +748,32 @@ while it downloads the new model, which is one reason their figure is 91 % and n
 baselines compute {baselines} of the time here, against 55–72 % in the paper.
 """
 
-TTA = """
-Near the target the curves of ASP, WBSP and WBSP-overlap run close together, and the times to
-accuracy move by a few seconds from seed to seed. Two things decide them. First, throughput: in
-the same virtual time plain WBSP computes {wbsp_steps} more steps than ASP and WBSP-overlap
-{overlap_steps} more. Second, what a step is worth: an ASP worker starts every step from the
-newest global model, while a WBSP worker learns of the others' progress only once per round (its
-steps in between follow its own local model) — the price WBSP pays for consistency (staleness at
-most 1 version, against tens of versions under ASP). On this small task ASP's staleness costs
-little: we read the measured ratios — plain WBSP {wbsp_ratios}, WBSP-overlap {overlap_ratios} of
-the fastest baseline's time — as plain WBSP's extra throughput being mostly used up by that price,
-and WBSP-overlap's larger one carrying through. The largest reduction measured here is {best}, against
-the paper's "up to 60 %".
+TTA_THROUGHPUT = """
+Two things decide the times to accuracy. First, throughput: in the same virtual time plain WBSP
+computes {wbsp_steps} more steps than ASP and WBSP-overlap {overlap_steps} more. Second, what a step
+is worth: an ASP worker starts every step from the newest global model but its gradient lands on a
+model that has moved on (staleness up to {asp_stale} versions here), while a WBSP worker learns of
+the others' progress only once per round (its steps in between follow its own local model) and
+its deltas are applied together at the round's end (staleness at most {wbsp_stale}).
 """
+
+TTA_CHEAP = """
+On this task ASP's staleness costs little (it reached the target in every scenario, final {metric}
+{asp_finals} against BSP's {bsp_finals}): we read the measured ratios — plain WBSP {wbsp_ratios},
+WBSP-overlap {overlap_ratios} of the fastest baseline's time — as plain WBSP's extra throughput
+being mostly used up by its once-per-round view of the others, and WBSP-overlap's larger one
+carrying through.
+"""
+
+TTA_COSTLY = """
+On this task staleness costs: ASP reached the target in {asp_reached} of {cases} scenarios (final
+{metric} {asp_finals} against BSP's {bsp_finals}), and SSP, whose gradients are as stale once its
+allowance is spent, {ssp_reached} of {cases} ({ssp_finals}). WBSP and WBSP-overlap reached it in
+{wbsp_reached} and {overlap_reached} of {cases} (final {metric} {wbsp_finals} and {overlap_finals}):
+averaging a round's deltas keeps their updates close to BSP's. Their times against the fastest
+baseline ({fastest}): plain WBSP {wbsp_ratios}, WBSP-overlap {overlap_ratios}.
+"""
+
 
 SWEEP = """
 ### Why not 60 %: the cost of communication
@@ -692,9 +816,9 @@ MODEL = """
 - WBSP-overlap pushes whatever it has accumulated at the moment it learns of the flag, together
   with the pull, and keeps pushing while the pull is in flight; steps finished after the last push
   started are overwritten by the pulled model and counted as dropped (the `dropped` column). With
-  these symmetric links the push sent with the pull lands at the same instant as the pull, the
+  symmetric links the push sent with the pull lands at the same instant as the pull, the
   simulator delivers it first (start order), and the worker pushes the steps finished meanwhile
-  just before the new model replaces its own — so no step is dropped here. On a slower uplink the
+  just before the new model replaces its own — so no step is dropped. On a slower uplink the
   pull would land first and those steps would be lost.
 - The in-flight step of an overlapped worker whose pull lands finishes on the new model: its
   gradient, computed on the old local model, is applied to the loaded one (as when the authors'

@@ -1,6 +1,11 @@
 """Policy registry: every synchronization model hetsync knows, by name.
 
-A new policy is one file in this package and one line in ``_CLASSES``.
+A new policy is one file in this package and one line in ``_CLASSES``. A
+policy of your own, outside hetsync, is named ``package.module:Class`` on
+every command, or registered by your package under the ``hetsync.policies``
+entry-point group (``[project.entry-points."hetsync.policies"]
+quorum = "mypkg.quorum:Quorum"``); ``hetsync.testing.check_policy`` runs
+the contract on it.
 """
 
 from __future__ import annotations
@@ -45,9 +50,15 @@ _CLASSES: tuple[type[Policy], ...] = (
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 
 
+ENTRY_POINT_GROUP = "hetsync.policies"  # a package's policies: name = "module:Class"
+
+
 def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"ssp:s=3"`` → ``("ssp", {"s": "3"})``; values are typed by the policy."""
+    """``"ssp:s=3"`` → ``("ssp", {"s": "3"})``; values are typed by the policy.
+    A policy of your own is named ``package.module:Class`` (``"mypkg.q:Quorum:k=2"``)."""
     name, *assignments = spec.strip().split(":")
+    if "." in name and assignments and "=" not in assignments[0]:
+        name = f"{name}:{assignments.pop(0)}"
     params: dict[str, Any] = {}
     for item in assignments:
         key, sep, value = item.partition("=")
@@ -58,10 +69,42 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def policy_class(name: str) -> type[Policy]:
-    try:
+    """A built-in policy, one an installed package registers under the
+    ``hetsync.policies`` entry-point group, or ``module:Class``."""
+    if name in REGISTRY:
         return REGISTRY[name]
-    except KeyError:
-        raise BadInput(f"unknown policy {name!r} (known: {', '.join(REGISTRY)})") from None
+    if ":" in name:
+        return _import_policy(name, name)
+    target = _entry_points().get(name)
+    if target is not None:
+        return _import_policy(name, target)
+    known = [*REGISTRY, *_entry_points()]
+    raise BadInput(f"unknown policy {name!r} (known: {', '.join(known)}; a policy of your own: package.module:Class)")
+
+
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _import_policy(name: str, target: str) -> type[Policy]:
+    import importlib
+
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as e:
+        raise BadInput(f"policy {name!r}: cannot import module {module_name!r} ({e})") from None
+    except AttributeError:
+        raise BadInput(f"policy {name!r}: module {module_name!r} has no {attr!r}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Policy)):
+        raise BadInput(f"policy {name!r}: {target} is not a hetsync.policies.base.Policy subclass")
+    if not isinstance(getattr(obj, "name", None), str):
+        raise BadInput(f"policy {name!r}: {target} needs a class attribute name = '...'")
+    return obj
 
 
 def make_policy(spec: str, ctx: PolicyContext, **overrides: Any) -> Policy:

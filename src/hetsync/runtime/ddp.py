@@ -9,7 +9,7 @@ Every rank trains a copy of the workload's model with
 ``workload.init_params(seed)`` and drawing batches from shard ``rank`` of
 ``workload.make_shards(world, seed)`` — the same model, shards and batch
 order that hetsync's BSP gives its workers — and the scenario's recipe
-(optimizer, learning rate and schedule, gradient clipping). Rank 0 writes ``ddp-model.pt`` (flat parameters) and
+(optimizer, learning rate and schedule, gradient clipping). Rank 0 writes ``ddp-model.pt`` (the module's state_dict) and
 ``ddp.json`` (time per step, and the share of it spent computing, measured
 with a communication-free replay of the same steps; the scenario's target
 metric at the end as ``final_metric``, every workload metric as
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        torch.save(flat(model.module), out / "ddp-model.pt")
+        torch.save(model.module.state_dict(), out / "ddp-model.pt")
         step = max(float(t[0]) for t in times)
         compute = sum(float(t[1]) for t in times) / world
         metrics = wl.evaluate_metrics(flat(model.module))

@@ -56,6 +56,7 @@ from hetsync.runtime.process import (  # written by the server
 )
 
 LOOPBACK = "127.0.0.1"
+OUT_ENV = "HETSYNC_OUT"  # the output folder, for a launched script (hetsync.loop's default)
 EXIT_GRACE_S = 3.0  # after the server's last act: how long the other ranks' processes get to leave
 TERM_GRACE_S = 1.0  # between SIGTERM and SIGKILL
 STARTUP_SLACK_S = 60.0  # the launcher's own start-up bound: the ranks' two waits (rendezvous, group) and this
@@ -78,8 +79,12 @@ def agent_command(
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     nproc_per_node: int = 1,
     module: str = "hetsync.runtime",
+    script: str | None = None,
 ) -> list[str]:
+    """The agent's command line; it runs ``-m module`` (or ``script``, a
+    Python file: ``hetsync launch``) with ``runtime_args``."""
     endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    program = [script] if script is not None else ["-m", module]
     return [
         sys.executable,
         "-m",
@@ -92,8 +97,7 @@ def agent_command(
         f"--rdzv-conf=rank={rank},timeout={math.ceil(startup_timeout_s)}",
         "--max-restarts=0",
         "--monitor-interval=0.2",
-        "-m",
-        module,
+        *program,
         *runtime_args,
     ]
 
@@ -101,20 +105,33 @@ def agent_command(
 def launch_ddp(nproc: int, ddp_args: Sequence[str], out_dir: Path, *, host: str = LOOPBACK) -> int:
     """Plain DDP (``hetsync.runtime.ddp``) under one torchrun agent with ``nproc`` processes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = agent_command(
-        0,
-        1,
-        host,
-        free_port(host),
-        [*ddp_args, "--out", str(out_dir)],
-        nproc_per_node=nproc,
-        module="hetsync.runtime.ddp",
+    return launch_module(
+        "hetsync.runtime.ddp", nproc, [*ddp_args, "--out", str(out_dir)], out_dir / "ddp.log", host=host
     )
-    with (out_dir / "ddp.log").open("w") as log:
+
+
+def launch_module(
+    module: str,
+    nproc: int,
+    args: Sequence[str],
+    log_path: Path,
+    *,
+    host: str = LOOPBACK,
+    limit_s: float | None = None,
+) -> int:
+    """``python -m module args`` on ``nproc`` local processes under one
+    torchrun agent (loopback rendezvous), output to ``log_path``; returns the
+    agent's exit status. Everything it started is stopped when it returns,
+    fails, is interrupted or runs past ``limit_s`` (TimeoutError)."""
+    cmd = agent_command(0, 1, host, free_port(host), list(args), nproc_per_node=nproc, module=module)
+    with log_path.open("w") as log:
         agent = _Agent(0, _spawn(cmd, log, _environment(host)), log)
+        t0 = time.monotonic()
         try:
             while agent.proc.poll() is None:
                 _find_children([agent])
+                if limit_s is not None and time.monotonic() - t0 > limit_s:
+                    raise TimeoutError(f"{module} did not finish within {limit_s:.0f} s; see {log_path}")
                 time.sleep(POLL_S)
             return agent.proc.returncode
         finally:
@@ -129,10 +146,13 @@ def launch(
     host: str = LOOPBACK,
     on_progress=None,  # type: ignore[no-untyped-def]
     timeout_s: float | None = None,
+    script: str | None = None,
 ) -> int:
     """Run ``nproc`` workers and a server; returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
-    processes did not start)."""
+    processes did not start). ``script``: every rank runs this Python file
+    with ``runtime_args`` (a training loop using :mod:`hetsync.loop`, whose
+    default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
     startup_s = _startup_timeout_s(runtime_args)
@@ -147,11 +167,12 @@ def launch(
     port = free_port(host)
     env = _environment(host)
     env[STARTED_FILE_ENV] = str(started)
+    env[OUT_ENV] = str(out_dir)
     agents: list[_Agent] = []
     try:
         for rank in range(world):
             log = (logs / f"rank-{rank}.log").open("w")
-            cmd = agent_command(rank, world, host, port, runtime_args, startup_timeout_s=startup_s)
+            cmd = agent_command(rank, world, host, port, runtime_args, startup_timeout_s=startup_s, script=script)
             agents.append(_Agent(rank, _spawn(cmd, log, env), log))
         return _supervise(agents, out_dir, started, 2 * startup_s + STARTUP_SLACK_S, timeout_s, on_progress)
     finally:

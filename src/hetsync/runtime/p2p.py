@@ -443,6 +443,8 @@ class Coordinator:
         self.compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.fetch: _Fetch | None = None
+        # models of workers whose own training loop ended (hetsync.loop): part of the final average
+        self.finished: dict[int, torch.Tensor] = {}
 
     # ------------------------------------------------------------ commands
     def _check(self, cmd: Multicast | AllReduce, workers: tuple[int, ...]) -> None:
@@ -618,10 +620,18 @@ class Coordinator:
 
     def final_evaluation(self, wall: float) -> None:
         """After STOP: fetch every live worker's model (nothing else is in
-        flight any more) and evaluate their average at ``wall``."""
+        flight any more) and evaluate their average at ``wall``, with the
+        final models of workers whose own loop ended before."""
         run, srv = self.run, self.run.srv
         self.fetch = None
         self.evaluate(wall)
+        if self.fetch is None and self.finished:  # nobody left to ask
+            self.fetch = _Fetch(at_s=wall, waiting=set())
+            self.fetch.models.extend(self.finished.values())
+            self._evaluate_fetched()
+            return
+        if self.fetch is not None:
+            self.fetch.models.extend(self.finished.values())
         f = self.fetch
         deadline = time.time() + srv.opts.worker_timeout_s
         while self.fetch is f and f is not None:

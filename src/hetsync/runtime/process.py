@@ -23,6 +23,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -123,14 +124,40 @@ def _write_status(out: Path, code: int, message: str) -> None:
     status_path.write_text(json.dumps({"code": code, "error": message}) + "\n")
 
 
-def _serve_and_report(scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> None:
+def _serve_and_report(
+    scenario: Scenario,
+    workload: Workload,
+    specs: list[str],
+    opts: ProcessOptions,
+    *,
+    gradient_stepper: Any = None,
+    progress_lines: bool | None = None,
+    report_command: str | None = None,
+) -> None:
     """Serve, then leave ``exit-status.json`` as the very last act: a launcher
     stops waiting for the agents of workers that died once it appears
-    (torchelastic's exit barrier would otherwise wait for them for minutes)."""
+    (torchelastic's exit barrier would otherwise wait for them for minutes).
+
+    ``gradient_stepper`` is :mod:`hetsync.loop`'s: the user's optimizer on
+    the server; ``report_command``: write ``report.html`` and
+    ``trace.json`` too, naming that command (no CLI does it after this
+    process). ``progress_lines``: print a progress line every few
+    seconds (default: unless ``hetsync run`` shows its own progress bar)."""
     status_path = opts.out / EXIT_STATUS
     status_path.unlink(missing_ok=True)
+    if progress_lines is None:
+        progress_lines = STARTED_FILE_ENV not in os.environ
     try:
-        code, message = _serve(scenario, workload, specs, opts), ""
+        code = _serve(
+            scenario,
+            workload,
+            specs,
+            opts,
+            gradient_stepper=gradient_stepper,
+            progress_lines=progress_lines,
+            report_command=report_command,
+        )
+        message = ""
     except BadInput as e:
         code, message = 2, str(e)
     except Exception as e:  # reported to the launcher, and in this rank's log
@@ -143,7 +170,16 @@ def _serve_and_report(scenario: Scenario, workload: Workload, specs: list[str], 
     os._exit(code)
 
 
-def _serve(scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> int:
+def _serve(
+    scenario: Scenario,
+    workload: Workload,
+    specs: list[str],
+    opts: ProcessOptions,
+    *,
+    gradient_stepper: Any = None,
+    progress_lines: bool = False,
+    report_command: str | None = None,
+) -> int:
     from hetsync import report
     from hetsync.policies import make_policy
     from hetsync.runner import write_json_atomic
@@ -161,18 +197,23 @@ def _serve(scenario: Scenario, workload: Workload, specs: list[str], opts: Proce
             checkpoint_dir=opts.checkpoint_dir,
             checkpoint_every_s=opts.checkpoint_every_s,
             resume=opts.resume,
+            progress_lines=progress_lines,
         ),
+        gradient_stepper=gradient_stepper,
     )
     runs = []
     try:
         for i, spec in enumerate(specs):
             name = report.safe_name(make_policy(spec, policy_context(scenario)).label)
             runs.append(server.run(spec, out / f"trace-{name}.jsonl", run_index=i))
-            torch.save(server.last_model, out / f"model-{name}.pt")  # the final global model
+            # the final global model, as the module's state_dict
+            torch.save(workload.state_dict_with(server.last_model), out / f"model-{name}.pt")
             write_json_atomic(out / "summary.json", runs)
     finally:
         server.shutdown()
-    if opts.plots:
+    if opts.plots and report_command is not None:
+        report.write_outputs(runs, out, command=report_command)
+    elif opts.plots:
         report.write_report(runs, out)
     report.terminal_console().print(report.summary_table(runs))
     return 0

@@ -12,7 +12,11 @@ Parameter-server runs: one command message makes exactly one report message:
   optionally pushing right after), ``PUSH`` (a standalone push), ``STOP``
   (end of run), ``EXIT`` (end of process).
 - worker → server: a report whose bits say which of pulled / computed /
-  pushed (+ payload) happened, or ``BYE`` after ``STOP``.
+  pushed (+ payload) happened, or ``BYE`` after ``STOP``, or ``LEAVING``
+  + the worker's model (a worker running its own training loop,
+  :mod:`hetsync.loop`, has reached its end: the server counts it as gone,
+  keeps a peer-to-peer worker's model for the final evaluation, and
+  answers ``EXIT``).
 
 Peer-to-peer runs (``RESET`` with ``H_P2P`` set; rank 0 is then only the
 coordinator, see :mod:`hetsync.runtime.p2p`) add:
@@ -72,6 +76,7 @@ C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
 R_ARRIVED, R_REDUCED, R_FETCHED, R_LOST = 32, 64, 128, 256
+R_LEAVING = 512  # the worker's own training loop has ended (hetsync.loop): it leaves the run
 # worker → server fields
 (
     R_TYPE,
@@ -99,7 +104,8 @@ R_ARRIVED, R_REDUCED, R_FETCHED, R_LOST = 32, 64, 128, 256
     R_X_START_US,  # R_ARRIVED: the multicast's start at the sender; R_REDUCED: the ring's start here
     R_X_COPY_US,  # R_ARRIVED: when this copy began to leave the sender's uplink
     R_X_END_US,  # R_ARRIVED: arrival; R_REDUCED: the end of the ring here
-) = range(25)
+    R_LR_SCALE,  # float bits, with a push: the worker's schedule factor (hetsync.loop); 0 bits: none (1.0)
+) = range(26)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -181,7 +187,7 @@ def command_has_peers(hdr: torch.Tensor) -> bool:
 
 
 def report_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED))
+    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING))
 
 
 _TAG_SPAN = (1 << 31) - 2  # gloo tags are C ints; 0 is the control stream's

@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from hetsync.errors import BadInput, DeadlockError, PolicyError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
-from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
+from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -65,6 +65,7 @@ from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload
 
 DEFAULT_EVAL_EVERY_S = 0.5  # for step-limited runs without eval_every_s
+PROGRESS_LINE_S = 5.0  # how often a progress line is printed, when it is
 CHECKPOINT_FORMAT = 2  # 2: with the accounting, the workers' books and the trace length
 
 
@@ -75,6 +76,7 @@ class RuntimeOptions:
     checkpoint_dir: Path | None = None
     checkpoint_every_s: float = 10.0
     resume: bool = False
+    progress_lines: bool = False  # print a progress line every PROGRESS_LINE_S (under plain torchrun)
 
 
 @dataclass
@@ -92,8 +94,13 @@ class _Peer:
 
 
 class ServerProcess:
-    def __init__(self, scenario: Scenario, workload: Workload, opts: RuntimeOptions) -> None:
-        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks
+    def __init__(
+        self, scenario: Scenario, workload: Workload, opts: RuntimeOptions, *, gradient_stepper: Stepper | None = None
+    ) -> None:
+        if workload.metrics:  # (a training loop without an evaluation reports none)
+            scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks
+        # the optimizer for gradient pushes: the scenario's, or (hetsync.loop) the user's own
+        self.gradient_stepper = gradient_stepper
         self.sc = scenario
         self.n = scenario.workers
         self.workload = workload
@@ -210,7 +217,7 @@ class _Run:
             theta,
             self.trace,
             version=version,
-            stepper=gradient_stepper(sc),
+            stepper=server.gradient_stepper if server.gradient_stepper is not None else gradient_stepper(sc),
             outer=outer_stepper(sc, self.policy),
             global_batch=server.n * sc.batch_size,
         )
@@ -220,6 +227,7 @@ class _Run:
             self.ledger.stepper.load_state_dict(self._restore.get("optimizer_state", {}))
             self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
         self.stop_reason = "drained"
+        self._last_line_s = 0.0  # the last progress line printed
 
     # ----------------------------------------------------------- clock
     def now(self) -> float:
@@ -396,10 +404,25 @@ class _Run:
             parts.append(now / self.sc.max_time_s)
         if self.budget is not None:
             parts.append(self.ledger.started_steps / self.budget)
+        fraction = min(1.0, max(parts)) if parts else 0.0
         path = self.srv.opts.out_dir / "progress.json"
         tmp = path.with_name(".progress.tmp")
-        tmp.write_text(json.dumps({"label": self.label, "run": self.run_index, "fraction": min(1.0, max(parts))}))
+        tmp.write_text(json.dumps({"label": self.label, "run": self.run_index, "fraction": fraction}))
         os.replace(tmp, path)
+        if self.srv.opts.progress_lines and now - self._last_line_s >= PROGRESS_LINE_S:
+            self._last_line_s = now
+            print(self._progress_line(now), flush=True)
+
+    def _progress_line(self, now: float) -> str:
+        """``hetsync: bsp  12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last evaluation)."""
+        led = self.ledger
+        parts = [f"{now:.1f} s", f"{led.steps} steps", f"{len(self.srv.alive)} workers"]
+        names = list(self.srv.workload.metrics)
+        if led.curve and names:
+            metric = self.sc.target_metric if self.sc.target_metric in names else names[0]
+            value = led.curve[-1][1 + names.index(metric)]
+            parts.append(f"{metric} {value:.4g}" if value is not None else f"{metric} diverged")
+        return f"hetsync: {self.label}  " + " · ".join(parts)
 
     # --------------------------------------------------------- reports
     def _report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
@@ -407,6 +430,14 @@ class _Run:
         if kind & (P.R_ARRIVED | P.R_REDUCED | P.R_FETCHED | P.R_LOST):
             if self.p2p is not None:
                 self.p2p.report(w, hdr, payload, now)
+            return
+        if kind & P.R_LEAVING:  # its own training loop ended (hetsync.loop)
+            if self.p2p is not None and payload is not None:
+                self.p2p.finished[w] = payload  # its model stays in the final average
+            self._left(w, "its training loop ended")
+            bye = P.header()
+            bye[P.H_TYPE] = P.C_EXIT
+            self.srv._send(w, bye)
             return
         p = self.peers[w]
         self._paid(w, now)
@@ -457,7 +488,8 @@ class _Run:
             start = P.from_us(int(hdr[P.R_P_START_US]))
             push_kind = P.KIND_NAMES[int(hdr[P.R_P_KIND])]
             steps, samples, base = int(hdr[P.R_P_STEPS]), int(hdr[P.R_P_SAMPLES]), int(hdr[P.R_P_BASE])
-            push_id = led.hold(HeldPush(w, push_kind, payload, base, steps, samples))
+            lr_scale = P.get_float(hdr, P.R_LR_SCALE) if int(hdr[P.R_LR_SCALE]) else 1.0
+            push_id = led.hold(HeldPush(w, push_kind, payload, base, steps, samples, lr_scale))
             p.comm_s += max(0.0, now - start)
             led.bytes_sent += self.srv.nbytes
             self.trace.write(

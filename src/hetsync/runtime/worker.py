@@ -152,16 +152,21 @@ class WorkerProcess:
     def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
         self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
         self.model = LocalModel(model, int(hdr[P.H_VERSION]), stepper=self._stepper(int(hdr[P.H_RUN])))
-        self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
         self.steps = int(hdr[P.H_FIRST_STEP])  # 0, or where a resumed run's checkpoint left this worker
         self.model.local_clock = self.steps
-        self._skip(int(hdr[P.H_DRAWN]))
+        self._reset_data(int(hdr[P.H_DRAWN]))
         self.p2p = bool(int(hdr[P.H_P2P]))
         self.comm.reset()
         rep = P.header()
         rep[P.R_TYPE] = P.R_RESET
         self._send(rep)
+
+    def _reset_data(self, drawn: int) -> None:
+        """This worker's shard of the workload's data, positioned after the
+        ``drawn`` samples a resumed run had already used."""
+        self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
+        self._skip(drawn)
 
     def _skip(self, samples: int) -> None:
         """A resumed run: draw (and discard) the batches and the step noise the
@@ -191,6 +196,23 @@ class WorkerProcess:
 
     def _command(self, hdr: torch.Tensor, kind: int, model: torch.Tensor | None) -> None:
         rep = P.header()
+        payload = self._transfers(hdr, kind, model, rep)
+        if kind & P.C_COMPUTE:
+            start, base = self._begin_step()
+            batch = int(hdr[P.H_BATCH])
+            x, y = self.shard.next_batch(batch)
+            t0 = time.perf_counter()
+            grad, _ = self.workload.gradient(self.model.local, x, y)
+            measured = time.perf_counter() - t0
+            after = self._end_step(hdr, rep, grad, start, base, measured)
+            payload = after if after is not None else payload
+        self._send(rep, payload)
+
+    def _transfers(
+        self, hdr: torch.Tensor, kind: int, model: torch.Tensor | None, rep: torch.Tensor
+    ) -> torch.Tensor | None:
+        """A command's standalone push and its pull (both before its step, if
+        it has one); returns the push's payload."""
         payload = None
         if kind & P.C_PUSH:
             payload = self._push(rep, P.KIND_NAMES[int(hdr[P.H_PUSH_KIND])])
@@ -202,13 +224,7 @@ class WorkerProcess:
             rep[P.R_TYPE] |= P.R_PULLED
             rep[P.R_VERSION] = int(hdr[P.H_VERSION])
             rep[P.R_PULL_END_US] = P.to_us(self._now_s())
-        if kind & P.C_COMPUTE:
-            lr = P.get_float(hdr, P.H_LR) if int(hdr[P.H_HAS_LR]) else None
-            self._compute(rep, int(hdr[P.H_BATCH]), lr)
-            after = int(hdr[P.H_PUSH_AFTER])
-            if after:
-                payload = self._push(rep, P.KIND_NAMES[after])
-        self._send(rep, payload)
+        return payload
 
     def _throttle(self, started_s: float) -> None:
         Bps = link_Bps(self.sc, self.w, started_s, self.throttle)
@@ -218,18 +234,31 @@ class WorkerProcess:
         if left > 0:
             time.sleep(left)
 
-    def _compute(self, rep: torch.Tensor, batch: int, local_lr: float | None) -> None:
+    def _begin_step(self) -> tuple[float, int]:
+        """A step starts: in a peer-to-peer run the models that arrived are
+        mixed in first. Returns its start time and the version it computes on."""
         if self.p2p:
             arrived = self.comm.take_inbox()
             if arrived:
                 self.model.mix(arrived)  # type: ignore[arg-type]
-        start = self._now_s()
-        base = self.model.base_version
-        x, y = self.shard.next_batch(batch)
-        t0 = time.perf_counter()
-        grad, _ = self.workload.gradient(self.model.local, x, y)
-        measured = time.perf_counter() - t0
-        extra = self.timing.extra_sleep_s(self.w, measured, start)
+        return self._now_s(), self.model.base_version
+
+    def _end_step(
+        self,
+        hdr: torch.Tensor,
+        rep: torch.Tensor,
+        grad: torch.Tensor | None,
+        start: float,
+        base: int,
+        measured_s: float,
+    ) -> torch.Tensor | None:
+        """A step's computation is done (``measured_s`` of it): sleep the
+        scenario's extra share, book it (a local step, or a gradient to
+        push), fill the report, and push right after if the command says so;
+        returns that push's payload."""
+        local_lr = P.get_float(hdr, P.H_LR) if int(hdr[P.H_HAS_LR]) else None
+        batch = int(hdr[P.H_BATCH])
+        extra = self.timing.extra_sleep_s(self.w, measured_s, start)
         if extra > 0:
             time.sleep(extra)
         rep[P.R_REPLACED] = self.model.finish_step(grad, batch, base, local_lr)
@@ -246,6 +275,8 @@ class WorkerProcess:
         rep[P.R_BASE] = base
         P.put_float(rep, P.R_LOAD, self.timing.load_factor(self.w, start))
         self.steps += 1
+        after = int(hdr[P.H_PUSH_AFTER])
+        return self._push(rep, P.KIND_NAMES[after]) if after else None
 
     def _push(self, rep: torch.Tensor, kind: str) -> torch.Tensor:
         start = self._now_s()

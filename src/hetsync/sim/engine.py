@@ -22,6 +22,16 @@ Peer-to-peer policies (``topology = "p2p"``) run on the same loop: a
 and a step is applied to the worker's own model as it ends. The accuracy is
 that of the average of the workers' models. ``link_load`` in the scenario
 changes the workers' link capacities over time, for both topologies.
+
+Batched math (the default): a step's gradient depends only on the worker's
+model when the step starts and on its batch, so the step is only registered
+with a :class:`~hetsync.sim.batch.GradientBatcher` when it starts, and the
+first step to end evaluates every step then in flight in one vmapped call.
+``batch_math=False`` computes each gradient as its step starts, one call per
+step; models ``vmap`` cannot run or cannot speed up (``Workload.batch_blocker``:
+BatchNorm with running statistics, dropout, ops without a batching rule such
+as CPU flash attention) get one call per step automatically. Both give the
+same trace and the same parameters up to float rounding.
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ from hetsync.policies.base import (
     TimerFired,
 )
 from hetsync.scenario import Scenario
+from hetsync.sim.batch import GradientBatcher
 from hetsync.sim.network import Network
 from hetsync.sim.timing import TimingModel
 from hetsync.steptime import resolve_measured
@@ -129,7 +140,9 @@ class Simulation:
     """One policy on one scenario. ``run()`` returns the summary record.
 
     ``math=False`` skips the gradient math (the timing and the protocol
-    still run) — for measuring the event loop alone.
+    still run) — for measuring the event loop alone. ``batch_math=False``
+    computes one gradient per call as each step starts instead of batching
+    the steps in flight (see the module docstring).
     """
 
     def __init__(
@@ -141,6 +154,7 @@ class Simulation:
         math: bool = True,
         progress: Callable[[float], None] | None = None,
         workload: Workload | None = None,
+        batch_math: bool = True,
     ) -> None:
         n = scenario.workers
         self.n = n
@@ -170,6 +184,10 @@ class Simulation:
         if math:
             theta = self.workload.init_params(scenario.seed)
             self.shards = self.workload.make_shards(n, scenario.seed, scenario.label_skew)
+        # None: one gradient call per step, as it starts
+        self.batcher = (
+            GradientBatcher(self.workload) if math and batch_math and self.workload.batch_blocker is None else None
+        )
         self.ledger = Ledger(
             self.policy,
             self.workload,
@@ -192,6 +210,7 @@ class Simulation:
         self.budget = scenario.max_steps * n if scenario.max_steps is not None else None
         self.stop_reason = "drained"
         self.events = 0
+        self.eval_time_s = 0.0  # host time spent evaluating (part of the bookkeeping, not of the math)
         # p2p accounting: copies sent per multicast, exchange durations
         self.stats = ExchangeStats()
 
@@ -278,7 +297,10 @@ class Simulation:
         if self.math:
             t0 = time.perf_counter()
             x, y = self.shards[cmd.worker].next_batch(cmd.batch_size)
-            w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
+            if self.batcher is not None:
+                self.batcher.submit(cmd.worker, w.model.local, x, y)  # type: ignore[arg-type]
+            else:
+                w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
             led.math_time_s += time.perf_counter() - t0
         w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.model.base_version
         self._schedule(self.now + duration, _COMPUTE, cmd.worker)
@@ -294,8 +316,11 @@ class Simulation:
         w.steps += 1
         self.ledger.steps += 1
         self.ledger.samples += b
-        grad, w.inflight_grad = w.inflight_grad, None
         t0 = time.perf_counter()
+        if self.batcher is not None:
+            grad = self.batcher.take(index)
+        else:
+            grad, w.inflight_grad = w.inflight_grad, None
         if w.model.finish_step(grad, b, base, cmd.local_lr):
             self.ledger.overwritten(index, 1, self.now)  # an unpushed gradient replaced by a newer one
         if self.p2p:
@@ -307,6 +332,7 @@ class Simulation:
         )
         if cmd.push is not None:
             self._push(Push(worker=index, kind=cmd.push))
+        bandwidth_Bps = self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now)
         self._deliver(
             ComputeDone(
                 now_s=self.now,
@@ -316,8 +342,8 @@ class Simulation:
                 base_version=base,
                 duration_s=self.now - start_s,
                 load=self.timing.load_factor(index, start_s),
-                uplink_Bps=self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now),
-                downlink_Bps=self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now),
+                uplink_Bps=bandwidth_Bps,
+                downlink_Bps=bandwidth_Bps,
             )
         )
 
@@ -516,8 +542,10 @@ class Simulation:
             self.ledger.theta = torch.stack([w.model.local for w in self.workers]).mean(dim=0)  # type: ignore[misc]
 
     def _evaluate(self, at_s: float) -> None:
+        t0 = time.perf_counter()
         self._average_model()
         self.ledger.evaluate(at_s)
+        self.eval_time_s += time.perf_counter() - t0
 
     # ------------------------------------------------------- link load
     def _schedule_link_switches(self) -> None:
@@ -588,6 +616,8 @@ class Simulation:
             trace_name=self.trace_path.name if self.trace_path is not None else None,
             extra={
                 "events": self.events,
+                "eval_time_s": self.eval_time_s,
+                "batched_calls": self.batcher.calls if self.batcher is not None else 0,
                 "outstanding_detail": self._outstanding_detail(),
                 "measured_step": self.measured.to_dict() if self.measured is not None else None,
                 **self._p2p_summary(),

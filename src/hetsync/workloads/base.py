@@ -7,7 +7,11 @@ applying updates are single tensor operations whatever the model. A
 in a flat buffer; :meth:`Workload.gradient` and
 :meth:`Workload.evaluate_metrics` copy the given vector into that buffer (one
 memcpy), run the module, and hand results back, so one workload serves any
-number of simulated workers.
+number of simulated workers. :meth:`Workload.gradients` does ``k`` models on
+``k`` batches in one call (``torch.func``: ``vmap`` of ``grad`` of
+``functional_call``), which the simulator uses for the steps it has in flight;
+models ``vmap`` cannot run or cannot speed up fall back to one call per model
+(:attr:`Workload.batch_blocker` says why).
 
 Tasks. Targets decide what a workload reports (:attr:`Workload.metrics`, name
 -> ``"max"`` or ``"min"``, in order):
@@ -55,17 +59,23 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import re
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call, grad_and_value, vmap
 from torch.nn import functional as F
 from torch.nn.modules.batchnorm import _NormBase
+from torch.nn.modules.dropout import _DropoutNd
 from torch.utils.data import Dataset
 
 from hetsync.errors import BadInput
+
+_T = TypeVar("_T")
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 """``loss_fn(outputs, targets) -> scalar``: the mean loss over a batch."""
@@ -95,6 +105,29 @@ _PRECISE_BN_SAMPLES = 1024
 
 _PRECISE_BN_CHUNK = 256
 """Largest batch of those forward passes."""
+
+
+_NO_BATCHING_RULE = re.compile(r"not yet implemented the batching rule for (\S+?)\.? ")
+
+
+def _slow_vmap(caught: list[warnings.WarningMessage]) -> str | None:
+    """Why a vmapped call was slow, from the warnings it raised (re-raising the others), or None.
+
+    An op without a batching rule (e.g. CPU flash attention) makes ``vmap``
+    loop over the models, which costs more than one plain call per model.
+    """
+    slow = []
+    for w in caught:
+        match = _NO_BATCHING_RULE.search(str(w.message))
+        if match:
+            slow.append(match.group(1))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not slow:
+        return None
+    return (
+        f"vmap has no batching rule for {', '.join(sorted(set(slow)))} (it would loop, slower than one call per model)"
+    )
 
 
 def _check_int(field: str, value: object, minimum: int) -> int:
@@ -236,9 +269,17 @@ class Shard:
         return len(self.y)
 
     def _permutations(self, count: int) -> np.ndarray:
-        """``count`` independent permutations of the shard, one per row."""
-        rows = np.broadcast_to(np.arange(len(self)), (count, len(self)))
-        return self._rng.permuted(rows, axis=1)
+        """``count`` independent permutations of the shard, one per row.
+
+        Row by row with ``Generator.permutation``: the same draws as
+        ``permuted(rows, axis=1)`` on ``count`` rows of ``arange`` (both
+        shuffle each row in turn), at half the cost for the one or two rows
+        a batch usually needs.
+        """
+        n = len(self)
+        if count == 1:
+            return self._rng.permutation(n)[None, :]
+        return np.stack([self._rng.permutation(n) for _ in range(count)])
 
     def next_batch(self, batch_size: int) -> tuple[Tensor, Tensor]:
         """The next ``batch_size`` samples ``(x, y)`` of the shard's epoch sequence."""
@@ -360,6 +401,8 @@ class Workload:
         self._n_params = sum(p.numel() for p in self._params)
         self._flat = torch.cat([p.detach().reshape(-1) for p in self._params])
         self._flat_grad = torch.zeros_like(self._flat)
+        self._batched_grad: Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]] | None = None
+        self._batch_blocker: str | None = self._find_batch_blocker()
         sizes = [p.numel() for p in self._params]
         for p, value, grad in zip(self._params, self._flat.split(sizes), self._flat_grad.split(sizes), strict=True):
             p.data = value.view(p.shape)
@@ -368,7 +411,7 @@ class Workload:
     def __getstate__(self) -> dict[str, object]:
         """Pickle (and deepcopy) without the flat buffers; they are rebuilt on load."""
         state = self.__dict__.copy()
-        for key in ("_params", "_flat", "_flat_grad", "_frozen", "_buffers", "_norms"):
+        for key in ("_params", "_flat", "_flat_grad", "_frozen", "_buffers", "_norms", "_batched_grad"):
             del state[key]
         return state
 
@@ -388,7 +431,7 @@ class Workload:
             raise BadInput(f"model {type(model).__name__} has no trainable parameters: all are frozen")
         return model.float()
 
-    def _restoring_buffers(self, run: Callable[[], Tensor]) -> Tensor:
+    def _restoring_buffers(self, run: Callable[[], _T]) -> _T:
         """``run()``, then put every buffer back as it was (no running-statistics drift)."""
         if not self._buffers:
             return run()
@@ -558,6 +601,87 @@ class Workload:
         loss = self._restoring_buffers(forward_backward)
         return self._flat_grad.clone(), loss.item()
 
+    # ------------------------------------------------------------ batched
+    def _find_batch_blocker(self) -> str | None:
+        """Why :meth:`gradients` cannot run the template under ``vmap``, or None if it can.
+
+        BatchNorm-like layers that track running statistics update them in
+        place from each batch, which ``vmap`` cannot do per model; dropout
+        draws random masks that ``vmap`` refuses by default and that would
+        not match :meth:`gradient`'s draws anyway.
+        """
+        if self._norms:
+            kinds = sorted({type(m).__name__ for m in self._norms})
+            return f"{', '.join(kinds)} with running statistics (vmap cannot update them per model)"
+        dropouts = sorted({type(m).__name__ for m in self.model.modules() if isinstance(m, _DropoutNd) and m.p > 0})
+        if dropouts:
+            return f"{', '.join(dropouts)} (random masks under vmap would not match the one-at-a-time path)"
+        return None
+
+    @property
+    def batch_blocker(self) -> str | None:
+        """Why :meth:`gradients` falls back to one :meth:`gradient` call per model, or None.
+
+        Set when the model has layers ``vmap`` cannot batch (see
+        :meth:`_find_batch_blocker`), after a batched call failed (the error
+        is kept here), or after one ran an op that has no batching rule, which
+        makes ``vmap`` loop and lose to one call per model (CPU flash
+        attention, as in ``tinylm``). Every later call goes one at a time.
+        """
+        return self._batch_blocker
+
+    def _make_batched_grad(self) -> Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """``vmap(grad_and_value(loss))`` over flat parameters: ``[k, n] x [k, b, ...] x [k, b, ...]``."""
+        names = [name for name, p in self.model.named_parameters() if p.requires_grad]
+        shapes = [p.shape for p in self._params]
+        sizes = [p.numel() for p in self._params]
+        model, loss_fn = self.model, self.loss_fn
+
+        def loss(flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
+            params = {name: t.view(shape) for name, t, shape in zip(names, flat.split(sizes), shapes, strict=True)}
+            return loss_fn(functional_call(model, params, (x,)), y)
+
+        return vmap(grad_and_value(loss))  # type: ignore[no-any-return]
+
+    def gradients(self, params: Tensor, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """Gradients and losses of ``k`` models at once: row ``i`` is :meth:`gradient` ``(params[i], x[i], y[i])``.
+
+        ``params`` is ``[k, n_params]``; ``x`` and ``y`` are ``k`` batches of
+        equal shape stacked, ``[k, b, ...]``. Returns the flat gradients
+        ``[k, n_params]`` (a new tensor) and the losses ``[k]``. One
+        ``torch.func`` call (``vmap`` of ``grad`` of ``functional_call``)
+        does the ``k`` forward and backward passes together, which costs far
+        less than ``k`` calls for small models; the results equal
+        :meth:`gradient`'s up to float rounding. Models ``vmap`` cannot run
+        (:attr:`batch_blocker`) take one :meth:`gradient` call per row.
+        """
+        if not isinstance(params, Tensor) or params.ndim != 2 or params.shape[1] != self._n_params:
+            shape = tuple(params.shape) if isinstance(params, Tensor) else type(params).__name__
+            raise BadInput(f"params must be [k, {self._n_params}] for {self.name}, got {shape}")
+        if params.dtype != torch.float32:
+            raise BadInput(f"params must be float32, got {params.dtype}")
+        k = len(params)
+        if not isinstance(x, Tensor) or not isinstance(y, Tensor) or len(x) != k or len(y) != k:
+            raise BadInput(f"x and y must each stack {k} batches, one per row of params")
+        if self._batch_blocker is None:
+            self._set_training(True)
+            if self._batched_grad is None:
+                self._batched_grad = self._make_batched_grad()
+            try:
+                with torch.enable_grad(), warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    grads, losses = self._restoring_buffers(lambda: self._batched_grad(params, x, y))  # type: ignore[misc]
+            except Exception as exc:  # the user's model or loss under vmap: go one at a time from now on
+                self._batch_blocker = f"vmap failed: {type(exc).__name__}: {exc}"
+            else:
+                self._batch_blocker = _slow_vmap(caught)
+                if self._batch_blocker is None:
+                    return grads, losses.detach()
+                # results are right but slower than one call per model; those
+                # calls give them, now and from now on, the same every run
+        rows = [self.gradient(params[i], x[i], y[i]) for i in range(k)]
+        return torch.stack([g for g, _ in rows]), torch.tensor([loss for _, loss in rows])
+
     def _recompute_running_stats(self) -> None:
         """Precise BN: running statistics of the loaded parameters over a fixed training subset."""
         if not self._norms:
@@ -634,6 +758,14 @@ class Workload:
             p.grad = None
             p.data = p.data.clone()  # own storage, not a view into the workload's flat buffer
         return module
+
+    def state_dict_with(self, params: Tensor | None) -> dict[str, Tensor] | None:
+        """The template holding ``params`` as a ``state_dict`` (parameters,
+        frozen parameters and buffers by name): what ``model-<policy>.pt``
+        holds; it loads with ``weights_only=True`` into the same module."""
+        if params is None:
+            return None
+        return {k: v.detach().clone() for k, v in self.module_with(params).state_dict().items()}
 
     def __repr__(self) -> str:
         return f"Workload({self.name!r}, n_params={self._n_params}, train={len(self.train_y)}, test={len(self.test_y)})"

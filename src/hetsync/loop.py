@@ -1,0 +1,612 @@
+"""Every hetsync policy inside your own training loop.
+
+A DDP-style script changes in a few lines; torchrun (or ``hetsync launch``,
+which survives a worker's death) starts one more process than there are
+workers::
+
+    import hetsync
+
+    sync = hetsync.init("wbsp", scenario="hetero-4", evaluate=my_eval)   # under torchrun
+    model = Net()
+    opt = sync.optimizer(model, torch.optim.AdamW(model.parameters(), lr=3e-4))
+    sampler = sync.sampler(train_set)                                    # this worker's shard
+    for x, y in DataLoader(train_set, batch_size=sync.batch_size, sampler=sampler):
+        loss_fn(model(x), y).backward()
+        opt.step()          # pushes, pulls, waits or multicasts as the policy says
+        opt.zero_grad()
+        if sync.done:
+            break
+    sync.finish()
+
+**Roles.** Rank 0 runs the policy: ``sync.optimizer(model, opt)`` on rank 0
+serves the whole run (the parameter server, or a peer-to-peer policy's
+coordinator), writes ``summary.json``, the trace, the plots and the final
+model as the module's ``state_dict`` (``model-<policy>.pt``), and ends the
+process, so the script needs no branch for it. Ranks 1..N are the workers
+0..N−1 and return from ``sync.optimizer`` with a wrapper of their optimizer.
+
+**What ``opt.step()`` does.** The policy's commands reach the worker as in
+``hetsync run`` (:mod:`hetsync.runtime.worker`); what was a step of a
+built-in workload is now the user's code between two ``opt.step()`` calls
+(data loading, forward, backward, clipping — it is timed as the step).
+
+- *Gradient policies* (BSP, ASP, SSP, backup workers, LB-BSP, DSSP): the
+  worker's gradients (``p.grad`` of the trainable parameters) are pushed; the
+  server takes the optimizer step with **rank 0's copy of the user's
+  optimizer** on the global model (so AdamW's moments live on the server, as
+  DDP keeps them identical on every rank). The worker's own optimizer does
+  not step. Gradient clipping in the loop clips each worker's gradient.
+- *Local-work policies* (local SGD, DiLoCo, WBSP, ElasticBSP's local steps,
+  peer to peer): the user's optimizer steps the worker's model; deltas go to
+  the server's outer optimizer (the policy's, e.g. DiLoCo's Nesterov, or
+  plain averaging), or models to peers. A pull replaces the parameters and
+  keeps the worker's optimizer state, as the policies' headers say.
+
+Then ``opt.step()`` waits for the worker's next step to be allowed (a pull,
+a barrier), loads the model it must compute on into the module, and returns.
+
+**Learning-rate schedules.** Each push carries the worker's schedule factor
+(group 0's lr over its initial lr, which any ``torch.optim.lr_scheduler``
+sets); the server scales its optimizer's learning rates by the mean factor of
+the pushes it applies. The scenario's ``lr`` is the reference those factors
+are relative to, so leave the optimizer's own lr as the learning rate.
+
+**Batch size.** ``sync.batch_size`` is the batch the policy asks for the
+next step (LB-BSP changes it per worker): draw that many samples.
+
+**Limits.** Buffers (BatchNorm running statistics) stay on each worker and
+are not synchronized; rank 0 evaluates with its own. Frozen parameters keep
+each rank's values. No checkpoints or resume yet. Under plain torchrun a
+worker that dies ends the whole job (torchrun stops every process when one
+fails); ``hetsync launch`` starts each rank under its own agent, so the
+server sees the worker leave and carries on, as in ``hetsync run``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hetsync.errors import BadInput
+from hetsync.runtime import protocol as P
+from hetsync.runtime.launch import OUT_ENV
+from hetsync.runtime.worker import WorkerProcess
+from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
+
+KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
+DEFAULT_MAX_TIME_S = 86_400.0  # without a scenario's limit: the run ends when the workers' loops do
+DEFAULT_EVAL_EVERY_S = 2.0
+
+Evaluate = Callable[[nn.Module], Mapping[str, float]]
+
+_active: Sync | None = None
+
+
+def init(
+    policy: str,
+    scenario: str | Scenario | None = None,
+    *,
+    out: str | Path | None = None,
+    evaluate: Evaluate | None = None,
+    metrics: Mapping[str, str] | None = None,
+    throttle: bool = False,
+    worker_timeout_s: float = 60.0,
+    startup_timeout_s: float = 60.0,
+    plots: bool = True,
+    **overrides: Any,
+) -> Sync:
+    """Join the run as the rank torchrun made this process (rank 0: the
+    policy's server; ranks 1..N: workers 0..N−1) and return the handle.
+
+    Args:
+        policy: a policy spec, as on the command line (``"ssp:s=2"``).
+        scenario: a built-in scenario's name, a YAML path, a
+            :class:`~hetsync.scenario.Scenario`, or None (no emulated
+            heterogeneity; the run lasts until the workers' loops end).
+            Its worker count becomes the world size − 1.
+        out: output folder (default ``$HETSYNC_OUT`` under ``hetsync
+            launch``, else ``runs/loop``).
+        evaluate: ``evaluate(model) -> {metric: value}``, called on rank 0
+            with the global model loaded (in eval mode, without gradients)
+            every ``eval_every_s``; without it nothing is evaluated and the
+            summary has no metric.
+        metrics: direction (``"max"``/``"min"``) of metrics other than
+            accuracy, loss, perplexity and error.
+        throttle: transfers last model bytes / the scenario's bandwidth.
+        overrides: scenario keys (``max_time_s=60``, ``target={...}``).
+    """
+    global _active
+    if _active is not None:
+        raise BadInput("hetsync.init was already called in this process; call it once")
+    rank, world = _ranks()
+    from hetsync.runner import policy_labels
+
+    sc = _scenario(scenario, world - 1, overrides)
+    policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
+    if evaluate is not None and not callable(evaluate):
+        raise BadInput(f"evaluate must be a function evaluate(model) -> {{metric: value}}, got {evaluate!r}")
+    for name, direction in (metrics or {}).items():
+        if direction not in ("max", "min"):
+            raise BadInput(f"metrics[{name!r}] must be 'max' or 'min', got {direction!r}")
+    launched = os.environ.get(OUT_ENV)
+    if launched is not None and out is not None and Path(out) != Path(launched):
+        raise BadInput(
+            f"hetsync launch writes into --out {launched}, and hetsync.init was given out={str(out)!r}: drop one"
+        )
+    folder = Path(out if out is not None else launched or "runs/loop")
+    from hetsync.runtime.process import ProcessOptions, _form_group
+
+    opts = ProcessOptions(
+        out=folder,
+        worker_timeout_s=worker_timeout_s,
+        startup_timeout_s=startup_timeout_s,
+        throttle=throttle,
+        plots=plots,
+    )
+    from hetsync.runtime.agent import die_with_parent
+
+    die_with_parent()
+    torch.set_num_threads(1)
+    _form_group(rank, opts)
+    _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}))
+    return _active
+
+
+def _ranks() -> tuple[int, int]:
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise BadInput(
+            "hetsync.init must run under torchrun or hetsync launch (RANK and WORLD_SIZE are not set): "
+            "e.g. hetsync launch --nproc 2 script.py, or torchrun --nproc-per-node=3 script.py "
+            "(one process more than workers: rank 0 runs the policy)"
+        )
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if world < 2:
+        raise BadInput(
+            f"hetsync.init needs at least 2 processes (rank 0 runs the policy, the others train); WORLD_SIZE={world}"
+        )
+    return rank, world
+
+
+def _scenario(scenario: str | Scenario | None, workers: int, overrides: dict[str, Any]) -> Scenario:
+    if isinstance(scenario, Scenario):
+        if overrides:
+            raise BadInput("pass scenario keys either in the Scenario or as keyword arguments, not both")
+        return scenario.with_workers(workers)
+    if scenario is None:
+        raw: dict[str, Any] = {"name": "own-loop", "workers": workers, "fixed_s": 0.0, "per_sample_s": 0.0}
+        if "max_time_s" not in overrides and "max_steps" not in overrides:
+            raw["max_time_s"] = DEFAULT_MAX_TIME_S
+        if "eval_every_s" not in overrides:
+            raw["eval_every_s"] = DEFAULT_EVAL_EVERY_S
+        raw.update(overrides)
+        return scenario_from_dict(raw, default_name="own-loop")
+    if not isinstance(scenario, str):
+        raise BadInput(f"scenario must be a name, a YAML path or a Scenario, got {type(scenario).__name__}")
+    return load_scenario(scenario, **overrides).with_workers(workers)
+
+
+class Sync:
+    """This process's part of the run (from :func:`init`)."""
+
+    def __init__(
+        self,
+        rank: int,
+        scenario: Scenario,
+        policy: str,
+        opts: Any,
+        evaluate: Evaluate | None,
+        metrics: dict[str, str],
+    ) -> None:
+        self.rank = rank
+        self.scenario = scenario
+        self.policy = policy
+        self.opts = opts
+        self.out: Path = opts.out
+        self.workers = scenario.workers
+        self.worker: int | None = rank - 1 if rank > 0 else None
+        self._evaluate = evaluate
+        self._metrics = metrics
+        self._worker: _LoopWorker | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """The batch the policy asks this worker to draw for its next step."""
+        w = self._worker
+        if w is not None and w.pending is not None:
+            return int(w.pending[0][P.H_BATCH])
+        return self.scenario.batch_size
+
+    @property
+    def done(self) -> bool:
+        """The run is over for this worker (the server's time or step limit):
+        further ``opt.step()`` calls do nothing; leave the loop."""
+        return self._worker is not None and self._worker.done
+
+    def sampler(self, dataset: Any, *, shuffle: bool = True, seed: int | None = None) -> Any:
+        """A ``DistributedSampler`` over this worker's shard (workers, not ranks: rank 0 trains nothing)."""
+        from torch.utils.data.distributed import DistributedSampler
+
+        return DistributedSampler(
+            dataset,
+            num_replicas=self.workers,
+            rank=self.worker if self.worker is not None else 0,
+            shuffle=shuffle,
+            seed=self.scenario.seed if seed is None else seed,
+        )
+
+    def loader(self, dataset: Any, *, shuffle: bool = True, **kwargs: Any) -> torch.utils.data.DataLoader:
+        """A ``DataLoader`` over this worker's shard whose every batch has the
+        size the policy asks for that step (``sync.batch_size``: LB-BSP varies
+        it), reshuffled each time it is iterated (each epoch). ``kwargs`` go to
+        the ``DataLoader`` (``collate_fn``, ``pin_memory``...); with
+        ``num_workers > 0`` the sizes lag by the loader's prefetch depth."""
+        if "batch_size" in kwargs or "sampler" in kwargs or "batch_sampler" in kwargs:
+            raise BadInput("sync.loader picks the batches itself: drop batch_size, sampler and batch_sampler")
+        batches = PolicyBatches(self, self.sampler(dataset, shuffle=shuffle))
+        return torch.utils.data.DataLoader(dataset, batch_sampler=batches, **kwargs)
+
+    def optimizer(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> SyncOptimizer:
+        """Wrap ``optimizer`` (built over ``model``'s parameters). On rank 0
+        this runs the policy to the end and exits the process."""
+        if not isinstance(model, nn.Module):
+            raise BadInput(f"sync.optimizer takes the model (a torch.nn.Module) first, got {type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise BadInput(f"sync.optimizer takes a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if self._worker is not None:
+            raise BadInput("sync.optimizer was already called; call it once per process")
+        flat = ModuleModel(model, self._evaluate, self._metrics)
+        if self.rank == 0:
+            self._serve(flat, optimizer)  # never returns
+        self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=self.opts.throttle)
+        self._worker.start()
+        return SyncOptimizer(optimizer, self._worker)
+
+    def _serve(self, flat: ModuleModel, optimizer: torch.optim.Optimizer) -> None:
+        from hetsync.runtime.process import _serve_and_report
+
+        stepper = ModuleStepper(flat.params, optimizer, self.scenario.lr)
+        _serve_and_report(
+            self.scenario,
+            flat,  # type: ignore[arg-type]
+            [self.policy],
+            self.opts,
+            gradient_stepper=stepper,  # type: ignore[arg-type]
+            progress_lines=True,
+            report_command=" ".join(["python", *sys.argv]),
+        )
+
+    def finish(self) -> None:
+        """Leave the run (a worker whose loop has ended) and close the
+        process group. The summary, trace and model are written by rank 0."""
+        global _active
+        w = self._worker
+        if w is None:
+            raise BadInput("sync.finish() before sync.optimizer(model, opt): there is nothing to finish")
+        w.leave()
+        dist.destroy_process_group()
+        _active = None
+
+
+class PolicyBatches(torch.utils.data.Sampler):
+    """Batches of indices from ``sampler``, each as large as ``sync.batch_size``
+    when it is drawn; a new epoch (``set_epoch``) every time it is iterated."""
+
+    def __init__(self, sync: Sync, sampler: Any) -> None:
+        self.sync = sync
+        self.sampler = sampler
+        self.epoch = 0
+
+    def __iter__(self) -> Any:
+        self.sampler.set_epoch(self.epoch)
+        self.epoch += 1
+        indices = iter(self.sampler)
+        while True:
+            batch = list(itertools.islice(indices, self.sync.batch_size))
+            if not batch:
+                return
+            yield batch
+
+    def __len__(self) -> int:  # as many as at the current batch size
+        return math.ceil(len(self.sampler) / self.sync.batch_size)
+
+
+# ------------------------------------------------------------------ models
+def _trainable(model: nn.Module) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+class ModuleModel:
+    """The user's module seen as the flat vector the drivers move: its
+    trainable parameters in ``model.parameters()`` order. It stands in for a
+    :class:`~hetsync.workloads.Workload` on the server (size, initial model,
+    evaluation) — it has no data: the user's loop draws it."""
+
+    def __init__(self, model: nn.Module, evaluate: Evaluate | None, directions: Mapping[str, str]) -> None:
+        self.model = model
+        self.name = type(model).__name__
+        self.params = _trainable(model)
+        if not self.params:
+            raise BadInput(f"{self.name} has no trainable parameters (requires_grad): there is nothing to train")
+        for p in self.params:
+            if p.dtype != torch.float32:
+                raise BadInput(f"{self.name}: hetsync moves float32 parameters; a parameter is {p.dtype}")
+        self.n_params = sum(p.numel() for p in self.params)
+        self.model_nbytes = 4 * self.n_params
+        self.workload_args: dict[str, Any] = {}
+        self._evaluate = evaluate
+        self.metrics: dict[str, str] = {}
+        if evaluate is not None:
+            for name in self.evaluate_metrics(self.flat()):
+                direction = directions.get(name, KNOWN_DIRECTIONS.get(name))
+                if direction is None:
+                    raise BadInput(
+                        f"evaluate reports metric {name!r} with no known direction: "
+                        f"pass metrics={{{name!r}: 'max' or 'min'}} to hetsync.init"
+                    )
+                self.metrics[name] = direction
+
+    def flat(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def flat_grad(self) -> torch.Tensor:
+        return torch.cat(
+            [p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in self.params]
+        )
+
+    def load(self, flat: torch.Tensor) -> None:
+        """Copy ``flat`` into the module's parameters (never aliasing it)."""
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                n = p.numel()
+                p.copy_(flat[offset : offset + n].view_as(p))
+                offset += n
+
+    def set_grad(self, flat: torch.Tensor) -> None:
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.grad = flat[offset : offset + n].view_as(p).clone()
+            offset += n
+
+    # what the server asks of a workload
+    def init_params(self, seed: int) -> torch.Tensor:
+        """The module's parameters as rank 0 built it (workers start from this)."""
+        return self.flat().clone()
+
+    def evaluate_metrics(self, theta: torch.Tensor) -> dict[str, float]:
+        if self._evaluate is None:
+            return {}
+        self.load(theta)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                values = self._evaluate(self.model)
+        finally:
+            self.model.train(was_training)
+        if not isinstance(values, Mapping) or not values:
+            raise BadInput(f"evaluate(model) must return a non-empty mapping {{metric: value}}, got {values!r}")
+        out = {}
+        for name, value in values.items():
+            try:
+                out[str(name)] = float(value)
+            except (TypeError, ValueError):
+                raise BadInput(f"evaluate(model) returned {name!r}: {value!r}, not a number") from None
+        return out
+
+    def state_dict_with(self, theta: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The module's ``state_dict`` with ``theta`` loaded (what ``model-<policy>.pt`` holds)."""
+        if theta is not None:
+            self.load(theta)
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+
+class ModuleStepper:
+    """The server's optimizer for gradient pushes when the user brought one:
+    rank 0's copy of it steps rank 0's module, loaded with the global model.
+
+    Same interface as :class:`hetsync.optim.Stepper`. The learning rate the
+    ledger passes (the policy's lr × the pushes' schedule factor) is read
+    relative to the scenario's ``base_lr``: each parameter group runs at its
+    own initial lr times that ratio."""
+
+    plain = False
+
+    def __init__(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer, base_lr: float) -> None:
+        self.params = params
+        self.opt = optimizer
+        self.base_lr = base_lr
+        self.initial_lrs = [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+
+    def lr_at(self, lr: float, clock: float) -> float:
+        return lr
+
+    def descend(self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True) -> torch.Tensor:
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                n = p.numel()
+                p.copy_(model[offset : offset + n].view_as(p))
+                p.grad = grad[offset : offset + n].view_as(p).clone()
+                offset += n
+        for group, initial in zip(self.opt.param_groups, self.initial_lrs, strict=True):
+            group["lr"] = initial * lr / self.base_lr
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return torch.cat([p.detach().reshape(-1) for p in self.params]).clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.opt.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.opt.load_state_dict(state)
+
+
+# ----------------------------------------------------------------- workers
+
+
+class _LoopWorker(WorkerProcess):
+    """A runtime worker whose steps are the user's code: it executes the
+    server's commands up to the next step, hands control back to the loop,
+    and finishes that step when ``opt.step()`` is called."""
+
+    def __init__(
+        self, worker: int, scenario: Scenario, flat: ModuleModel, optimizer: torch.optim.Optimizer, *, throttle: bool
+    ) -> None:
+        super().__init__(worker, scenario, flat, throttle=throttle)  # type: ignore[arg-type]
+        self.flat = flat
+        self.opt = optimizer
+        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, float, int] | None = None
+        self.done = False
+        self._exited = False
+        self._in_module: torch.Tensor | None = None  # the flat model last copied into the module
+        self._initial_lr = float(optimizer.param_groups[0].get("initial_lr", optimizer.param_groups[0]["lr"]))
+
+    # the user's loop owns the data and the local optimizer
+    def _reset_data(self, drawn: int) -> None:
+        self.shard = None
+
+    def _stepper(self, run: int) -> None:
+        return None
+
+    def start(self) -> None:
+        threading.Thread(target=self._read_commands, daemon=True, name="control").start()
+        self._advance()
+
+    def _lr_scale(self) -> float:
+        group = self.opt.param_groups[0]
+        lr = float(group["lr"])
+        base = float(group.get("initial_lr", self._initial_lr))
+        return lr / base if base > 0 and math.isfinite(lr / base) else 1.0
+
+    def _sync_module(self) -> None:
+        if self.model.local is not None and self.model.local is not self._in_module:
+            self.flat.load(self.model.local)
+            self._in_module = self.model.local
+
+    def _next(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        item = self.commands.get()
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"worker {self.w}: lost the server (rank 0): {item}") from item
+        return item
+
+    def _advance(self) -> None:
+        """Execute commands until the next step is allowed (or the run ends)."""
+        while True:
+            self.free_since_s = self._now_s()
+            hdr, payload = self._next()
+            kind = int(hdr[P.H_TYPE])
+            if kind & P.C_EXIT:
+                self.done = self._exited = True
+                return
+            if kind & P.C_RESET:
+                assert payload is not None
+                self._reset(hdr, payload)
+                self._sync_module()
+                continue
+            if kind & P.C_STOP:
+                self._bye()
+                self.done = True
+                continue
+            rep = P.header()
+            P.put_float(rep, P.R_LR_SCALE, self._lr_scale())
+            out = self._transfers(hdr, kind, payload, rep)
+            if kind & P.C_COMPUTE:
+                start, base = self._begin_step()
+                self._sync_module()
+                self.pending = (hdr, rep, out, start, base)
+                return
+            self._send(rep, out)
+
+    def _bye(self) -> None:
+        self.comm.quiesce()
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_BYE
+        self._send(rep)
+
+    def step(self) -> None:
+        """The user's step is done: finish it as the command said, then go on to the next."""
+        if self.pending is None:
+            return
+        hdr, rep, out, start, base = self.pending
+        self.pending = None
+        measured_s = self._now_s() - start
+        if int(hdr[P.H_HAS_LR]):  # a local step: the user's optimizer takes it
+            self.opt.step()
+            self.model.local = self._in_module = self.flat.flat()
+            grad = None
+        else:
+            grad = self.flat.flat_grad()
+        P.put_float(rep, P.R_LR_SCALE, self._lr_scale())
+        after = self._end_step(hdr, rep, grad, start, base, measured_s)
+        out = after if after is not None else out
+        self._send(rep, out)
+        self._advance()
+
+    def leave(self) -> None:
+        """Tell the server this worker's loop has ended, and wait for its ``EXIT``."""
+        if self._exited:
+            return
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_LEAVING
+        self._send(rep, self.model.local if self.model.local is not None else self.flat.flat())
+        self.pending = None
+        while True:
+            hdr, _ = self._next()
+            kind = int(hdr[P.H_TYPE])
+            if kind & P.C_EXIT:
+                break
+            if kind & P.C_STOP:  # the run ended before the server saw us leave
+                self._bye()
+        self.done = self._exited = True
+
+
+class SyncOptimizer(torch.optim.Optimizer):
+    """The user's optimizer under a hetsync policy: ``step()`` finishes this
+    worker's step as the policy says (push, local step, multicast) and waits
+    until the next one may start. Everything else — ``param_groups``,
+    ``state``, ``zero_grad``, ``state_dict`` — is the wrapped optimizer's, so
+    ``torch.optim.lr_scheduler`` works on either."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, worker: _LoopWorker) -> None:  # noqa: D107
+        # not Optimizer.__init__: this object shares the wrapped one's state
+        self.optimizer = optimizer
+        self._worker = worker
+        self.defaults = optimizer.defaults
+        self.param_groups = optimizer.param_groups
+        self.state = optimizer.state
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        loss = closure() if closure is not None else None
+        self._worker.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
+        self.optimizer.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        optimizer = self.__dict__.get("optimizer")
+        if optimizer is None:
+            raise AttributeError(name)
+        return getattr(optimizer, name)
+
+    def __repr__(self) -> str:
+        return f"SyncOptimizer({self.optimizer!r})"

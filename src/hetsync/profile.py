@@ -1,0 +1,848 @@
+"""``hetsync profile``: measure a cluster with a short real job and write the
+scenario the simulator runs.
+
+The job (:mod:`hetsync.profile_job`, N worker processes and a server under
+one torchrun agent, as ``hetsync run`` starts them) writes the raw
+measurements; everything here is pure fitting on them, then output:
+
+- :func:`fit_compute` fits, per worker, ``seconds = fixed_s + per_sample_s ·
+  batch`` to the median step time at each batch size (outliers left out),
+  and expresses the workers as one base cost (the fastest worker's) times a
+  per-worker ``slowdown`` plus a per-worker ``delay_s``
+  (:func:`decompose`). Steps more than :data:`OUTLIER_RATIO` times their
+  median are outliers: runs of them in time are **background load** (a
+  square wave: :func:`fit_load`), the isolated ones **transient
+  stragglers** (:func:`fit_transients`). The spread of the rest is the
+  **noise** (:func:`fit_jitter`). A GPU-style **knee** (flat, then linear:
+  :func:`fit_knee`) and a **memory cap** (a batch that ran out of memory)
+  are written only where they show.
+- :func:`fit_link` fits ``one-way seconds = latency_s + bytes / Bps`` to the
+  timed transfers of each link.
+- :func:`build_scenario` writes the job's own keys (workload, batch, target,
+  policies) with the measured timing keys into a scenario mapping that
+  ``hetsync compare`` and ``hetsync advise`` run as it is.
+- :func:`write_page` writes ``profile.md``, ``profile.html`` and
+  ``profile.png`` (the step-time distributions and the step times over time).
+
+``--emulate SCENARIO`` makes one machine play a heterogeneous cluster: every
+step sleeps the extra the scenario gives that worker, as the runtime's
+workers do, and transfers last at least ``bytes / bandwidth``; the profile
+should then recover the scenario's per-worker step times and bandwidths.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetsync.errors import BadInput
+
+SCENARIO_YAML = "cluster.yaml"
+PROFILE_JSON = "profile.json"
+PROFILE_MD = "profile.md"
+PROFILE_HTML = "profile.html"
+PROFILE_PNG = "profile.png"
+LOG = "profile.log"
+OUTLIER_RATIO = 1.5  # a step this many times its (worker, batch) median is an outlier
+MIN_RUN = 3  # outliers this many steps in a row are load, not transient stragglers
+RELIABLE_PER_SAMPLE = 0.25  # per-sample share of the reference step above which slopes tell slowdowns apart
+KNEE_GAIN = 4.0  # a knee shows when the hinge fit's squared error is this many times smaller than the line's
+NEGLIGIBLE = 0.02  # a fitted delay under this share of the base step is written as 0
+JOB_SLACK_S = 120.0  # the job's wall-clock bound beyond its timed phases
+
+# timing keys the profile writes (any the job's file sets are replaced)
+TIMING_KEYS = (
+    "device",
+    "fixed_s",
+    "per_sample_s",
+    "slowdown",
+    "delay_s",
+    "jitter",
+    "straggler_prob",
+    "straggler_factor",
+    "saturation_batch",
+    "max_batch",
+    "background_load",
+    "link_load",
+    "bandwidth_Bps",
+    "server_bandwidth_Bps",
+    "latency_s",
+)
+
+
+# ------------------------------------------------------------------ compute
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerFit:
+    """One worker's measured step times."""
+
+    worker: int
+    steps: int
+    fixed_s: float  # fit of the median step time per batch size
+    per_sample_s: float
+    table: tuple[tuple[int, float, int], ...]  # (batch, median s, steps)
+    outliers: int = 0
+    load_steps: int = 0  # outliers in runs (background load)
+    knee_batch: int | None = None
+    failed_batches: tuple[int, ...] = ()
+    # the gradient alone (each step's time before an emulation's sleep; the whole step without --emulate)
+    gradient_fixed_s: float = 0.0
+    gradient_per_sample_s: float = 0.0
+
+    def step_s(self, batch: int) -> float:
+        return self._curve(self.fixed_s, self.per_sample_s, batch)
+
+    def gradient_s(self, batch: int) -> float:
+        return self._curve(self.gradient_fixed_s, self.gradient_per_sample_s, batch)
+
+    def _curve(self, fixed_s: float, per_sample_s: float, batch: int) -> float:
+        if self.knee_batch is not None:
+            return fixed_s + per_sample_s * max(0, batch - self.knee_batch)
+        return fixed_s + per_sample_s * batch
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "steps": self.steps,
+            "fixed_s": self.fixed_s,
+            "per_sample_s": self.per_sample_s,
+            "table": [list(row) for row in self.table],
+            "outliers": self.outliers,
+            "load_steps": self.load_steps,
+            "knee_batch": self.knee_batch,
+            "failed_batches": list(self.failed_batches),
+            "gradient_fixed_s": self.gradient_fixed_s,
+            "gradient_per_sample_s": self.gradient_per_sample_s,
+        }
+
+
+def medians_by_batch(steps: Sequence[Sequence[float]]) -> dict[int, float]:
+    """The median seconds of the steps at each batch size (rows: start_s, batch, seconds, ...)."""
+    groups: dict[int, list[float]] = {}
+    for row in steps:
+        groups.setdefault(int(row[1]), []).append(float(row[2]))
+    return {b: statistics.median(v) for b, v in sorted(groups.items())}
+
+
+def outlier_mask(steps: Sequence[Sequence[float]], ratio: float = OUTLIER_RATIO) -> list[bool]:
+    """Whether each step took more than ``ratio`` times its batch size's median."""
+    med = medians_by_batch(steps)
+    return [float(row[2]) > ratio * med[int(row[1])] for row in steps]
+
+
+def load_runs(mask: Sequence[bool], min_run: int = MIN_RUN) -> list[tuple[int, int]]:
+    """The runs of at least ``min_run`` consecutive outliers, as [first, last] step indices."""
+    runs, start = [], None
+    for i, flagged in enumerate([*mask, False]):
+        if flagged and start is None:
+            start = i
+        elif not flagged and start is not None:
+            if i - start >= min_run:
+                runs.append((start, i - 1))
+            start = None
+    return runs
+
+
+def fit_knee(table: Sequence[tuple[int, float]]) -> tuple[int, float, float] | None:
+    """A GPU-style curve: flat up to a saturation batch k, linear after it
+    (``fixed_s + per_sample_s · max(0, b − k)``). Returns (k, fixed_s,
+    per_sample_s) when such a hinge at one of the measured sizes fits
+    :data:`KNEE_GAIN` times better than a straight line, else None (four
+    sizes at least: a knee needs two points on each side)."""
+    from hetsync.steptime import fit_step_cost
+
+    if len(table) < 4:
+        return None
+    b = np.array([float(r[0]) for r in table])
+    t = np.array([float(r[1]) for r in table])
+    f, p = fit_step_cost(table)
+    line_err = float(np.sum((f + p * b - t) ** 2))
+    best: tuple[float, int, float, float] | None = None
+    for i in range(1, len(table) - 2):  # k = b[i]: at least two sizes at or below, two above
+        k = b[i]
+        x = np.maximum(0.0, b - k)
+        A = np.stack([np.ones_like(x), x], axis=1)
+        (c, slope), *_ = np.linalg.lstsq(A, t, rcond=None)
+        if c < 0 or slope <= 0:
+            continue
+        err = float(np.sum((c + slope * x - t) ** 2))
+        if best is None or err < best[0]:
+            best = (err, int(k), float(c), float(slope))
+    if best is None or best[0] * KNEE_GAIN > line_err:
+        return None
+    return best[1], best[2], best[3]
+
+
+def fit_worker(worker: int, steps: Sequence[Sequence[float]], failed: Sequence[int] = ()) -> WorkerFit:
+    """Fit one worker's base cost to its steps' medians per batch size, outliers left out."""
+    from hetsync.steptime import fit_step_cost
+
+    if not steps:
+        raise BadInput(f"worker {worker} timed no step: give the profile more time (--compute-s)")
+    mask = outlier_mask(steps)
+    kept = [row for row, out in zip(steps, mask, strict=True) if not out]
+    med = medians_by_batch(kept)
+    counts = {b: sum(int(r[1]) == b for r in kept) for b in med}
+    table = [(b, s) for b, s in med.items()]
+    gradient = [(b, s) for b, s in medians_by_batch([(r[0], r[1], r[3]) for r in kept]).items()]
+    knee = fit_knee(table)
+    if knee is not None:
+        k, fixed_s, per_sample_s = knee
+        g_fixed_s = min(s for _, s in gradient)  # flat up to the knee
+        g_per_sample_s = per_sample_s * g_fixed_s / fixed_s if fixed_s > 0 else per_sample_s
+    else:
+        k = None
+        fixed_s, per_sample_s = fit_step_cost(table)
+        g_fixed_s, g_per_sample_s = fit_step_cost(gradient)
+    in_runs = sum(last - first + 1 for first, last in load_runs(mask))
+    return WorkerFit(
+        worker=worker,
+        steps=len(steps),
+        fixed_s=fixed_s,
+        per_sample_s=per_sample_s,
+        table=tuple((b, s, counts[b]) for b, s in table),
+        outliers=sum(mask),
+        load_steps=in_runs,
+        knee_batch=k,
+        failed_batches=tuple(sorted(failed)),
+        gradient_fixed_s=g_fixed_s,
+        gradient_per_sample_s=g_per_sample_s,
+    )
+
+
+def decompose(fits: Sequence[WorkerFit], batch: int) -> tuple[float, float, list[float], list[float], int]:
+    """One base cost and per-worker (slowdown, delay_s) that reproduce every
+    worker's fitted step time: ``base(b) · slowdown_w + delay_w``.
+
+    The base is the gradient alone on the fastest worker (at ``batch``): what
+    the runtime's workers time before they apply a scenario's slowdown and
+    delay, so that ``hetsync run`` on the written scenario plays the
+    measured cluster again (without ``--emulate`` it is that worker's whole
+    step). Where the per-sample cost is a large enough share of the base
+    (:data:`RELIABLE_PER_SAMPLE`) the slopes tell a slower processor
+    (``slowdown`` = slope ratio) from a constant extra (``delay_s``, the rest
+    of the intercept); otherwise every extra is a delay (the runtime sleeps
+    it as such). Returns (fixed_s, per_sample_s, slowdowns, delays, reference worker)."""
+    ref = min(fits, key=lambda f: f.step_s(batch))
+    f0, p0 = ref.gradient_fixed_s, ref.gradient_per_sample_s
+    base = ref.gradient_s(batch)
+    if base <= 0:  # no gradient timed apart: the reference's whole step is the base
+        f0, p0, base = ref.fixed_s, ref.per_sample_s, ref.step_s(batch)
+    reliable = base > 0 and p0 * batch >= RELIABLE_PER_SAMPLE * base
+    slowdowns, delays = [], []
+    for fit in fits:
+        step = fit.step_s(batch)
+        if reliable and fit.per_sample_s > 0:
+            s = max(1e-3, fit.per_sample_s / p0)
+            d = fit.fixed_s - s * f0
+            if d < 0:  # the intercept says faster: keep the step time at this batch, as a slowdown
+                s, d = step / base, 0.0
+        else:
+            s, d = 1.0, max(0.0, step - base)
+        if d < NEGLIGIBLE * base:  # measurement noise, not a delay
+            d = 0.0
+        slowdowns.append(float(s))
+        delays.append(float(d))
+    return f0, p0, slowdowns, delays, ref.worker
+
+
+def step_ratios(steps: Sequence[Sequence[float]], delay_s: float) -> list[float]:
+    """Each step's base part over its batch size's median base part (the
+    delay taken off both): the factor a simulator's noise, straggle or load
+    would have to apply to the base to produce it."""
+    med = medians_by_batch(steps)
+    out = []
+    for row in steps:
+        base = med[int(row[1])] - delay_s
+        out.append((float(row[2]) - delay_s) / base if base > 0 else 1.0)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadFit:
+    workers: tuple[int, ...]
+    period_s: float
+    on_s: float
+    factor: float
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {
+            "workers": list(self.workers),
+            "period_s": round(float(self.period_s), 6),
+            "on_s": round(float(self.on_s), 6),
+            "factor": round(float(self.factor), 4),
+        }
+
+
+def fit_load(per_worker: Sequence[Sequence[Sequence[float]]], delays: Sequence[float]) -> LoadFit | None:
+    """A square-wave background load from the workers whose outliers come in
+    runs (two runs at least, to see a period, holding most of the worker's
+    outliers): the median run length is
+    ``on_s``, the median gap between run starts ``period_s``, the median
+    ratio inside runs the factor. None when no worker shows one."""
+    loaded, periods, ons, factors = [], [], [], []
+    for w, steps in enumerate(per_worker):
+        if not steps:
+            continue
+        mask = outlier_mask(steps)
+        runs = load_runs(mask)
+        in_runs = sum(b - a + 1 for a, b in runs)
+        if len(runs) < 2 or 2 * in_runs < sum(mask):  # a few runs among many spikes: transients, by chance together
+            continue
+        ratios = step_ratios(steps, delays[w])
+        starts = [float(steps[a][0]) for a, _ in runs]
+        ends = [float(steps[b][0]) + float(steps[b][2]) for _, b in runs]
+        loaded.append(w)
+        periods.append(statistics.median(np.diff(starts)))
+        ons.append(statistics.median(e - s for s, e in zip(starts, ends, strict=True)))
+        factors += [ratios[i] for a, b in runs for i in range(a, b + 1)]
+    if not loaded:
+        return None
+    period = float(statistics.median(periods))
+    on = min(float(statistics.median(ons)), period)
+    factor = max(1.0, float(statistics.median(factors)))
+    return LoadFit(workers=tuple(loaded), period_s=period, on_s=on, factor=factor)
+
+
+def fit_transients(
+    per_worker: Sequence[Sequence[Sequence[float]]], delays: Sequence[float]
+) -> tuple[float, float, int, int]:
+    """Transient stragglers: outliers not in a run of load. Returns
+    (probability per step, median factor on the base, outliers, steps)."""
+    factors, total = [], 0
+    for w, steps in enumerate(per_worker):
+        if not steps:
+            continue
+        mask = outlier_mask(steps)
+        in_runs = {i for a, b in load_runs(mask) for i in range(a, b + 1)}
+        ratios = step_ratios(steps, delays[w])
+        total += len(steps) - len(in_runs)
+        factors += [ratios[i] for i, out in enumerate(mask) if out and i not in in_runs]
+    if not factors or total == 0:
+        return 0.0, 1.0, 0, total
+    return len(factors) / total, max(1.0, statistics.median(factors)), len(factors), total
+
+
+def fit_jitter(per_worker: Sequence[Sequence[Sequence[float]]], delays: Sequence[float]) -> float:
+    """The log-sd of the step noise on the base part: 1.4826 × the median
+    absolute deviation of log(ratio) over the steps that are not outliers."""
+    logs = []
+    for w, steps in enumerate(per_worker):
+        if not steps:
+            continue
+        mask = outlier_mask(steps)
+        logs += [math.log(r) for r, out in zip(step_ratios(steps, delays[w]), mask, strict=True) if not out and r > 0]
+    if len(logs) < 3:
+        return 0.0
+    arr = np.array(logs)
+    return float(1.4826 * np.median(np.abs(arr - np.median(arr))))
+
+
+# -------------------------------------------------------------------- links
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkFit:
+    a: int  # rank (0: the server)
+    b: int
+    latency_s: float
+    Bps: float  # inf: too fast to tell at these sizes
+    table: tuple[tuple[int, float], ...]  # (bytes, median one-way seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "latency_s": self.latency_s,
+            "Bps": self.Bps if math.isfinite(self.Bps) else None,
+            "table": [list(r) for r in self.table],
+        }
+
+
+def fit_link(a: int, b: int, transfers: Sequence[Sequence[float]]) -> LinkFit:
+    """From round trips of (bytes there, one element back), the fastest of
+    each size's repetitions: the smallest
+    size's round trip is two latencies; every size's one-way time is its
+    round trip less one latency; ``one-way = latency_s + bytes / Bps``, the
+    slope fitted through that latency."""
+    from hetsync.steptime import fit_step_cost
+
+    groups: dict[int, list[float]] = {}
+    for nbytes, seconds in transfers:
+        groups.setdefault(int(nbytes), []).append(float(seconds))
+    # the fastest repetition: what else runs on the machine slows a transfer down, never speeds it up
+    med = {nb: min(v) for nb, v in sorted(groups.items())}
+    smallest = min(med)
+    latency_s = med[smallest] / 2
+    table = tuple((nb, max(0.0, s - latency_s)) for nb, s in med.items())
+    # the latency from the smallest transfer, the slope through it (least squares: the largest sizes weigh most)
+    _, per_byte_s = fit_step_cost(table, fixed_s=latency_s)
+    return LinkFit(a=a, b=b, latency_s=latency_s, Bps=1.0 / per_byte_s if per_byte_s > 0 else math.inf, table=table)
+
+
+# ----------------------------------------------------------------- profile
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """Everything fitted from one job's measurements."""
+
+    workers: int
+    batch_size: int
+    fits: tuple[WorkerFit, ...]
+    fixed_s: float
+    per_sample_s: float
+    slowdown: tuple[float, ...]
+    delay_s: tuple[float, ...]
+    reference: int
+    jitter: float
+    straggler_prob: float
+    straggler_factor: float
+    transient_steps: int
+    load: LoadFit | None
+    links: tuple[LinkFit, ...]
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def server_links(self) -> list[LinkFit]:
+        return sorted((lk for lk in self.links if lk.a == 0), key=lambda lk: lk.b)
+
+    @property
+    def bandwidth_Bps(self) -> list[float]:
+        by_worker = {lk.b - 1: lk.Bps for lk in self.server_links}
+        return [by_worker.get(w, math.inf) for w in range(self.workers)]
+
+    @property
+    def latency_s(self) -> float:
+        lats = [lk.latency_s for lk in self.server_links]
+        return statistics.median(lats) if lats else 0.0
+
+    def step_s(self, worker: int, batch: int | None = None) -> float:
+        """The fitted nominal step (base · slowdown + delay) of a worker."""
+        b = self.batch_size if batch is None else batch
+        knee = self.fits[self.reference].knee_batch
+        base = self.fixed_s + self.per_sample_s * (max(0, b - knee) if knee is not None else b)
+        return base * self.slowdown[worker] + self.delay_s[worker]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workers": self.workers,
+            "batch_size": self.batch_size,
+            "fixed_s": self.fixed_s,
+            "per_sample_s": self.per_sample_s,
+            "slowdown": list(self.slowdown),
+            "delay_s": list(self.delay_s),
+            "reference_worker": self.reference,
+            "step_s": [self.step_s(w) for w in range(self.workers)],
+            "jitter": self.jitter,
+            "straggler_prob": self.straggler_prob,
+            "straggler_factor": self.straggler_factor,
+            "transient_steps": self.transient_steps,
+            "background_load": self.load.to_yaml() if self.load is not None else None,
+            "bandwidth_Bps": [b if math.isfinite(b) else None for b in self.bandwidth_Bps],
+            "latency_s": self.latency_s,
+            "workers_fit": [f.to_dict() for f in self.fits],
+            "links": [lk.to_dict() for lk in self.links],
+            "emulate": self.raw.get("emulate"),
+            "host": self.raw.get("host"),
+            "compute_s": self.raw.get("compute_s"),
+        }
+
+
+def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
+    """Fit a :class:`Profile` to a job's ``raw.json``."""
+    n = int(raw["workers"])
+    per_rank = {int(r["rank"]): r for r in raw["per_rank"]}
+    per_worker = [per_rank[w + 1]["compute"].get("steps", []) for w in range(n)]
+    failed = [[int(b) for b in per_rank[w + 1]["compute"].get("failed_batches", {})] for w in range(n)]
+    fits = tuple(fit_worker(w, per_worker[w], failed[w]) for w in range(n))
+    fixed_s, per_sample_s, slowdowns, delays, ref = decompose(fits, batch_size)
+    load = fit_load(per_worker, delays)
+    prob, factor, count, _ = fit_transients(per_worker, delays)
+    links = tuple(fit_link(int(lk["a"]), int(lk["b"]), lk["transfers"]) for r in raw["per_rank"] for lk in r["links"])
+    return Profile(
+        workers=n,
+        batch_size=batch_size,
+        fits=fits,
+        fixed_s=fixed_s,
+        per_sample_s=per_sample_s,
+        slowdown=tuple(slowdowns),
+        delay_s=tuple(delays),
+        reference=ref,
+        jitter=fit_jitter(per_worker, delays),
+        straggler_prob=prob,
+        straggler_factor=factor,
+        transient_steps=count,
+        load=load,
+        links=tuple(sorted(links, key=lambda lk: (lk.a, lk.b))),
+        raw=raw,
+    )
+
+
+def _round(values: Sequence[float], digits: int = 6) -> list[float]:
+    return [float(f"{v:.{digits}g}") for v in values]
+
+
+def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, Any]:
+    """The scenario mapping: the job's own keys (workload, batch, target,
+    policies, recipe) and the measured timing keys."""
+    from hetsync.scenario import fit_to_workers
+
+    source = dict(job.source) if job.source is not None else job.to_dict()
+    kept = {k: v for k, v in fit_to_workers(source, prof.workers).items() if k not in TIMING_KEYS}
+    raw = {"name": f"{job.name}-profiled", "description": description}
+    raw.update((k, v) for k, v in kept.items() if k not in raw)
+    knees = [f.knee_batch for f in prof.fits]
+    gpu = all(k is not None for k in knees)
+    raw["device"] = "gpu" if gpu else "cpu"
+    raw["fixed_s"] = float(f"{prof.fixed_s:.6g}")
+    raw["per_sample_s"] = float(f"{prof.per_sample_s:.6g}")
+    if gpu:
+        raw["saturation_batch"] = [int(k) for k in knees if k is not None]
+    caps = [max((b for b, _, _ in f.table), default=None) if f.failed_batches else None for f in prof.fits]
+    if any(c is not None for c in caps):
+        largest = max(prof.raw.get("batch_sizes", [prof.batch_size]))
+        raw["max_batch"] = [int(c) if c is not None else int(largest) for c in caps]
+    raw["slowdown"] = _round(prof.slowdown, 4)
+    raw["delay_s"] = _round(prof.delay_s, 4)
+    raw["jitter"] = round(min(prof.jitter, 10.0), 4)
+    if prof.straggler_prob > 0:
+        raw["straggler_prob"] = round(prof.straggler_prob, 4)
+        raw["straggler_factor"] = round(prof.straggler_factor, 3)
+    if prof.load is not None:
+        raw["background_load"] = prof.load.to_yaml()
+    bw = prof.bandwidth_Bps
+    raw["bandwidth_Bps"] = [float(f"{b:.4g}") if math.isfinite(b) else float("inf") for b in bw]
+    raw["latency_s"] = float(f"{prof.latency_s:.4g}")
+    return raw
+
+
+def write_scenario(raw: dict[str, Any], path: Path, header: str) -> Path:
+    """Write the scenario YAML and read it back as the simulator will (a check that it runs as it is)."""
+    import yaml
+
+    from hetsync.scenario import load_scenario
+
+    text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=120)
+    lines = "".join(f"# {line}\n" for line in header.splitlines())
+    path.write_text(lines + text, encoding="utf-8")
+    load_scenario(str(path))
+    return path
+
+
+# ---------------------------------------------------------------------- job
+def link_sizes(model_bytes: int) -> list[int]:
+    """Transfer sizes: one element (the latency), a quarter model, the model, two models."""
+    nb = max(16, model_bytes - model_bytes % 4)
+    return sorted({4, max(8, (nb // 4) - (nb // 4) % 4), nb, 2 * nb})
+
+
+def job_arguments(
+    *,
+    scenario: str,
+    emulate: str | None,
+    batch_sizes: Sequence[int],
+    compute_s: float,
+    link_bytes: Sequence[int],
+    link_reps: int,
+    out: Path,
+) -> list[str]:
+    args = [
+        "--scenario",
+        scenario,
+        "--batch-sizes",
+        ",".join(map(str, batch_sizes)),
+        "--compute-s",
+        str(compute_s),
+        "--link-bytes",
+        ",".join(map(str, link_bytes)),
+        "--link-reps",
+        str(link_reps),
+        "--out",
+        str(out),
+    ]
+    return args + (["--emulate", emulate] if emulate else [])
+
+
+def run_job(nproc: int, job_args: Sequence[str], out: Path, *, host: str, limit_s: float) -> dict[str, Any]:
+    """Run the job (``nproc`` workers and a server) under one torchrun agent,
+    as ``hetsync run`` starts its processes; returns its ``raw.json``.
+    Everything it started is stopped when it returns, fails or is interrupted."""
+    from hetsync.profile_job import RAW_JSON
+    from hetsync.runtime import launch
+
+    raw_path = out / RAW_JSON
+    raw_path.unlink(missing_ok=True)
+    log_path = out / LOG
+    try:
+        code = launch.launch_module("hetsync.profile_job", nproc + 1, job_args, log_path, host=host, limit_s=limit_s)
+    except TimeoutError:
+        raise RuntimeError(f"the profiling job did not finish within {limit_s:.0f} s; see {log_path}") from None
+    if code != 0 or not raw_path.is_file():
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+        raise RuntimeError(f"the profiling job failed (status {code}); end of {log_path}:\n{tail}")
+    return json.loads(raw_path.read_text())
+
+
+def check_emulation(emulate: str | None, nproc: int | None) -> tuple[Any, int]:
+    """The emulated scenario (or None) and the worker count; BadInput when
+    ``--nproc`` does not match the emulated cluster's workers."""
+    from hetsync.scenario import load_scenario
+
+    if emulate is None:
+        return None, nproc if nproc is not None else 4
+    emulated = load_scenario(emulate)
+    if nproc is not None and nproc != emulated.workers:
+        raise BadInput(
+            f"--nproc {nproc} does not match the {emulated.workers} workers of the emulated cluster "
+            f"{emulate!r}: leave --nproc out, or emulate it at that size with a copy of its file"
+        )
+    return emulated, emulated.workers
+
+
+def read_raw(path: Path, nproc: int | None) -> dict[str, Any]:
+    """A ``raw.json`` written by the job (``--from-raw``), checked: BadInput
+    naming what is wrong (unreadable, not the job's, another worker count)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"--from-raw {path}: cannot read it as JSON ({e.__class__.__name__})") from None
+    ok = isinstance(raw, dict) and isinstance(raw.get("workers"), int) and isinstance(raw.get("per_rank"), list)
+    if not ok or len(raw["per_rank"]) != raw["workers"] + 1:
+        raise BadInput(f"--from-raw {path}: not a raw.json of hetsync.profile_job (workers, per_rank: one per rank)")
+    if nproc is not None and nproc != raw["workers"]:
+        raise BadInput(
+            f"--from-raw {path} profiled {raw['workers']} workers, not --nproc {nproc}: leave --nproc out "
+            "(the profile's worker count is the cluster's)"
+        )
+    return raw
+
+
+# --------------------------------------------------------------------- page
+def _fmt_ms(s: float) -> str:
+    return f"{s * 1e3:.3g} ms"
+
+
+def _fmt_bps(Bps: float) -> str:
+    if not math.isfinite(Bps):
+        return "too fast to tell"
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if Bps >= scale:
+            return f"{Bps / scale:.3g} {unit}"
+    return f"{Bps:.3g} B/s"
+
+
+def worker_rows(prof: Profile) -> tuple[list[str], list[list[str]]]:
+    b = prof.batch_size
+    fastest = min(prof.step_s(w) for w in range(prof.workers))
+    headers = [
+        "worker",
+        "steps",
+        f"step at batch {b}",
+        "× fastest",
+        "fit per batch",
+        "slowdown",
+        "delay",
+        "outliers",
+        "to server",
+        "latency",
+    ]
+    links = {lk.b - 1: lk for lk in prof.server_links}
+    rows = []
+    for w, fit in enumerate(prof.fits):
+        lk = links.get(w)
+        curve = f"{_fmt_ms(fit.fixed_s)} + {fit.per_sample_s * 1e6:.3g} µs/sample"
+        if fit.knee_batch is not None:
+            curve += f" above {fit.knee_batch}"
+        rows.append(
+            [
+                str(w),
+                str(fit.steps),
+                _fmt_ms(prof.step_s(w)),
+                f"{prof.step_s(w) / fastest:.2f}×",
+                curve,
+                f"{prof.slowdown[w]:.3g}",
+                _fmt_ms(prof.delay_s[w]),
+                f"{fit.outliers} ({fit.load_steps} in runs)",
+                _fmt_bps(lk.Bps) if lk else "—",
+                _fmt_ms(lk.latency_s) if lk else "—",
+            ]
+        )
+    return headers, rows
+
+
+def summary_lines(prof: Profile) -> list[str]:
+    """What the cluster looks like, in a few lines."""
+    lines = [
+        f"base step (the gradient alone on worker {prof.reference}, the fastest): fixed {_fmt_ms(prof.fixed_s)} + "
+        f"{prof.per_sample_s * 1e6:.3g} µs/sample; noise log-sd {prof.jitter:.3g} (of the base)",
+    ]
+    if prof.straggler_prob > 0:
+        lines.append(
+            f"transient stragglers: {prof.straggler_prob:.1%} of steps ({prof.transient_steps}) "
+            f"{prof.straggler_factor:.3g}× slower"
+        )
+    else:
+        lines.append("transient stragglers: none seen")
+    if prof.load is not None:
+        ld = prof.load
+        lines.append(
+            f"background load on workers {list(ld.workers)}: ×{ld.factor:.3g} for {ld.on_s:.3g} s every {ld.period_s:.3g} s"
+        )
+    else:
+        lines.append("background load: none seen")
+    knees = [f.knee_batch for f in prof.fits if f.knee_batch is not None]
+    lines.append(f"GPU-style knee at batch {knees}" if knees else "knee: none (step time grows linearly with batch)")
+    caps = [(f.worker, f.failed_batches) for f in prof.fits if f.failed_batches]
+    lines.append(f"out of memory at: {caps}" if caps else "memory cap: none hit at the sizes timed")
+    pairs = [lk for lk in prof.links if lk.a > 0]
+    if pairs:
+        finite = [lk.Bps for lk in pairs if math.isfinite(lk.Bps)]
+        rng = f"{_fmt_bps(min(finite))} to {_fmt_bps(max(finite))}" if finite else "too fast to tell"
+        lines.append(f"worker↔worker links ({len(pairs)}): {rng}")
+    return lines
+
+
+def plot_profile(prof: Profile, path: Path) -> Path:
+    """Two panels: the step-time distribution of every worker at every batch
+    size (box plots), and every step's time over the profile (load and
+    transient stragglers show as runs and spikes)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    per_rank = {int(r["rank"]): r for r in prof.raw["per_rank"]}
+    sizes = sorted({int(b) for w in range(prof.workers) for _, b, *_ in per_rank[w + 1]["compute"]["steps"]})
+    fig = Figure(figsize=(11, 4.2 + 0.1 * prof.workers), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.2, 1])
+    colors = [f"C{i % 10}" for i in range(len(sizes))]
+    width = 0.8 / max(1, len(sizes))
+    for j, b in enumerate(sizes):
+        data, pos = [], []
+        for w in range(prof.workers):
+            vals = [row[2] * 1e3 for row in per_rank[w + 1]["compute"]["steps"] if int(row[1]) == b]
+            if vals:
+                data.append(vals)
+                pos.append(w + (j - (len(sizes) - 1) / 2) * width)
+        if data:
+            bp = ax1.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, showfliers=True)
+            for patch in bp["boxes"]:
+                patch.set_facecolor(colors[j])
+                patch.set_alpha(0.6)
+            for flier in bp["fliers"]:
+                flier.set(markersize=3, markeredgecolor=colors[j])
+            ax1.plot([], [], "s", color=colors[j], label=f"batch {b}")
+    for w in range(prof.workers):
+        ax1.plot([w - 0.4, w + 0.4], [prof.step_s(w) * 1e3] * 2, "k--", lw=0.8)
+    ax1.plot([], [], "k--", lw=0.8, label=f"fitted step at batch {prof.batch_size}")
+    ax1.set_xticks(range(prof.workers), [str(w) for w in range(prof.workers)])
+    ax1.set_xlabel("worker")
+    ax1.set_ylabel("step time (ms)")
+    ax1.set_yscale("log")
+    ax1.set_title("step-time distribution per worker and batch size")
+    ax1.legend(fontsize=8)
+    for w in range(prof.workers):
+        steps = per_rank[w + 1]["compute"]["steps"]
+        ax2.plot([r[0] for r in steps], [r[2] * 1e3 for r in steps], ".", ms=2.5, label=f"worker {w}")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("time since the profile started (s)")
+    ax2.set_ylabel("step time (ms)")
+    ax2.set_title("every step over time (load, stragglers)")
+    if prof.workers <= 10:
+        ax2.legend(fontsize=8, markerscale=3)
+    from matplotlib.ticker import FuncFormatter
+
+    for ax in (ax1, ax2):
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.1g}"[0] in "25" else ""))
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def link_rows(prof: Profile) -> tuple[list[str], list[list[str]]]:
+    headers = ["link", "latency", "bandwidth", "one-way at the sizes timed"]
+    rows = []
+    for lk in prof.links:
+        a = "server" if lk.a == 0 else f"worker {lk.a - 1}"
+        sizes = "; ".join(f"{nb} B: {_fmt_ms(s)}" for nb, s in lk.table)
+        rows.append([f"{a} ↔ worker {lk.b - 1}", _fmt_ms(lk.latency_s), _fmt_bps(lk.Bps), sizes])
+    return headers, rows
+
+
+def write_page(prof: Profile, out: Path, *, scenario_path: Path, command: str, plots: bool = True) -> list[Path]:
+    """``profile.md`` and (with plots) ``profile.png`` and a self-contained ``profile.html``."""
+    import base64
+    import html
+
+    written = []
+    png = out / PROFILE_PNG
+    if plots:
+        written.append(plot_profile(prof, png))
+    emulated = prof.raw.get("emulate")
+    intro = (
+        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} on {prof.raw.get('host')}: "
+        f"{prof.workers} worker processes and a server, {prof.raw.get('compute_s')} s of timed steps each"
+        + (f", emulating `{emulated}`" if emulated else "")
+        + f". Scenario written to `{scenario_path.name}`."
+    )
+    wh, wr = worker_rows(prof)
+    lh, lr = link_rows(prof)
+    md = [f"# hetsync profile · {prof.workers} workers", "", intro, ""]
+    md += ["| " + " | ".join(wh) + " |", "|---" + "|---:" * (len(wh) - 1) + "|"]
+    md += ["| " + " | ".join(r) + " |" for r in wr]
+    md += ["", *[f"- {line}" for line in summary_lines(prof)], ""]
+    md += ["| " + " | ".join(lh) + " |", "|---|---:|---:|---|"]
+    md += ["| " + " | ".join(r) + " |" for r in lr]
+    md.append("")
+    if plots:
+        md += [f"![step times]({PROFILE_PNG})", ""]
+    (out / PROFILE_MD).write_text("\n".join(md), encoding="utf-8")
+    written.append(out / PROFILE_MD)
+    if not plots:
+        return written
+    esc = html.escape
+
+    def table(headers: list[str], rows: list[list[str]]) -> str:
+        head = "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>"
+        return (
+            "<table>"
+            + head
+            + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+            + "</table>"
+        )
+
+    from hetsync.report import _HTML_STYLE
+
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>hetsync profile</title><style>{_HTML_STYLE}</style></head><body>",
+        f"<h1>hetsync profile · {prof.workers} workers</h1>",
+        f"<p>{esc(intro)}</p>",
+        table(wh, wr),
+        "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in summary_lines(prof)) + "</ul>",
+        f'<img alt="step times" src="data:image/png;base64,{data}">',
+        "<h2>Links</h2>",
+        table(lh, lr),
+        "</body></html>",
+    ]
+    (out / PROFILE_HTML).write_text("\n".join(parts) + "\n", encoding="utf-8")
+    written.append(out / PROFILE_HTML)
+    return written
+
+
+def terminal_table(prof: Profile) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    headers, rows = worker_rows(prof)
+    table = Table(title=Text(f"profile · {prof.workers} workers · batch {prof.batch_size}"), header_style="bold")
+    for j, h in enumerate(headers):
+        table.add_column(Text(h), justify="left" if j == 4 else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(*(Text(c) for c in r))
+    return table

@@ -1,0 +1,112 @@
+"""A user's training script, for tests/runtime/test_loop.py: the same model,
+data order and AdamW (+ a step schedule) under plain DDP (``ddp``) or under a
+hetsync policy through the wrapper (any other first argument: the policy).
+
+    torchrun --nproc-per-node=2 loop_train.py ddp OUT STEPS
+    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS [KILL_WORKER]
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(10, 24), nn.Tanh())
+        self.frozen = nn.Linear(24, 24)
+        self.frozen.requires_grad_(False)  # frozen parameters stay out of the flat model
+        self.head = nn.Linear(24, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.frozen(self.body(x))))
+
+
+def data() -> tuple[TensorDataset, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2400, 10, generator=g)
+    y = (x @ torch.randn(10, 3, generator=g)).argmax(1)
+    return TensorDataset(x[:2000], y[:2000]), x[2000:], y[2000:]
+
+
+def build() -> tuple[Net, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.01, weight_decay=0.01)
+    return model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+
+
+def ddp(out: str, steps: int) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    train, _, _ = data()
+    model, opt, _ = build()
+    wrapped = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=0.01, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+    sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=False)
+    for i, (x, y) in enumerate(DataLoader(train, batch_size=16, sampler=sampler)):
+        if i == steps:
+            break
+        nn.functional.cross_entropy(wrapped(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    if rank == 0:
+        torch.save(model.state_dict(), os.path.join(out, "ddp.pt"))
+    del wrapped, opt, sched  # before the group goes (pytorch#56297)
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def wrapped(policy: str, out: str, steps: int, kill_worker: int | None) -> None:
+    import hetsync
+
+    train, xt, yt = data()
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        out = model(xt)
+        return {
+            "accuracy": (out.argmax(1) == yt).float().mean().item(),
+            "loss": nn.functional.cross_entropy(out, yt).item(),
+        }
+
+    sync = hetsync.init(policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False)
+    model, opt, _ = build()
+    opt = sync.optimizer(model, opt)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+    taken = 0
+    loader = sync.loader(train, shuffle=False)  # the order DDP's DistributedSampler(shuffle=False) gives
+    while taken < steps and not sync.done:
+        for x, y in loader:
+            assert len(x) == sync.batch_size or len(x) < 16
+            if sync.worker == kill_worker and taken == 3:
+                os.kill(os.getpid(), signal.SIGKILL)  # a worker dies mid-run
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            sched.step()
+            taken += 1
+            if taken == steps or sync.done:
+                break
+    sync.finish()
+
+
+if __name__ == "__main__":
+    mode, out, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "ddp":
+        ddp(out, steps)
+    else:
+        wrapped(mode, out, steps, int(sys.argv[4]) if len(sys.argv) > 4 else None)

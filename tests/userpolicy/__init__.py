@@ -1,0 +1,1 @@
+"""A package of the kind a researcher writes: a policy that is not part of hetsync."""
