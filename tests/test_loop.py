@@ -121,3 +121,17 @@ def test_batches_follow_the_size_the_policy_asks_for_each_step():
     assert [b for b in batches] == [[0, 1], [2, 3, 4, 5, 6], [7], [8, 9]]  # (no len(): it reads a size too)
     assert [b for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert sampler.epochs == [0, 1]  # a new shuffle each pass
+
+
+def test_the_scenario_of_a_loop_gets_the_world_size_and_a_useful_evaluation_interval():
+    from hetsync.loop import DEFAULT_MAX_TIME_S, _scenario
+
+    plain = _scenario(None, 3, {})
+    assert plain.workers == 3 and plain.max_time_s == DEFAULT_MAX_TIME_S and plain.eval_every_s == 2.0
+    longer = _scenario("hetero-4", 2, {"max_time_s": 600})  # not every 15 s (max_time_s / 40)
+    assert (
+        longer.workers == 2 and longer.eval_every_s == 2.0 and longer.delay_s == (0.01, 0.04)
+    )  # linspace re-resolved for 2
+    assert _scenario("hetero-4", 4, {}).eval_every_s == 0.5  # the runtime's own default for a 20 s run
+    with pytest.raises(BadInput, match="max_time_s"):
+        _scenario(None, 2, {"max_time_s": -1})

@@ -817,7 +817,6 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             raise BadInput(f"--batch-sizes must be comma-separated whole numbers >= 1, got {args.batch_sizes!r}")
     else:
         sizes = list(batch_sizes_for(job.batch_size))
-    nbytes = job.model_bytes if job.model_bytes is not None else workload.model_nbytes
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     con = report.terminal_console()
@@ -831,19 +830,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             + (f"; emulating {args.emulate}" if emulated is not None else "")
             + f" → {out}/",
         )
-    job_args = profile.job_arguments(
-        scenario=job_name,
-        emulate=args.emulate,
-        batch_sizes=sizes,
-        compute_s=args.compute_s,
-        link_bytes=profile.link_sizes(nbytes),
-        link_reps=args.link_reps,
-        out=out,
-    )
-    pairs = nproc + nproc * (nproc - 1) // 2
     try:
-        raw = measured or profile.run_job(
-            nproc, job_args, out, host=args.host, limit_s=args.compute_s + pairs * 2.0 + profile.JOB_SLACK_S
+        raw = measured or profile.measure(
+            job,
+            job_name,
+            out,
+            emulate=args.emulate,
+            batch_sizes=sizes,
+            compute_s=args.compute_s,
+            link_reps=args.link_reps,
+            host=args.host,
+            model_nbytes=workload.model_nbytes,
         )
     except RuntimeError as e:
         _say(con, str(e), style="red")
@@ -856,12 +853,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     description = f"profiled: {nproc} workers on {raw.get('host')}" + (
         f", emulating {raw['emulate']}" if raw.get("emulate") else ""
     )
-    path = profile.write_scenario(
-        profile.build_scenario(job, prof, description=description), out / profile.SCENARIO_YAML, header
-    )
-    from hetsync.outdir import write_json_atomic
-
-    write_json_atomic(out / profile.PROFILE_JSON, prof.to_dict())
+    path = profile.write_profiled(job, prof, out, header=header, description=description)
     written = [path, out / profile.PROFILE_JSON]
     written += profile.write_page(prof, out, scenario_path=path, command=_command_line(), plots=not args.no_plots)
     con.print(profile.terminal_table(prof))

@@ -55,7 +55,9 @@ are relative to, so leave the optimizer's own lr as the learning rate.
 next step (LB-BSP changes it per worker): draw that many samples.
 
 **Limits.** Buffers (BatchNorm running statistics) stay on each worker and
-are not synchronized; rank 0 evaluates with its own. Frozen parameters keep
+are not synchronized; rank 0 evaluates with its own, so an ``evaluate`` of
+a model with BatchNorm should refresh them first (a few training batches
+through ``model.train()`` under ``torch.no_grad()``, then ``model.eval()``). Frozen parameters keep
 each rank's values. No checkpoints or resume yet. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank under its own agent, so the
@@ -77,6 +79,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from hetsync import limits as L
 from hetsync.errors import BadInput
 from hetsync.runtime import protocol as P
 from hetsync.runtime.launch import OUT_ENV
@@ -192,7 +195,12 @@ def _scenario(scenario: str | Scenario | None, workers: int, overrides: dict[str
         return scenario_from_dict(raw, default_name="own-loop")
     if not isinstance(scenario, str):
         raise BadInput(f"scenario must be a name, a YAML path or a Scenario, got {type(scenario).__name__}")
-    return load_scenario(scenario, **overrides).with_workers(workers)
+    sc = load_scenario(scenario, **overrides)
+    if sc.eval_every_s is None and sc.max_time_s is not None:
+        # the runtime's default (max_time_s / 40) suits a scenario's short runs, not a loop that ends by itself
+        every_s = max(DEFAULT_EVAL_EVERY_S, sc.max_time_s / L.MAX_EVALUATIONS)
+        sc = load_scenario(scenario, **overrides, eval_every_s=min(every_s, sc.max_time_s / 40))
+    return sc.with_workers(workers)
 
 
 class Sync:

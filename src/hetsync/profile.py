@@ -587,6 +587,45 @@ def run_job(nproc: int, job_args: Sequence[str], out: Path, *, host: str, limit_
     return json.loads(raw_path.read_text())
 
 
+def measure(
+    job: Any,
+    job_name: str,
+    out: Path,
+    *,
+    emulate: str | None,
+    batch_sizes: Sequence[int],
+    compute_s: float,
+    link_reps: int,
+    host: str,
+    model_nbytes: int,
+) -> dict[str, Any]:
+    """Run the profiling job for ``job`` (its workers, workload and batch) and
+    return its ``raw.json``: steps at ``batch_sizes`` for ``compute_s``, then
+    every link ``link_reps`` times at sizes around the model's."""
+    nproc = job.workers
+    job_args = job_arguments(
+        scenario=job_name,
+        emulate=emulate,
+        batch_sizes=list(batch_sizes),
+        compute_s=compute_s,
+        link_bytes=link_sizes(job.model_bytes if job.model_bytes is not None else model_nbytes),
+        link_reps=link_reps,
+        out=out,
+    )
+    pairs = nproc + nproc * (nproc - 1) // 2
+    return run_job(nproc, job_args, out, host=host, limit_s=compute_s + pairs * 2.0 + JOB_SLACK_S)
+
+
+def write_profiled(job: Any, prof: Profile, out: Path, *, header: str, description: str) -> Path:
+    """``cluster.yaml`` (the job with the fitted timing keys) and
+    ``profile.json`` (every fit) into ``out``; returns the YAML's path."""
+    from hetsync.outdir import write_json_atomic
+
+    path = write_scenario(build_scenario(job, prof, description=description), out / SCENARIO_YAML, header)
+    write_json_atomic(out / PROFILE_JSON, prof.to_dict())
+    return path
+
+
 def check_emulation(emulate: str | None, nproc: int | None) -> tuple[Any, int]:
     """The emulated scenario (or None) and the worker count; BadInput when
     ``--nproc`` does not match the emulated cluster's workers."""

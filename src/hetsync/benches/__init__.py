@@ -28,6 +28,7 @@ HELP: dict[str, str] = {
     "several seeds",
     "paper-selmcast": "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, "
     "round time, TTA",
+    "advise": "profile -> advise -> verify on emulated clusters: recovered delays/links, predicted vs measured TTA",
 }
 """Each bench's one-line help, in the order ``hetsync bench --help`` lists them."""
 

@@ -439,3 +439,11 @@ def setup_markdown(setups: list[dict[str, Any]]) -> list[str]:
     lines = ["| set-up | here |", "|---|---|"]
     lines += [f"| {name} | {setup_cell(setups, key)} |" for name, key in SETUP_ROWS]
     return [*lines, ""]
+
+
+def seeds_setting(scenario: str, seeds: list[int]) -> str:
+    """A table's setting line: the scenario and its seeds (with several, the
+    cells are means with ranges in brackets)."""
+    several = len(seeds) > 1
+    where = f"{scenario}, seed{'s' if several else ''} {','.join(map(str, seeds))}"
+    return where + " (means; ranges in brackets)" if several else where

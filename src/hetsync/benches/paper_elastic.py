@@ -46,6 +46,7 @@ from hetsync.benches.common import (
     pct,
     run_target,
     scenario_setup,
+    seeds_setting,
     setup_markdown,
     short_metric,
     split_list,
@@ -271,9 +272,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
     a second table."""
     seeds = results["seeds"]
     several = len(seeds) > 1
-    where = f"{results['scenario']}, seed{'s' if several else ''} {','.join(map(str, seeds))}"
-    if several:
-        where += " (means; ranges in brackets)"
+    where = seeds_setting(results["scenario"], seeds)
     metric = results["target_metric"]
     out: list[Row] = []
     for a in results["aggregate"]:

@@ -56,6 +56,7 @@ from hetsync.benches.common import (
     pct,
     run_target,
     scenario_setup,
+    seeds_setting,
     setup_markdown,
     short_metric,
     split_list,
@@ -360,9 +361,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
     for res in results["scenarios"]:
         seeds = res["seeds"]
         several = len(seeds) > 1
-        where = f"{res['scenario']}, seed{'s' if several else ''} {','.join(map(str, seeds))}"
-        if several:
-            where += " (means; ranges in brackets)"
+        where = seeds_setting(res["scenario"], seeds)
         metric = res["target_metric"]
         for a in res["aggregate"]:
             keys = {"policy": short_label(a["label"]), "setting": where, "scenario": res["scenario"]}

@@ -1,0 +1,65 @@
+import json
+
+from hetsync.benches.advise import held_strictly
+from hetsync.cli import main
+
+TINY = """\
+description: "2 workers, one 5 ms slower"
+workers: 2
+workload: digits-mlp
+batch_size: 32
+lr: 0.5
+target_accuracy: 0.9
+max_time_s: 3
+seed: 0
+fixed_s: 0.0
+per_sample_s: 0.00001
+delay_s: [0.002, 0.007]
+bandwidth_Bps: 1.25e8
+latency_s: 0.0005
+"""
+
+
+def test_bench_advise_quick_profiles_advises_and_verifies_a_tiny_cluster(tmp_path, capsys):
+    cluster = tmp_path / "tiny-2.yaml"
+    cluster.write_text(TINY)
+    rows_path, out = tmp_path / "rows.json", tmp_path / "bench"
+    argv = ["bench", "advise", "--quick", "--clusters", str(cluster), "--out", str(out), "--json", str(rows_path)]
+    assert main(argv) == 0
+    assert "tiny-2 · advise → verify" in capsys.readouterr().out
+    rows = json.loads(rows_path.read_text())
+    verified = {r["policy"] for r in rows if r["setting"].startswith("tiny-2 · advise")}
+    assert "bsp" in verified and len(verified) == 2  # --quick: asp and bsp, both run for real
+    recovered = [r for r in rows if r["metric"] == "delay injected"]
+    assert [r["value"] for r in recovered] == [2.0, 7.0]  # the injected delays, read from the cluster
+    res = json.loads((out / "results.json").read_text())["clusters"][0]
+    assert (out / "tiny-2" / "profile" / "cluster.yaml").is_file()
+    assert (out / "tiny-2" / "advise" / "advice.json").is_file()
+    for run in res["runs"]:  # every verified run was measured for real and predicted by the simulator
+        assert run["measured_samples_per_s"] > 0 and run["predicted_samples_per_s"] > 0
+        assert run["samples_per_s_ratio"] == run["measured_samples_per_s"] / run["predicted_samples_per_s"]
+    assert res["held"] is held_strictly(res["runs"])
+    page = (out / "results-advise.md").read_text()
+    assert "## `tiny-2`" in page and (out / "img" / "advise-tta.png").is_file()
+
+
+def _run(role, tta):
+    return {"role": role, "measured_tta_s": tta}
+
+
+def test_held_needs_the_recommendation_at_least_as_fast_as_the_runner_up_and_faster_than_bsp():
+    assert held_strictly([_run("recommended", 2.0), _run("runner-up", 2.0), _run("BSP", 3.0)]) is True
+    assert held_strictly([_run("recommended", 2.1), _run("runner-up", 2.0), _run("BSP", 3.0)]) is False
+    assert held_strictly([_run("recommended", 3.0), _run("runner-up", 4.0), _run("BSP", 3.0)]) is False
+    assert held_strictly([_run("recommended", None), _run("BSP", 3.0)]) is False
+    assert held_strictly([_run("recommended", 2.0), _run("runner-up", None), _run("BSP", 3.0)]) is True
+    assert held_strictly([_run("runner-up", 2.0), _run("BSP", 3.0)]) is None
+
+
+def test_bench_advise_bad_arguments_exit_2_before_anything_runs(tmp_path, capsys):
+    assert main(["bench", "advise", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "--seeds" in capsys.readouterr().err
+    assert main(["bench", "advise", "--clusters", "no-such-cluster", "--out", str(tmp_path)]) == 2
+    assert main(["bench", "advise", "--set", "workers=1", "--out", str(tmp_path)]) == 2  # --verify needs 2
+    assert "at least 2 worker" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
