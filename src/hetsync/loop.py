@@ -272,7 +272,8 @@ class Sync:
             raise BadInput(f"sync.optimizer takes a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if self._worker is not None:
             raise BadInput("sync.optimizer was already called; call it once per process")
-        flat = ModuleModel(model, self._evaluate, self._metrics)
+        # only rank 0 evaluates (the first call learns the metrics' names)
+        flat = ModuleModel(model, self._evaluate if self.rank == 0 else None, self._metrics)
         if self.rank == 0:
             self._serve(flat, optimizer)  # never returns
         self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=self.opts.throttle)
