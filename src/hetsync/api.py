@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput
-from hetsync.scenario import Scenario, load_scenario
+from hetsync.scenario import Scenario, resolve_scenario
 from hetsync.workloads import Workload
 
 
@@ -46,7 +46,7 @@ def compare(
     from hetsync import report, runner
     from hetsync.outdir import start_clean
 
-    sc = _scenario(scenario, overrides)
+    sc = resolve_scenario(scenario, overrides)
     if isinstance(policies, str) or policies is None:
         specs = runner.policy_specs(policies, sc)
     else:
@@ -75,13 +75,3 @@ def simulate(
     if not isinstance(policy, str):
         raise BadInput(f"policy must be one spec such as 'ssp:s=2', got {type(policy).__name__}")
     return compare(scenario, [policy], workload=workload, out=out, plots=plots, **overrides)[0]
-
-
-def _scenario(scenario: str | Scenario, overrides: dict[str, Any]) -> Scenario:
-    if isinstance(scenario, Scenario):
-        if overrides:
-            raise BadInput("pass scenario keys either in the Scenario or as keyword arguments, not both")
-        return scenario
-    if not isinstance(scenario, str):
-        raise BadInput(f"scenario must be a name, a YAML path or a Scenario, got {type(scenario).__name__}")
-    return load_scenario(scenario, **overrides)

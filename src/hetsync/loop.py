@@ -84,7 +84,7 @@ from hetsync.errors import BadInput
 from hetsync.runtime import protocol as P
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.worker import WorkerProcess
-from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
+from hetsync.scenario import Scenario, load_scenario, resolve_scenario, scenario_from_dict
 
 KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
 DEFAULT_MAX_TIME_S = 86_400.0  # without a scenario's limit: the run ends when the workers' loops do
@@ -181,10 +181,6 @@ def _ranks() -> tuple[int, int]:
 
 
 def _scenario(scenario: str | Scenario | None, workers: int, overrides: dict[str, Any]) -> Scenario:
-    if isinstance(scenario, Scenario):
-        if overrides:
-            raise BadInput("pass scenario keys either in the Scenario or as keyword arguments, not both")
-        return scenario.with_workers(workers)
     if scenario is None:
         raw: dict[str, Any] = {"name": "own-loop", "workers": workers, "fixed_s": 0.0, "per_sample_s": 0.0}
         if "max_time_s" not in overrides and "max_steps" not in overrides:
@@ -193,10 +189,8 @@ def _scenario(scenario: str | Scenario | None, workers: int, overrides: dict[str
             raw["eval_every_s"] = DEFAULT_EVAL_EVERY_S
         raw.update(overrides)
         return scenario_from_dict(raw, default_name="own-loop")
-    if not isinstance(scenario, str):
-        raise BadInput(f"scenario must be a name, a YAML path or a Scenario, got {type(scenario).__name__}")
-    sc = load_scenario(scenario, **overrides)
-    if sc.eval_every_s is None and sc.max_time_s is not None:
+    sc = resolve_scenario(scenario, overrides)
+    if sc.eval_every_s is None and sc.max_time_s is not None and isinstance(scenario, str):
         # the runtime's default (max_time_s / 40) suits a scenario's short runs, not a loop that ends by itself
         every_s = max(DEFAULT_EVAL_EVERY_S, sc.max_time_s / L.MAX_EVALUATIONS)
         sc = load_scenario(scenario, **overrides, eval_every_s=min(every_s, sc.max_time_s / 40))
@@ -538,12 +532,6 @@ class _LoopWorker(WorkerProcess):
                 self.pending = (hdr, rep, out, start, base)
                 return
             self._send(rep, out)
-
-    def _bye(self) -> None:
-        self.comm.quiesce()
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_BYE
-        self._send(rep)
 
     def step(self) -> None:
         """The user's step is done: finish it as the command said, then go on to the next."""

@@ -650,6 +650,19 @@ def builtin_scenarios() -> dict[str, Path]:
     }
 
 
+def resolve_scenario(scenario: str | Scenario, overrides: dict[str, Any]) -> Scenario:
+    """What the Python API takes as a scenario: a built-in name or a YAML
+    path (``overrides`` replace its keys, as ``--set`` does), or a
+    :class:`Scenario` as it is (then no overrides)."""
+    if isinstance(scenario, Scenario):
+        if overrides:
+            raise BadInput("pass scenario keys either in the Scenario or as keyword arguments, not both")
+        return scenario
+    if not isinstance(scenario, str):
+        raise BadInput(f"scenario must be a name, a YAML path or a Scenario, got {type(scenario).__name__}")
+    return load_scenario(scenario, **overrides)
+
+
 def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
     """A built-in scenario by name, or a YAML file by path; ``overrides``
     replace keys before validation (as ``--set key=value`` does)."""

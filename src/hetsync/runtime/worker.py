@@ -107,13 +107,17 @@ class WorkerProcess:
                 self._reset(hdr, payload)
                 continue
             if kind & P.C_STOP:
-                self.comm.quiesce()  # nothing of this run reports after BYE
-                rep = P.header()
-                rep[P.R_TYPE] = P.R_BYE
-                self._send(rep)
+                self._bye()
                 continue
             self._maybe_die()
             self._command(hdr, kind, payload)
+
+    def _bye(self) -> None:
+        """The run is over (``STOP``): nothing of it reports after this ``BYE``."""
+        self.comm.quiesce()
+        rep = P.header()
+        rep[P.R_TYPE] = P.R_BYE
+        self._send(rep)
 
     def _read_commands(self) -> None:
         """The control thread: peer-to-peer commands and FETCH at once, the
