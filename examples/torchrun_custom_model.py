@@ -20,6 +20,7 @@ import torch
 from sklearn.datasets import make_moons
 from torch import nn
 
+from hetsync.runner import reporter
 from hetsync.runtime.process import ProcessOptions, run_process
 from hetsync.scenario import scenario_from_dict
 from hetsync.workloads import from_module
@@ -57,7 +58,9 @@ def main() -> int:
             "delay_s": 0.005,  # and every step 5 ms more, as if the model were bigger
         }
     )
-    return run_process(scenario, workload, args.policies.split(","), ProcessOptions(out=args.out))
+    # rank 0, once the runs have ended: plots into --out and the table
+    report = reporter(args.out)
+    return run_process(scenario, workload, args.policies.split(","), ProcessOptions(out=args.out), on_finished=report)
 
 
 if __name__ == "__main__":

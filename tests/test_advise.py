@@ -245,6 +245,7 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
     assert main(["report", str(out), "--no-plots"]) == 0
 
 
+@pytest.mark.dist
 def test_parallel_runs_match_serial_runs(tmp_path, tiny):
     sc = replace(load_scenario(tiny), max_time_s=1.0)
     cands, _ = advise.candidates(sc, ["asp"])
@@ -296,6 +297,7 @@ latency_s: 0.0005
 """
 
 
+@pytest.mark.dist
 def test_verify_runs_the_shortlist_for_real_and_sets_prediction_against_measurement(tmp_path, capsys):
     path = tmp_path / "verify.yaml"
     path.write_text(VERIFY)

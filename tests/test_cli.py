@@ -93,6 +93,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv_fn, needle):
     assert needle in err, err
 
 
+@pytest.mark.dist
 def test_real_entry_point_exit_code_and_no_traceback(tmp_path):
     path = write(tmp_path, "workers: 2\nmax_steps: 3\nbandwidth_Bps: -1e6\n")
     proc = subprocess.run(
@@ -144,6 +145,7 @@ def test_listings(capsys):
         assert name in out
 
 
+@pytest.mark.dist
 def test_bench_sim_prints_and_writes_json(tmp_path, capsys):
     path = tmp_path / "b.json"
     argv = ["bench", "sim", "--scenario", "default", "--max-steps", "5", "--policies", "asp", "--large", "none"]
@@ -165,6 +167,7 @@ def _wait_for(path, proc, timeout_s: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.dist
 def test_ctrl_c_reports_the_finished_runs_and_sets_the_partial_one_aside(tmp_path):
     """SIGINT in the second of three runs: exit 130 without a traceback, the
     first run's table, plots and page, the interrupted run's trace renamed
@@ -269,6 +272,7 @@ def test_a_worker_left_reason_with_brackets_is_printed_literally(tmp_path):
     assert f"bsp: worker 1 left at 2.50s ({reason})" in con.export_text()
 
 
+@pytest.mark.dist
 def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
     """SIGINT to `hetsync run` in its second policy: exit 130, the first
     policy's table, the second's trace set aside, no process left."""
@@ -279,6 +283,7 @@ def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
     argv += ["--set", "max_time_s=3", "-o", str(out), "--no-plots"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(out / "summary.json", proc, timeout_s=150)
+    _wait_for(out / "trace-asp.jsonl", proc, timeout_s=60)  # asp has started: its trace is there to set aside
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
@@ -319,6 +324,7 @@ def test_simulate_takes_the_same_policy_spelling_as_compare_and_run(tmp_path, ca
     assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]
 
 
+@pytest.mark.dist
 def test_compare_takes_runs_options_with_runtime_dist_and_refuses_them_in_the_simulator(tmp_path, capsys):
     argv = ["compare", "-s", "hetero-4", "-p", "bsp", "--set", "max_time_s=1", "--no-plots"]
     for extra, flag in [(["--throttle"], "--throttle"), (["--host", "::1"], "--host"), (["--nproc", "2"], "--nproc")]:

@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -24,6 +25,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hetsync.ddp_balance import BalancedBatches, BatchShareState, weighted_allreduce_hook
 from hetsync.runtime.launch import free_port
+
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
 WORLD = 3
 
@@ -137,7 +140,7 @@ def _checks(rank: int) -> dict[str, object]:
     model = DistributedDataParallel(_model())
     bal.register(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    per_sample_s = 0.0005 * (3 if rank == 2 else 1)
+    per_sample_s = 0.002 * (3 if rank == 2 else 1)  # large enough to stand out of a loaded machine's noise
     for step in range(14):
         b = bal.batch_size
         part = slice(step % 100, step % 100 + b)

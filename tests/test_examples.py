@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.dist
 def test_custom_workload_example_runs(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "custom_workload.py"), "--out", str(tmp_path), "--max-time-s", "3"],
@@ -21,6 +24,7 @@ def test_custom_workload_example_runs(tmp_path):
     assert (tmp_path / "accuracy.png").stat().st_size > 0
 
 
+@pytest.mark.dist
 def test_own_loop_example_runs_as_the_readme_launches_it_and_saves_a_loadable_state_dict(tmp_path):
     """README: hetsync launch --nproc 3 --out runs/own-cnn examples/own_loop_cnn.py --policy wbsp (shortened)."""
     import torch

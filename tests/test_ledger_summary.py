@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from hetsync.ledger import Ledger
+from hetsync.policies.config import PolicyConfig
 from hetsync.scenario import scenario_from_dict
 from hetsync.sim.engine import Simulation
 from hetsync.trace import TraceWriter
@@ -32,7 +33,7 @@ class ScriptedWorkload:
 
 
 def _ledger(evals: list[dict[str, float]], trace_path=None) -> Ledger:
-    policy = SimpleNamespace(name="bsp", label="bsp", values={})
+    policy = SimpleNamespace(name="bsp", label="bsp", config=PolicyConfig())
     return Ledger(policy, ScriptedWorkload(evals), torch.zeros(3), TraceWriter(trace_path))  # type: ignore[arg-type]
 
 

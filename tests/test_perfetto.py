@@ -166,3 +166,18 @@ def test_wait_gaps_are_the_uncovered_parts() -> None:
     assert wait_gaps([(1.0, 2.0), (1.5, 3.0), (4.0, 5.0)], 0.0, 6.0) == [(0.0, 1.0), (3.0, 4.0), (5.0, 6.0)]
     assert wait_gaps([(0.0, 7.0)], 0.0, 6.0) == []
     assert wait_gaps([], 0.0, 1.0) == [(0.0, 1.0)]
+
+
+def test_a_crashed_run_s_cut_trace_exports_what_it_holds(
+    demo: tuple[Path, list[dict[str, Any]], dict[str, Any]], tmp_path: Path
+) -> None:
+    """A run that died while writing leaves a last line cut short (and no
+    ``end``): the export is that of the trace without its last record."""
+    out, runs, _ = demo
+    text = (out / runs[0]["trace"]).read_text()
+    whole = text.rstrip("\n").rsplit("\n", 1)[0] + "\n"  # every record but the end
+    (tmp_path / "whole.jsonl").write_text(whole)
+    (tmp_path / "cut.jsonl").write_text(text[: len(whole) + 9])  # ... and the first bytes of the end record
+    cut = list(chrome_events(tmp_path / "cut.jsonl", pid=1, label="bsp"))
+    assert cut == list(chrome_events(tmp_path / "whole.jsonl", pid=1, label="bsp"))
+    assert any(e["ph"] == "X" and e["name"] == "compute" for e in cut)

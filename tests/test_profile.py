@@ -137,6 +137,7 @@ STEP_TOLERANCE = 0.15  # the profile's step time per worker against the emulated
 LINK_TOLERANCE = 0.20
 
 
+@pytest.mark.dist
 def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path, capsys):
     emu = tmp_path / "emu.yaml"
     emu.write_text(EMULATED)
@@ -191,6 +192,9 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
         (["--from-raw", "TMP/raw.json", "--nproc", "5"], "profiled 3 workers, not --nproc 5"),
         (["--from-raw", "TMP/other.json"], "not a raw.json"),
         (["--from-raw", "TMP/missing.json"], "cannot read"),
+        (["--script", "TMP/no-such-script.py"], "no such file"),
+        (["--script", "TMP/raw.json", "--scenario", "default"], "drop --from-raw and --scenario"),
+        (["--", "--epochs", "1"], "go to --script's script"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_before_anything_starts(tmp_path, capsys, extra, needle):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -446,3 +447,42 @@ def test_panels_of_a_perplexity_target_share_a_log_axis(figures: list[Any], tmp_
     panels = [ax for ax in figures[0].axes if ax.get_visible()]
     assert len(panels) == 6 and all(ax.get_yscale() == "log" for ax in panels)
     assert "target ≤ 40" in figures[0].get_suptitle()
+
+
+def test_one_column_spec_makes_every_page_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal table, the markdown page and the HTML report all take
+    their columns, units, formats and footnotes from report.COLUMNS: a
+    column added there shows on each, footnote included."""
+    import html
+
+    from hetsync import report
+
+    extra = report.Column("bytes_sent", "sent", lambda v: f"{v / 1e3:.1f} kB", footnote="sent: all transfers")
+    monkeypatch.setattr(report, "COLUMNS", (*report.COLUMNS, extra))
+    runs = [make_run("bsp", tta=3.5), make_run("asp", tta=1.25)]
+    headers = report._grid(runs).headers
+    assert headers[:2] == ["run", "TTA (s)"] and headers[-3:] == ["max stale†", "wall (s)", "sent‡"]
+    text = _text(summary_table(runs))
+    md = report.write_markdown(runs, tmp_path, tmp_path / "page.md", command="t").read_text()
+    page = report.write_html(runs, tmp_path, tmp_path / "r.html", command="t").read_text()
+    assert "| " + " | ".join(headers) + " |" in md and "|---" + "|---:" * (len(headers) - 1) + "|" in md
+    assert "| asp | 1.25 |" in md and "| 1.0 kB |" in md
+    ths = re.findall(r'<th(?: title="([^"]*)")?>([^<]*)</th>', page)
+    assert [html.unescape(h) for _, h in ths] == headers
+    notes = ["† max stale: how many model versions", "‡ sent: all transfers"]
+    assert [html.unescape(t)[:36] for t, _ in ths if t] == [n[:36] for n in notes]
+    assert md.index(notes[0]) < md.index(notes[1]) and page.index("‡ sent") > page.index("† max stale")
+    assert all(n[:20] in text for n in notes)
+    for header in headers:
+        assert header in text
+
+
+def test_every_page_highlights_each_best_time_to_target(tmp_path: Path) -> None:
+    from hetsync.report import write_html
+
+    runs = [make_run("bsp", tta=2.0), make_run("asp", tta=1.5), make_run("ssp", tta=1.5), make_run("x", tta=None)]
+    page = write_html(runs, tmp_path, tmp_path / "r.html", command="t").read_text()
+    assert page.count('<td class="best">') == 2 and '<td class="best">1.50</td>' in page
+    table = summary_table(runs)
+    styled = [cell.spans for cell in table.columns[1]._cells]
+    assert [bool(s) for s in styled] == [False, True, True, False]

@@ -34,6 +34,19 @@ def test_a_user_policy_passes_the_contract():
     assert len(runs) == 12 and all(r["policy"] == "halfsync" for r in runs)
 
 
+def test_a_user_policy_without_parameters_declares_no_config():
+    spec = "tests.userpolicy.halfsync:EveryPush"
+    runs = check_policy(spec, clusters=3)
+    assert [r["label"] for r in runs] == ["everypush"] * 3 and all(r["params"] == {} for r in runs)
+    with pytest.raises(BadInput, match=r"policy 'everypush' has no parameter 'k' \(parameters: none\)"):
+        check_policy(f"{spec}:k=1", clusters=1)
+
+
+def test_a_user_policys_parameters_are_checked_from_its_config():
+    with pytest.raises(BadInput, match=r"policy 'halfsync' parameter 'quorum' must be <= 1, got 2\.0"):
+        check_policy(f"{SPEC}:quorum=2", clusters=1)
+
+
 def test_the_contract_catches_a_policy_that_stalls():
     import numpy as np
 

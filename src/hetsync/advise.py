@@ -259,8 +259,9 @@ def candidates(
     its grid, a spec with parameters (``ssp:s=5``) is taken as it is. BSP
     always runs. An unknown name, or an explicit spec that does not build,
     is bad input; a grid entry that does not apply is skipped."""
+    from hetsync.driver import policy_context
     from hetsync.policies import REGISTRY, make_policy, parse_policy_spec, policy_class
-    from hetsync.sim.engine import policy_context
+    from hetsync.policies.config import config_values
 
     if only is None:
         specs = grid_specs(scenario, list(REGISTRY))
@@ -289,14 +290,15 @@ def candidates(
                 raise
             skipped.append((spec, str(e)))
             continue
-        why = not_applicable(scenario, policy.name, policy.values)
+        params = config_values(policy.config)
+        why = not_applicable(scenario, policy.name, params)
         if why is not None and spec not in explicit:
             skipped.append((spec, why))
             continue
         if policy.label in seen:  # e.g. ssp and ssp:s=3
             continue
         seen.add(policy.label)
-        out.append(Candidate(spec=spec, label=policy.label, policy=policy.name, params=dict(policy.values)))
+        out.append(Candidate(spec=spec, label=policy.label, policy=policy.name, params=params))
     out.sort(key=lambda c: c.policy != BASELINE)  # stable: BSP first, the rest in registry order
     return out, skipped
 

@@ -223,9 +223,18 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="fit the raw.json that `torchrun ... -m hetsync.profile_job` wrote on a real cluster (starts nothing)",
     )
+    p.add_argument(
+        "--script",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="profile your own training script (one that uses hetsync.init, sync.optimizer and sync.finish) "
+        "instead of the built-in job: its steps are timed as your loop runs them; its arguments go after --",
+    )
     p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument("--out", "-o", type=out_dir, default="runs/profile", help="output folder (default: runs/profile)")
     p.add_argument("--no-plots", action="store_true", help="skip profile.png and profile.html")
+    p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="with --script: the script's own arguments")
 
     from hetsync.benches import BENCHES, HELP
 
@@ -800,14 +809,28 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
     if not 1 <= args.link_reps <= 100:
         raise BadInput(f"--link-reps must be an integer in 1..100, got {args.link_reps}")
+    if args.script is not None:
+        if args.from_raw is not None or args.scenario is not None:
+            raise BadInput(
+                "--script times your own loop with the scenario it passes to hetsync.init: drop --from-raw and --scenario"
+            )
+        if not args.script.is_file():
+            raise BadInput(f"--script {str(args.script)!r}: no such file")
+    elif args.script_args:
+        raise BadInput(
+            f"unexpected arguments {' '.join(args.script_args)!r}: arguments after -- go to --script's script"
+        )
     measured = profile.read_raw(args.from_raw, args.nproc) if args.from_raw is not None else None
     emulated, nproc = profile.check_emulation(args.emulate, args.nproc)
     if measured is not None:
         nproc = int(measured["workers"])
     job_name = args.scenario or args.emulate or "default"
-    job = load_scenario(job_name).with_workers(nproc)
-    workload = make_workload(job.workload, **job.workload_args)
-    job.target_direction_for(workload.name, workload.metrics)
+    job = (profile.job_of_raw(measured) if measured is not None else None) or load_scenario(job_name).with_workers(
+        nproc
+    )
+    if args.script is None:
+        workload = make_workload(job.workload, **job.workload_args)
+        job.target_direction_for(workload.name, workload.metrics)
     if args.batch_sizes is not None:
         try:
             sizes = sorted({int(b) for b in args.batch_sizes.split(",") if b.strip()})
@@ -815,13 +838,23 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             raise BadInput(f"--batch-sizes must be comma-separated whole numbers, got {args.batch_sizes!r}") from None
         if not sizes or sizes[0] < 1:
             raise BadInput(f"--batch-sizes must be comma-separated whole numbers >= 1, got {args.batch_sizes!r}")
-    else:
+    elif args.script is None:
         sizes = list(batch_sizes_for(job.batch_size))
+    else:
+        sizes = None  # the script's scenario decides: b/2, b, 2b of its batch_size
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     con = report.terminal_console()
     if measured is not None:
         _say(con, f"fitting {args.from_raw}: {nproc} workers measured on {measured.get('host')}")
+    elif args.script is not None:
+        _say(
+            con,
+            f"profiling {args.script} on {nproc} worker processes + rank 0: your loop's steps for "
+            f"{args.compute_s:g} s, then every link"
+            + (f"; emulating {args.emulate}" if emulated is not None else "")
+            + f" → {out}/",
+        )
     else:
         _say(
             con,
@@ -830,17 +863,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             + (f"; emulating {args.emulate}" if emulated is not None else "")
             + f" → {out}/",
         )
+    timing = {"emulate": args.emulate, "compute_s": args.compute_s, "link_reps": args.link_reps, "host": args.host}
     try:
+        if args.script is not None:
+            measured = profile.run_script(args.script, args.script_args, nproc, out, batch_sizes=sizes, **timing)
+            job = profile.job_of_raw(measured)
         raw = measured or profile.measure(
-            job,
-            job_name,
-            out,
-            emulate=args.emulate,
-            batch_sizes=sizes,
-            compute_s=args.compute_s,
-            link_reps=args.link_reps,
-            host=args.host,
-            model_nbytes=workload.model_nbytes,
+            job, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
         )
     except RuntimeError as e:
         _say(con, str(e), style="red")
@@ -850,6 +879,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
         "every timing key below was fitted to the profile; the rest is the job's"
     )
+    if raw.get("model") is not None:
+        header += f"\nsteps timed in the training loop of {raw['model']} ({raw['model_bytes']} bytes); the simulator's learning is the workload's"
     description = f"profiled: {nproc} workers on {raw.get('host')}" + (
         f", emulating {raw['emulate']}" if raw.get("emulate") else ""
     )
@@ -859,6 +890,15 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     con.print(profile.terminal_table(prof))
     for line in profile.summary_lines(prof):
         _say(con, line)
+    early = profile.loops_ended_early(raw)
+    if early:
+        ran = ", ".join(f"{w} after {s:.1f} s" for w, s in early)
+        _say(
+            con,
+            f"the script's loop ended before --compute-s {raw.get('compute_s')} on worker {ran}: "
+            "fewer steps were timed; give it more epochs or data to profile longer",
+            style="yellow",
+        )
     _say(con, "wrote " + ", ".join(str(p) for p in written))
     _say(con, f"next: hetsync advise -s {path}", style="bold")
     return 0
@@ -874,13 +914,14 @@ def _cmd_policies() -> int:
 
     from hetsync import report
     from hetsync.policies import REGISTRY
+    from hetsync.policies.config import config_params
 
     table = Table(title="policies", show_lines=False)
     table.add_column("name", style="bold")
     table.add_column("what it does")
     table.add_column("parameters")
     for name, cls in REGISTRY.items():
-        params = "\n".join(f"{p.name}={p.default}  {p.help}" for p in cls.params) or "—"
+        params = "\n".join(p.describe() for p in config_params(cls.config_class)) or "—"
         table.add_row(name, escape(cls.summary), escape(params))
     report.terminal_console().print(table)
     return 0

@@ -24,6 +24,7 @@ import torch
 from hetsync.errors import PolicyError
 from hetsync.optim import Stepper
 from hetsync.policies.base import Apply, Drop, Policy
+from hetsync.policies.config import config_values
 from hetsync.recipe import OptimizerConfig, ScheduleConfig
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload
@@ -279,7 +280,7 @@ class Ledger:
         out = {
             "policy": self.policy.name,
             "label": self.label,
-            "params": dict(self.policy.values),
+            "params": config_values(self.policy.config),
             "scenario": scenario.name,
             # what running the scenario as asked changed (Scenario.notes: lists cut to the worker count)
             "notes": list(getattr(scenario, "notes", ())),

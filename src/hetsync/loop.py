@@ -81,6 +81,7 @@ from torch import nn
 
 from hetsync import limits as L
 from hetsync.errors import BadInput
+from hetsync.optim import OptimizerView
 from hetsync.runtime import protocol as P
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.worker import WorkerProcess
@@ -132,7 +133,7 @@ def init(
     if _active is not None:
         raise BadInput("hetsync.init was already called in this process; call it once")
     rank, world = _ranks()
-    from hetsync.runner import policy_labels
+    from hetsync.driver import policy_labels
 
     sc = _scenario(scenario, world - 1, overrides)
     policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
@@ -154,14 +155,18 @@ def init(
         worker_timeout_s=worker_timeout_s,
         startup_timeout_s=startup_timeout_s,
         throttle=throttle,
-        plots=plots,
     )
     from hetsync.runtime.agent import die_with_parent
 
     die_with_parent()
     torch.set_num_threads(1)
+    from hetsync.loop_profile import Profiler, settings_from_env
+
+    profiling = settings_from_env()  # under `hetsync profile --script`: time the loop, run no policy
     _form_group(rank, opts)
-    _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}))
+    _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}), plots=plots)
+    if profiling is not None:
+        _active._profiler = Profiler(rank, sc, profiling, opts.out)
     return _active
 
 
@@ -208,21 +213,27 @@ class Sync:
         opts: Any,
         evaluate: Evaluate | None,
         metrics: dict[str, str],
+        *,
+        plots: bool = True,
     ) -> None:
         self.rank = rank
         self.scenario = scenario
         self.policy = policy
         self.opts = opts
+        self.plots = plots  # rank 0 draws the report after the run (report.html, trace.json, PNGs)
         self.out: Path = opts.out
         self.workers = scenario.workers
         self.worker: int | None = rank - 1 if rank > 0 else None
         self._evaluate = evaluate
         self._metrics = metrics
         self._worker: _LoopWorker | None = None
+        self._profiler: Any = None  # a hetsync.loop_profile.Profiler under `hetsync profile --script`
 
     @property
     def batch_size(self) -> int:
         """The batch the policy asks this worker to draw for its next step."""
+        if self._profiler is not None:
+            return int(self._profiler.batch_size)
         w = self._worker
         if w is not None and w.pending is not None:
             return int(w.pending[0][P.H_BATCH])
@@ -232,6 +243,8 @@ class Sync:
     def done(self) -> bool:
         """The run is over for this worker (the server's time or step limit):
         further ``opt.step()`` calls do nothing; leave the loop."""
+        if self._profiler is not None:
+            return bool(self._profiler.done)
         return self._worker is not None and self._worker.done
 
     def sampler(self, dataset: Any, *, shuffle: bool = True, seed: int | None = None) -> Any:
@@ -260,12 +273,9 @@ class Sync:
     def optimizer(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> SyncOptimizer:
         """Wrap ``optimizer`` (built over ``model``'s parameters). On rank 0
         this runs the policy to the end and exits the process."""
-        if not isinstance(model, nn.Module):
-            raise BadInput(f"sync.optimizer takes the model (a torch.nn.Module) first, got {type(model).__name__}")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise BadInput(f"sync.optimizer takes a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        if self._worker is not None:
-            raise BadInput("sync.optimizer was already called; call it once per process")
+        self._check_optimizer_args(model, optimizer)
+        if self._profiler is not None:
+            return self._profiler.optimizer(model, optimizer)  # type: ignore[no-any-return]
         # only rank 0 evaluates (the first call learns the metrics' names)
         flat = ModuleModel(model, self._evaluate if self.rank == 0 else None, self._metrics)
         if self.rank == 0:
@@ -274,7 +284,16 @@ class Sync:
         self._worker.start()
         return SyncOptimizer(optimizer, self._worker)
 
+    def _check_optimizer_args(self, model: Any, optimizer: Any) -> None:
+        if not isinstance(model, nn.Module):
+            raise BadInput(f"sync.optimizer takes the model (a torch.nn.Module) first, got {type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise BadInput(f"sync.optimizer takes a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if self._worker is not None or (self._profiler is not None and self._profiler.opt is not None):
+            raise BadInput("sync.optimizer was already called; call it once per process")
+
     def _serve(self, flat: ModuleModel, optimizer: torch.optim.Optimizer) -> None:
+        from hetsync.runner import reporter
         from hetsync.runtime.process import _serve_and_report
 
         stepper = ModuleStepper(flat.params, optimizer, self.scenario.lr)
@@ -285,7 +304,7 @@ class Sync:
             self.opts,
             gradient_stepper=stepper,  # type: ignore[arg-type]
             progress_lines=True,
-            report_command=" ".join(["python", *sys.argv]),
+            on_finished=reporter(self.out, plots=self.plots, command=" ".join(["python", *sys.argv])),
         )
 
     def finish(self) -> None:
@@ -293,9 +312,12 @@ class Sync:
         process group. The summary, trace and model are written by rank 0."""
         global _active
         w = self._worker
-        if w is None:
+        if self._profiler is not None and self._profiler.opt is not None:
+            self._profiler.finish()
+        elif w is None:
             raise BadInput("sync.finish() before sync.optimizer(model, opt): there is nothing to finish")
-        w.leave()
+        else:
+            w.leave()
         dist.destroy_process_group()
         _active = None
 
@@ -570,40 +592,17 @@ class _LoopWorker(WorkerProcess):
         self.done = self._exited = True
 
 
-class SyncOptimizer(torch.optim.Optimizer):
+class SyncOptimizer(OptimizerView):
     """The user's optimizer under a hetsync policy: ``step()`` finishes this
     worker's step as the policy says (push, local step, multicast) and waits
-    until the next one may start. Everything else — ``param_groups``,
-    ``state``, ``zero_grad``, ``state_dict`` — is the wrapped optimizer's, so
-    ``torch.optim.lr_scheduler`` works on either."""
+    until the next one may start. Everything else is the wrapped optimizer's
+    (:class:`~hetsync.optim.OptimizerView`), so LR schedulers work on either."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, worker: _LoopWorker) -> None:  # noqa: D107
-        # not Optimizer.__init__: this object shares the wrapped one's state
-        self.optimizer = optimizer
+    def __init__(self, optimizer: torch.optim.Optimizer, worker: _LoopWorker) -> None:
+        super().__init__(optimizer)
         self._worker = worker
-        self.defaults = optimizer.defaults
-        self.param_groups = optimizer.param_groups
-        self.state = optimizer.state
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
         loss = closure() if closure is not None else None
         self._worker.step()
         return loss
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
-        return self.optimizer.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
-        self.optimizer.load_state_dict(state_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        optimizer = self.__dict__.get("optimizer")
-        if optimizer is None:
-            raise AttributeError(name)
-        return getattr(optimizer, name)
-
-    def __repr__(self) -> str:
-        return f"SyncOptimizer({self.optimizer!r})"

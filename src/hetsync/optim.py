@@ -117,3 +117,37 @@ def local_steppers(scenario: Any, policy: Any, count: int = 1) -> list[Stepper]:
     default = scenario.local_optimizer if scenario.local_optimizer is not None else scenario.optimizer
     cfg = _policy_choice(policy, "local_optimizer", default, outer=False)
     return [Stepper(cfg, scenario.schedule, scenario.clip_norm) for _ in range(count)]
+
+
+class OptimizerView(torch.optim.Optimizer):
+    """A user's optimizer seen through a wrapper whose ``step()`` does more
+    (:class:`hetsync.loop.SyncOptimizer`,
+    :class:`hetsync.loop_profile.ProfilingOptimizer`). Everything else —
+    ``param_groups``, ``state``, ``defaults``, ``zero_grad``, ``state_dict`` —
+    *is* the wrapped optimizer's, not a copy, so ``torch.optim.lr_scheduler``
+    works on either object. Subclasses define ``step``."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        # not Optimizer.__init__: this object shares the wrapped one's state
+        self.optimizer = optimizer
+        self.defaults = optimizer.defaults
+        self.param_groups = optimizer.param_groups
+        self.state = optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
+        self.optimizer.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        optimizer = self.__dict__.get("optimizer")
+        if optimizer is None:
+            raise AttributeError(name)
+        return getattr(optimizer, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.optimizer!r})"

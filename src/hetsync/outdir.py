@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,19 @@ LOGS = "logs"
 PARTIAL_SUFFIX = ".partial"
 
 
+def safe_name(label: str) -> str:
+    """Return a file-name fragment for a run label.
+
+    The rule: lowercase the label; keep ASCII letters, digits, ``.`` and
+    ``_``; replace every run of other characters (``-`` included) by a single
+    ``-``; strip ``-`` from both ends. A label with nothing left becomes
+    ``run``. Examples: ``ssp(s=3)`` -> ``ssp-s-3``,
+    ``Local SGD (H=4, avg)`` -> ``local-sgd-h-4-avg``, ``bsp`` -> ``bsp``.
+    """
+    name = re.sub(r"[^a-z0-9._]+", "-", label.lower()).strip("-")
+    return name or "run"
+
+
 def partial_name(trace: Path) -> Path:
     """Where an interrupted run's trace is kept: ``trace-x.jsonl.partial``."""
     return trace.with_name(trace.name + PARTIAL_SUFFIX)
@@ -64,8 +78,6 @@ def _previous_metric_plots(out: Path) -> list[Path]:
         metrics = {str(r.get("target_metric")) for r in runs if isinstance(r, dict) and r.get("target_metric")}
     except (OSError, ValueError, TypeError, AttributeError):
         return []
-    from hetsync.report import safe_name  # the plot's file name rule
-
     return [out / f"{safe_name(m)}.png" for m in sorted(metrics)]
 
 

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hetsync.trace import iter_records, metrics
+
 __all__ = ["MAX_WORKERS", "chrome_events", "lanes", "wait_gaps", "write_chrome_trace"]
 
 MAX_WORKERS = 64
@@ -119,62 +121,55 @@ class _Run:
 
 def _read(trace: Path, max_workers: int) -> _Run:
     run = _Run()
-    with trace.open(encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            kind, t = rec.get("ev"), float(rec.get("t", 0.0))
-            run.end_s = max(run.end_s, t, float(rec.get("end", t)))
-            if kind == "start":
-                run.workers = rec.get("workers")
-            elif kind == "end":
-                run.end_s = float(rec.get("wall_time_s", t))
-            elif kind == "compute":
-                if rec["w"] < max_workers:
-                    run.computes.setdefault(rec["w"], []).append(rec)
-            elif kind in ("push", "pull"):
-                if rec["w"] < max_workers:
-                    keys = ("id", "kind", "steps", "nbytes") if kind == "push" else ("version", "nbytes")
-                    run.transfer(rec["w"], t, rec["end"], kind, {k: rec[k] for k in keys if k in rec})
-            elif kind == "send":
-                run.p2p = True
-                key = (rec["w"], t)
-                run.multicasts[key] = max(run.multicasts.get(key, rec["end"]), rec["end"])
-                if rec["w"] < max_workers:
-                    run.transfer(rec["w"], t, rec["end"], f"send →{rec['to']}", {"nbytes": rec.get("nbytes")})
-                if rec["to"] < max_workers:
-                    run.transfer(rec["to"], t, rec["end"], f"receive ←{rec['w']}", {"nbytes": rec.get("nbytes")})
-            elif kind == "allreduce":
-                run.p2p = True
-                if rec["w"] < max_workers:
-                    args = {"nbytes": rec.get("nbytes"), "members": rec.get("workers")}
-                    run.transfer(rec["w"], t, rec["end"], "allreduce", args)
-                key = (-1, t)  # one all-reduce: its members start together
-                run.multicasts[key] = max(run.multicasts.get(key, rec["end"]), rec["end"])
-            elif kind == "apply":
-                staleness = rec.get("staleness") or [0]
-                args = {
-                    "version": rec.get("version"),
-                    "contributions": len(rec.get("ids") or []),
-                    "max staleness": max(staleness),
-                }
-                run.instants.append({"t": t, "name": f"update v{rec.get('version')}", "args": args})
-            elif kind == "drop":
-                args = {"reason": rec.get("reason"), "steps": rec.get("steps"), "w": rec.get("w")}
-                run.instants.append({"t": t, "name": f"drop ({rec.get('reason')})", "args": args})
-            elif kind in ("left", "resume"):
-                args = {k: v for k, v in rec.items() if k not in ("t", "ev")}
-                run.instants.append(
-                    {"t": t, "name": f"worker {rec.get('w')} left" if kind == "left" else "resume", "args": args}
-                )
-            elif kind == "eval":
-                values = {
-                    k: v for k, v in rec.items() if k not in ("t", "ev", "version") and isinstance(v, int | float)
-                }
-                values = {k: float(v) for k, v in values.items() if math.isfinite(v)}
-                if values:
-                    run.counters.append((t, values))
+    for rec in iter_records(trace):
+        kind, t = rec.get("ev"), float(rec.get("t", 0.0))
+        run.end_s = max(run.end_s, t, float(rec.get("end", t)))
+        if kind == "start":
+            run.workers = rec.get("workers")
+        elif kind == "end":
+            run.end_s = float(rec.get("wall_time_s", t))
+        elif kind == "compute":
+            if rec["w"] < max_workers:
+                run.computes.setdefault(rec["w"], []).append(rec)
+        elif kind in ("push", "pull"):
+            if rec["w"] < max_workers:
+                keys = ("id", "kind", "steps", "nbytes") if kind == "push" else ("version", "nbytes")
+                run.transfer(rec["w"], t, rec["end"], kind, {k: rec[k] for k in keys if k in rec})
+        elif kind == "send":
+            run.p2p = True
+            key = (rec["w"], t)
+            run.multicasts[key] = max(run.multicasts.get(key, rec["end"]), rec["end"])
+            if rec["w"] < max_workers:
+                run.transfer(rec["w"], t, rec["end"], f"send →{rec['to']}", {"nbytes": rec.get("nbytes")})
+            if rec["to"] < max_workers:
+                run.transfer(rec["to"], t, rec["end"], f"receive ←{rec['w']}", {"nbytes": rec.get("nbytes")})
+        elif kind == "allreduce":
+            run.p2p = True
+            if rec["w"] < max_workers:
+                args = {"nbytes": rec.get("nbytes"), "members": rec.get("workers")}
+                run.transfer(rec["w"], t, rec["end"], "allreduce", args)
+            key = (-1, t)  # one all-reduce: its members start together
+            run.multicasts[key] = max(run.multicasts.get(key, rec["end"]), rec["end"])
+        elif kind == "apply":
+            staleness = rec.get("staleness") or [0]
+            args = {
+                "version": rec.get("version"),
+                "contributions": len(rec.get("ids") or []),
+                "max staleness": max(staleness),
+            }
+            run.instants.append({"t": t, "name": f"update v{rec.get('version')}", "args": args})
+        elif kind == "drop":
+            args = {"reason": rec.get("reason"), "steps": rec.get("steps"), "w": rec.get("w")}
+            run.instants.append({"t": t, "name": f"drop ({rec.get('reason')})", "args": args})
+        elif kind in ("left", "resume"):
+            args = {k: v for k, v in rec.items() if k not in ("t", "ev")}
+            run.instants.append(
+                {"t": t, "name": f"worker {rec.get('w')} left" if kind == "left" else "resume", "args": args}
+            )
+        elif kind == "eval":
+            values = {k: float(v) for k, v in metrics(rec).items() if isinstance(v, int | float) and math.isfinite(v)}
+            if values:
+                run.counters.append((t, values))
     run.instants += [
         {"t": end, "name": "exchange done", "args": {"sender": sender} if sender >= 0 else {"all-reduce": True}}
         for (sender, _), end in run.multicasts.items()

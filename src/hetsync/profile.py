@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from hetsync.errors import BadInput
+from hetsync.profile_job import link_sizes  # noqa: F401  (also part of this module's API)
 
 SCENARIO_YAML = "cluster.yaml"
 PROFILE_JSON = "profile.json"
@@ -534,12 +535,6 @@ def write_scenario(raw: dict[str, Any], path: Path, header: str) -> Path:
 
 
 # ---------------------------------------------------------------------- job
-def link_sizes(model_bytes: int) -> list[int]:
-    """Transfer sizes: one element (the latency), a quarter model, the model, two models."""
-    nb = max(16, model_bytes - model_bytes % 4)
-    return sorted({4, max(8, (nb // 4) - (nb // 4) % 4), nb, 2 * nb})
-
-
 def job_arguments(
     *,
     scenario: str,
@@ -614,6 +609,87 @@ def measure(
     )
     pairs = nproc + nproc * (nproc - 1) // 2
     return run_job(nproc, job_args, out, host=host, limit_s=compute_s + pairs * 2.0 + JOB_SLACK_S)
+
+
+def run_script(
+    script: Path,
+    script_args: Sequence[str],
+    nproc: int,
+    out: Path,
+    *,
+    emulate: str | None,
+    batch_sizes: Sequence[int] | None,
+    compute_s: float,
+    link_reps: int,
+    host: str,
+) -> dict[str, Any]:
+    """Run the user's training script (:func:`hetsync.init`) on ``nproc``
+    workers + rank 0 in profiling mode (:mod:`hetsync.loop_profile`) and
+    return its ``raw.json``; its ranks' logs go to ``out/logs``."""
+    from hetsync.loop_profile import PROFILE_ENV, ProfileSettings
+    from hetsync.profile_job import RAW_JSON
+    from hetsync.runtime import launch
+
+    settings = ProfileSettings(
+        out=str(out),
+        compute_s=compute_s,
+        link_reps=link_reps,
+        batch_sizes=tuple(batch_sizes) if batch_sizes is not None else None,
+        emulate=emulate,
+    )
+    raw_path = out / RAW_JSON
+    raw_path.unlink(missing_ok=True)
+    pairs = nproc + nproc * (nproc - 1) // 2
+    limit_s = compute_s + pairs * 2.0 + JOB_SLACK_S
+    try:
+        code = launch.launch(
+            nproc,
+            list(script_args),
+            out,
+            host=host,
+            script=str(script),
+            env={PROFILE_ENV: settings.to_env()},
+            timeout_s=limit_s,
+        )
+    except TimeoutError:
+        raise RuntimeError(f"the profiled script did not finish within {limit_s:.0f} s; see {out}/logs") from None
+    if code != 0 or not raw_path.is_file():
+        tails = []
+        for log in sorted((out / "logs").glob("rank-*.log")):
+            lines = log.read_text(errors="replace").splitlines()
+            # the script's own traceback (torch prefixes it with [rankN]:), else the log's end
+            own = [line for line in lines if line.startswith("[rank")]
+            if lines:
+                tails.append(f"--- {log.name}\n" + "\n".join((own or lines)[-8:]))
+        raise RuntimeError(
+            f"the profiled script failed (status {code}); does it call hetsync.init, sync.optimizer and "
+            f"sync.finish()? End of its logs in {out}/logs:\n" + "\n".join(tails)
+        )
+    return json.loads(raw_path.read_text())
+
+
+def loops_ended_early(raw: dict[str, Any]) -> list[tuple[int, float]]:
+    """Workers of a profiled script whose loop ended (data or epochs ran
+    out) before the profile's time: (worker, seconds it ran)."""
+    out = []
+    for r in raw.get("per_rank", []):
+        compute = r.get("compute") or {}
+        if int(r.get("rank", 0)) > 0 and compute.get("timed_out") is False:
+            out.append((int(r["rank"]) - 1, float(compute.get("loop_s", 0.0))))
+    return sorted(out)
+
+
+def job_of_raw(raw: dict[str, Any]) -> Any:
+    """The scenario a profiled script passed to ``hetsync.init`` (with its
+    model's size), or None for the built-in job's ``raw.json``."""
+    from hetsync.scenario import scenario_from_dict
+
+    job = raw.get("job")
+    if job is None:
+        return None
+    if not isinstance(job, dict):
+        raise BadInput("raw.json: 'job' must be the scenario mapping hetsync.init ran with")
+    return scenario_from_dict(dict(job), default_name=str(job.get("name", "own-loop")))
 
 
 def write_profiled(job: Any, prof: Profile, out: Path, *, header: str, description: str) -> Path:

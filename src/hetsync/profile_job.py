@@ -8,7 +8,7 @@ Two phases, each started together after a barrier:
    ``--compute-s`` seconds, all workers at once as in training. Each record
    is (start since the phase began, batch, seconds). With ``--emulate``
    every step then sleeps the extra the emulated scenario gives this worker
-   (:meth:`hetsync.sim.timing.TimingModel.extra_sleep_s`, exactly as the
+   (:meth:`hetsync.driver.timing.TimingModel.extra_sleep_s`, exactly as the
    runtime's workers do), so one machine can play a heterogeneous cluster.
    A batch size that runs out of memory is dropped and recorded.
 2. **Links.** One pair of ranks at a time (every worker with the server,
@@ -38,6 +38,12 @@ from typing import Any
 RAW_JSON = "raw.json"
 ACK_ELEMENTS = 1
 WARMUP_STEPS = 2  # untimed steps per batch size first
+
+
+def link_sizes(model_bytes: int) -> list[int]:
+    """Transfer sizes: one element (the latency), a quarter model, the model, two models."""
+    nb = max(16, model_bytes - model_bytes % 4)
+    return sorted({4, max(8, (nb // 4) - (nb // 4) % 4), nb, 2 * nb})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +111,7 @@ def _compute_phase(w: int, job: Any, emulated: Any, sizes: list[int], compute_s:
     """Timed steps of worker ``w``: ``steps`` as [start_s, batch, seconds, measured_s] rows."""
     import torch
 
-    from hetsync.sim.timing import TimingModel
+    from hetsync.driver.timing import TimingModel
     from hetsync.workloads import make_workload
 
     workload = make_workload(job.workload, **job.workload_args)

@@ -4,7 +4,9 @@ Everything here reads what the drivers wrote (see ``docs/formats.md``): the
 summary records of ``summary.json`` (a list of dicts) and the JSON-lines event
 traces. Nothing is simulated.
 
-* :func:`summary_table` builds a ``rich`` table, one row per run.
+* :func:`summary_table` builds a ``rich`` table, one row per run; its
+  columns (key, header, unit, format, footnote) are :data:`COLUMNS`, which
+  the markdown and HTML pages use too.
 * :func:`plot_metric` (the target metric against time; ``plot_accuracy`` is
   the same function), :func:`plot_shares` and :func:`plot_timeline` each
   write one PNG; :func:`write_report` writes all of them for a comparison.
@@ -22,9 +24,8 @@ backend is touched. A run keeps the same colour in every chart: the colour
 of its position in ``runs`` (tab10's ten, then five darker ones).
 
 Traces of large runs can be hundreds of megabytes, so they are streamed line
-by line and only records of the displayed workers inside the displayed window
-are kept. A cheap regular-expression look at each line skips most records of
-other workers and other times before any JSON is parsed.
+by line (``hetsync.trace.iter_records``) and only records of the displayed
+workers inside the displayed window are kept.
 """
 
 from __future__ import annotations
@@ -32,13 +33,11 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-import json
 import math
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib import colormaps
 from matplotlib.axes import Axes
@@ -52,8 +51,12 @@ from rich.table import Table
 from rich.text import Text
 
 from hetsync.errors import BadInput
+from hetsync.outdir import safe_name  # (the output folder's file-name rule; report.safe_name for its callers)
+from hetsync.trace import INTERVAL_KINDS, iter_records
 
 __all__ = [
+    "COLUMNS",
+    "Column",
     "metric_plot_name",
     "plot_accuracy",
     "plot_metric",
@@ -95,19 +98,6 @@ def terminal_console() -> Console:
     """A rich console; piped output (``make demo`` into a log, CI) gets a width the tables fit in."""
     console = Console()
     return console if console.is_terminal else Console(width=160)
-
-
-def safe_name(label: str) -> str:
-    """Return a file-name fragment for a run label.
-
-    The rule: lowercase the label; keep ASCII letters, digits, ``.`` and
-    ``_``; replace every run of other characters (``-`` included) by a single
-    ``-``; strip ``-`` from both ends. A label with nothing left becomes
-    ``run``. Examples: ``ssp(s=3)`` -> ``ssp-s-3``,
-    ``Local SGD (H=4, avg)`` -> ``local-sgd-h-4-avg``, ``bsp`` -> ``bsp``.
-    """
-    name = re.sub(r"[^a-z0-9._]+", "-", label.lower()).strip("-")
-    return name or "run"
 
 
 def _label_colors(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -248,43 +238,113 @@ def _save(fig: Figure, path: str | Path) -> Path:
 # table
 
 
-_Column = tuple[str, Callable[[Sequence[dict[str, Any]], dict[str, Any]], str]]
-
-STALE_HEADER = "max stale†"
-STALE_NOTE = (
-    "† max stale: how many model versions (updates) old a contribution was when applied; "
-    "SSP's s counts steps, so ssp(s=3) can exceed 3"
-)
+FOOTNOTE_MARKS = "†‡§¶"  # the footnoted columns' marks, in the columns' order
 CAPTION = f"{_MISSING} = not reached / not applicable; shares are of N × wall time"
 
 
-def _columns(runs: Sequence[dict[str, Any]]) -> list[_Column]:
-    """The comparison's columns, shared by the terminal table, the markdown
-    page and the HTML page: a header and a cell formatter each."""
-    return [
-        ("run", lambda _rs, r: str(r.get("label", "?"))),
-        ("TTA (s)", lambda _rs, r: _fmt_seconds(r.get("time_to_target_s"))),
-        (_final_header(runs), _final_cell),
-        ("compute", lambda _rs, r: _fmt_share(r.get("compute_share"))),
-        ("comm", lambda _rs, r: _fmt_share(r.get("comm_share"))),
-        ("wait", lambda _rs, r: _fmt_share(r.get("wait_share"))),
-        ("samples/s", lambda _rs, r: _fmt_rate(r.get("samples_per_s"))),
-        ("steps", lambda _rs, r: _fmt_int(r.get("steps"))),
-        ("updates", lambda _rs, r: _fmt_int(r.get("updates"))),
-        ("dropped", lambda _rs, r: _fmt_int(r.get("dropped_steps"))),
-        (STALE_HEADER, lambda _rs, r: _fmt_int(r.get("max_staleness"))),
-        ("wall (s)", lambda _rs, r: _fmt_seconds(r.get("wall_time_s"))),
-    ]
+@dataclass(frozen=True)
+class Column:
+    """One column of the comparison table, the same in the terminal table
+    (rich), the markdown page and the HTML report.
+
+    ``key`` is the summary field it shows, ``fmt`` turns that field's value
+    into the cell, ``unit`` goes into the header (``TTA (s)``), ``footnote``
+    (if any) is written under the table, marked in the header (``†``, then
+    ``‡``, ... in the columns' order), and ``best`` highlights the smallest
+    value (bold green)."""
+
+    key: str
+    title: str
+    fmt: Callable[[Any], str] = str
+    unit: str = ""
+    footnote: str = ""
+    best: bool = False
+    align: Literal["left", "right"] = "right"
+
+    def header(self, runs: Sequence[dict[str, Any]]) -> str:
+        """The header without its footnote mark."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+    def cell(self, runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
+        return self.fmt(run.get(self.key))
 
 
-def _rows(runs: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]], int | None]:
-    """Headers, one row of cells per run, and the index of the run with the
-    best (smallest) time to target (None when no run reached it)."""
-    columns = _columns(runs)
-    ttas = [r.get("time_to_target_s") for r in runs]
-    best = min((t for t in ttas if _finite(t)), default=None)
-    best_index = ttas.index(best) if best is not None else None
-    return [h for h, _ in columns], [[cell(runs, r) for _, cell in columns] for r in runs], best_index
+@dataclass(frozen=True)
+class _FinalColumn(Column):
+    """The target metric at the last evaluation: its header names the metric
+    (``final acc``, ``final ppl``); with mixed metrics each cell says which."""
+
+    def header(self, runs: Sequence[dict[str, Any]]) -> str:
+        return _final_header(runs)
+
+    def cell(self, runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
+        return _final_cell(runs, run)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("label", "run", lambda v: "?" if v is None else str(v), align="left"),
+    Column("time_to_target_s", "TTA", _fmt_seconds, unit="s", best=True),
+    _FinalColumn("final_metric", "final"),
+    Column("compute_share", "compute", _fmt_share),
+    Column("comm_share", "comm", _fmt_share),
+    Column("wait_share", "wait", _fmt_share),
+    Column("samples_per_s", "samples/s", _fmt_rate),
+    Column("steps", "steps", _fmt_int),
+    Column("updates", "updates", _fmt_int),
+    Column("dropped_steps", "dropped", _fmt_int),
+    Column(
+        "max_staleness",
+        "max stale",
+        _fmt_int,
+        footnote="max stale: how many model versions (updates) old a contribution was when applied; "
+        "SSP's s counts steps, so ssp(s=3) can exceed 3",
+    ),
+    Column("wall_time_s", "wall", _fmt_seconds, unit="s"),
+)
+"""The comparison's columns, in order: the one definition every page uses."""
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The table's text: a header per column (with its footnote mark), a row
+    of cells per run, the cells to highlight as ``(row, column)``, and each
+    column's footnote as written under the table ("" for none)."""
+
+    columns: tuple[Column, ...]
+    headers: list[str]
+    rows: list[list[str]]
+    best: frozenset[tuple[int, int]]
+    footnotes: list[str]
+
+    @property
+    def notes(self) -> list[str]:
+        return [note for note in self.footnotes if note]
+
+
+def _grid(runs: Sequence[dict[str, Any]]) -> _Grid:
+    columns = COLUMNS
+    marks = iter(FOOTNOTE_MARKS)
+    footnotes = [f"{next(marks)} {c.footnote}" if c.footnote else "" for c in columns]
+    best = set()
+    for j, column in enumerate(columns):
+        if column.best:
+            values = [r.get(column.key) for r in runs]
+            low = min((v for v in values if _finite(v)), default=None)
+            best |= {(i, j) for i, v in enumerate(values) if low is not None and v == low}
+    return _Grid(
+        columns=tuple(columns),
+        headers=[c.header(runs) + note[:1] for c, note in zip(columns, footnotes, strict=True)],
+        rows=[[c.cell(runs, r) for c in columns] for r in runs],
+        best=frozenset(best),
+        footnotes=footnotes,
+    )
+
+
+_NO_RUNS = _grid([])
+STALE_HEADER, STALE_NOTE = next(
+    (h, note) for h, note in zip(_NO_RUNS.headers, _NO_RUNS.footnotes, strict=True) if h.startswith("max stale")
+)
+"""The max stale column's header and its footnote, as every page writes them."""
 
 
 def summary_table(runs: list[dict[str, Any]]) -> Table:
@@ -295,22 +355,24 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
     string is taken literally (never read as rich markup): labels and
     scenario names come from users' files.
     """
+    grid = _grid(runs)
     table = Table(
         title=Text(
             f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}"
         ),
-        caption=f"{CAPTION}\n{STALE_NOTE}",
+        caption="\n".join([CAPTION, *grid.notes]),
         header_style="bold",
     )
-    headers, rows, best = _rows(runs)
-    table.add_column(Text(headers[0]), no_wrap=True)
-    for header in headers[1:]:
-        table.add_column(Text(header), justify="right", no_wrap=True)
-    ttas = [r.get("time_to_target_s") for r in runs]
-    for i, cells in enumerate(rows):
+    for column, header in zip(grid.columns, grid.headers, strict=True):
+        if column.align == "left":
+            table.add_column(Text(header), no_wrap=True)
+        else:
+            table.add_column(Text(header), justify="right", no_wrap=True)
+    for i, cells in enumerate(grid.rows):
         texts = [Text(c) for c in cells]
-        if best is not None and ttas[i] == ttas[best]:
-            texts[1].stylize("bold green")
+        for j, text in enumerate(texts):
+            if (i, j) in grid.best:
+                text.stylize("bold green")
         table.add_row(*texts)
     return table
 
@@ -598,52 +660,7 @@ def plot_shares(runs: list[dict[str, Any]], path: str | Path) -> Path:
 
 # peer to peer: a "send" is drawn as an upload on the sender's row and a
 # download on the receiver's; an "allreduce" as an upload
-_INTERVALS = frozenset({"compute", "push", "pull", "send", "allreduce"})
-_EV_RE = re.compile(r'"ev"\s*:\s*"(\w+)"')
-_W_RE = re.compile(r'"w"\s*:\s*(\d+)')
-_T_RE = re.compile(r'"t"\s*:\s*(-?[0-9][0-9.eE+-]*)')
-
-
-def _records(path: Path, kinds: frozenset[str], max_workers: int, before: float = math.inf) -> Iterator[dict[str, Any]]:
-    """Yield the trace records of the given kinds, streaming the file.
-
-    Records of workers ``>= max_workers``, and interval or ``apply`` records
-    that start at or after ``before``, are skipped. The regular expressions
-    only skip lines early; the checks after parsing decide.
-    """
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            ev = _EV_RE.search(line)
-            if ev is not None:
-                kind = ev.group(1)
-                if kind not in kinds:
-                    continue
-                if kind in _INTERVALS:
-                    w = _W_RE.search(line)
-                    if w is not None and int(w.group(1)) >= max_workers:
-                        continue
-                if kind in _INTERVALS or kind == "apply":
-                    t = _T_RE.search(line)
-                    if t is not None and _float_or(t.group(1), math.inf) >= before:
-                        continue
-            elif not line.strip():
-                continue
-            rec = json.loads(line)
-            kind = rec.get("ev")
-            if kind not in kinds:
-                continue
-            if kind in _INTERVALS and rec["w"] >= max_workers:
-                continue
-            if (kind in _INTERVALS or kind == "apply") and rec["t"] >= before:
-                continue
-            yield rec
-
-
-def _float_or(text: str, default: float) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return default
+_INTERVALS = INTERVAL_KINDS
 
 
 @dataclass
@@ -688,7 +705,7 @@ def timeline_window(
     the ``end`` record's ``wall_time_s``, else the last compute end seen.
     """
     scan = _Scan(steps=steps)
-    for rec in _records(Path(trace_path), frozenset({"compute", "end"}), max_workers):
+    for rec in iter_records(trace_path, kinds=("compute", "end"), workers=range(max_workers)):
         scan.add(rec)
     return scan.window()
 
@@ -712,9 +729,10 @@ def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Time
     when its last copy arrives, an all-reduce when it ends)."""
     lo, hi = window
     out = _Timeline()
-    kinds = frozenset({"start", "apply", *_INTERVALS})
     multicasts: dict[tuple[int, float], float] = {}  # (sender, start) -> last arrival
-    for rec in _records(path, kinds, max_workers, before=hi):
+    # one pass: the start (at any t), and what starts before the window ends
+    kinds = ("start", "apply", *_INTERVALS)
+    for rec in iter_records(path, kinds=kinds, workers=range(max_workers), until_s=hi):
         kind = rec["ev"]
         if kind == "start":
             out.workers = rec.get("workers")
@@ -946,6 +964,9 @@ def write_outputs(runs: list[dict[str, Any]], out_dir: Path, *, command: str, dr
     return written
 
 
+_MD_ALIGN = {"left": "|---", "right": "|---:"}
+
+
 def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, command: str) -> Path:
     """The comparison as a markdown page: the command, the table, and the
     metric and shares plots copied into ``<path's folder>/img/``."""
@@ -964,10 +985,10 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
         f"{runs[0].get('workers') if runs else '?'} workers, target {_targets_text(runs)}.",
         "",
     ]
-    headers, rows, _best = _rows(runs)
-    lines += ["| " + " | ".join(headers) + " |", "|---" + "|---:" * (len(headers) - 1) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    lines += ["", f"{CAPTION}. {STALE_NOTE}.", ""]
+    grid = _grid(runs)
+    lines += ["| " + " | ".join(grid.headers) + " |", "".join(_MD_ALIGN[c.align] for c in grid.columns) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in grid.rows]
+    lines += ["", ". ".join([CAPTION, *grid.notes]) + ".", ""]
     p2p = _p2p_note(runs)
     if p2p:
         lines += [p2p, ""]
@@ -1007,7 +1028,7 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
     esc = html.escape
     scenario = _distinct(runs, "scenario")
     driver = "real processes (torch.distributed, gloo)" if runs and runs[0].get("driver") == "dist" else "the simulator"
-    headers, rows, best = _rows(runs)
+    grid = _grid(runs)
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -1015,19 +1036,17 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
         f"<h1>{esc(scenario)}: {esc(_runs_heading(runs))}</h1>",
         f"<p>Generated by <code>{esc(command)}</code> on {time.strftime('%Y-%m-%d')}, on {driver}; "
         f"{esc(_distinct(runs, 'workers'))} workers, target {esc(_targets_text(runs))}.</p>",
-        f"<div class='wide'><table><caption>{esc(CAPTION)}<br>{esc(STALE_NOTE)}</caption>",
+        f"<div class='wide'><table><caption>{'<br>'.join(esc(t) for t in [CAPTION, *grid.notes])}</caption>",
         "<tr>"
         + "".join(
-            f'<th title="{esc(STALE_NOTE)}">{esc(h)}</th>' if h == STALE_HEADER else f"<th>{esc(h)}</th>"
-            for h in headers
+            f'<th title="{esc(note)}">{esc(h)}</th>' if note else f"<th>{esc(h)}</th>"
+            for h, note in zip(grid.headers, grid.footnotes, strict=True)
         )
         + "</tr>",
     ]
-    for cells in rows:
+    for i, cells in enumerate(grid.rows):
         tds = [
-            f'<td class="best">{esc(c)}</td>'
-            if (j == 1 and best is not None and cells[1] == rows[best][1])
-            else f"<td>{esc(c)}</td>"
+            f'<td class="best">{esc(c)}</td>' if (i, j) in grid.best else f"<td>{esc(c)}</td>"
             for j, c in enumerate(cells)
         ]
         parts.append("<tr>" + "".join(tds) + "</tr>")

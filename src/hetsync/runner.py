@@ -14,32 +14,35 @@ from typing import Any
 
 import torch
 
+from hetsync import report
+from hetsync.driver import policy_labels
+from hetsync.driver import policy_specs as policy_specs  # (hetsync.runner.policy_specs for its callers)
 from hetsync.errors import BadInput
-from hetsync.outdir import partial_name, write_json_atomic
-from hetsync.policies import make_policy, parse_policy_spec
-from hetsync.report import safe_name
+from hetsync.outdir import partial_name, safe_name, write_json_atomic
+from hetsync.policies import parse_policy_spec
 from hetsync.scenario import Scenario
-from hetsync.sim.engine import Simulation, policy_context
+from hetsync.sim.engine import Simulation
 from hetsync.workloads import Workload, make_workload
 
 Progress = Callable[[str, float], None]
 
 
-def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
-    """``--policies a,b:k=v`` as a list, or the scenario's own list without it."""
-    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.policies)
+def reporter(
+    out_dir: Path, *, plots: bool = True, command: str | None = None
+) -> Callable[[list[dict[str, Any]]], None]:
+    """What a caller of the runtime does with the runs' summaries once rank 0
+    has them (``run_process``'s ``on_finished``): the plots unless ``plots``
+    is false (with ``command``, also ``report.html`` and ``trace.json``
+    naming it), then the table on the terminal."""
 
+    def finish(runs: list[dict[str, Any]]) -> None:
+        if plots and command is not None:
+            report.write_outputs(runs, out_dir, command=command)
+        elif plots:
+            report.write_report(runs, out_dir)
+        report.terminal_console().print(report.summary_table(runs))
 
-def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
-    """Validate the specs up front (before any run starts) and return labels."""
-    ctx = policy_context(scenario)
-    labels = [make_policy(spec, ctx).label for spec in specs]
-    seen: set[str] = set()
-    for spec, label in zip(specs, labels, strict=True):
-        if label in seen:
-            raise BadInput(f"policy {spec!r} appears twice in the comparison (as {label})")
-        seen.add(label)
-    return labels
+    return finish
 
 
 def compare(

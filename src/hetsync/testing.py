@@ -19,7 +19,6 @@ hetsync's own tests run the same checks (``tests/test_contract.py``).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.scenario import Scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
+from hetsync.trace import read_trace
 
 
 class ContractError(AssertionError):
@@ -83,7 +83,7 @@ def check_contract(spec: str, scenario: Scenario, *, drains: bool = False) -> di
             s = sim.run().summary
         except (DeadlockError, PolicyError) as e:  # stalled, or a command no driver can execute
             raise ContractError(f"on {cluster}: {e}") from e
-        records = [json.loads(line) for line in trace.read_text().splitlines()]
+        records = read_trace(trace)
     n = scenario.workers
     where = f"{s['label']} on {cluster}"
 

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from hetsync.benches.advise import held_strictly
 from hetsync.cli import main
 
@@ -20,6 +22,7 @@ latency_s: 0.0005
 """
 
 
+@pytest.mark.dist
 def test_bench_advise_quick_profiles_advises_and_verifies_a_tiny_cluster(tmp_path, capsys):
     cluster = tmp_path / "tiny-2.yaml"
     cluster.write_text(TINY)

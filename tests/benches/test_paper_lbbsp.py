@@ -58,3 +58,21 @@ def test_the_gpu_signal_variant_keeps_the_cluster_and_takes_the_signal_recipe():
         base.model_bytes,
     )
     assert (sc.lr, sc.optimizer, sc.clip_norm, sc.schedule.gamma) == (ref.lr, ref.optimizer, ref.clip_norm, 0.1)
+
+
+def test_the_runtime_section_reports_the_batches_the_workers_computed():
+    from hetsync.benches import paper_lbbsp
+
+    bsp = {"label": "bsp", "rounds_per_s": 3.21, "compute_share": 0.5, "wait_share": 0.25, "distinct_batches": [64]}
+    lb = {"label": "lb-bsp", "rounds_per_s": 4.5, "compute_share": 0.7, "wait_share": 0.1}
+    lb["distinct_batches"] = list(range(20, 120, 10))
+    rt = {
+        "scenario": {**paper_lbbsp.RUNTIME_SCENARIO, "max_time_s": 6.0},
+        "host_time_s": 41.0,
+        "runs": [bsp | {"batches": {}}, lb | {"batches": {"loaded_batch_on": 31.5, "loaded_batch_off": 80.25}}],
+    }
+    text = paper_lbbsp._runtime_section(rt, {"runtime:batches": "img/lbbsp-runtime-batches.png"})
+    assert "## On real processes" in text and "(period 6 s, on for 3 s)" in text and "6 s per policy (41 s" in text
+    assert "| `bsp` | 3.21 | 50.0% | 25.0% | — | 64 |" in text
+    assert "| `lb-bsp` | 4.5 | 70.0% | 10.0% | 31.5 / 80.2 | 10 sizes, 20–110 |" in text
+    assert text.rstrip().endswith("![runtime batch sizes](img/lbbsp-runtime-batches.png)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from hetsync.policies.base import ComputeDone, PolicyContext, PullDone, PushArrived
+from hetsync.policies.base import ComputeDone, PolicyContext, PullDone, PushArrived, PushKind
 
 _ids = itertools.count()
 
@@ -17,10 +17,12 @@ def done(w: int, t: float = 1.0, step: int = 0, base: int = 0, batch: int = 8) -
     return ComputeDone(now_s=t, worker=w, step=step, batch_size=batch, base_version=base, duration_s=1.0)
 
 
-def arrived(w: int, t: float = 1.0, base: int = 0, samples: int = 8, kind: str = "grad", steps: int = 1) -> PushArrived:
+def arrived(
+    w: int, t: float = 1.0, base: int = 0, samples: int = 8, kind: PushKind = "grad", steps: int = 1
+) -> PushArrived:
     return PushArrived(
         now_s=t, worker=w, push_id=next(_ids), kind=kind, base_version=base, steps=steps, samples=samples
-    )  # type: ignore[arg-type]
+    )
 
 
 def pulled(w: int, t: float = 1.0, version: int = 1) -> PullDone:

@@ -97,9 +97,9 @@ def test_hooks_are_valid_optimizer_configs(spec):
     p = make_policy(spec, ctx(2))
     server = parse_optimizer("outer_optimizer", p.outer_optimizer(), outer=True)
     worker = parse_optimizer("local_optimizer", p.local_optimizer())
-    assert (server.name, server.lr, server.momentum) == ("sgd", p.values["outer_lr"], p.values["outer_momentum"])
-    assert server.nesterov == (p.values["outer_momentum"] > 0)
-    assert (worker.name, worker.weight_decay) == ("adamw", p.values["inner_wd"])
+    assert (server.name, server.lr, server.momentum) == ("sgd", p.config.outer_lr, p.config.outer_momentum)
+    assert server.nesterov == (p.config.outer_momentum > 0)
+    assert (worker.name, worker.weight_decay) == ("adamw", p.config.inner_wd)
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from hetsync.algos.zipline import predict_push_times, zipline
+from hetsync.driver import policy_context
 from hetsync.policies import REGISTRY, make_policy
 from hetsync.policies.base import Drop, PushArrived
 from hetsync.scenario import scenario_from_dict
-from hetsync.sim.engine import Simulation, policy_context
+from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "lb-bsp:variant=gpu", "lb-bsp:predictor=ewma", "selmcast:sync=ssp", "p2p-random:sync=ssp"]
 # policies that learn something a restart must not forget

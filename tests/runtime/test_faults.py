@@ -36,6 +36,8 @@ import pytest
 from hetsync.runtime.launch import launch, proc_stat, server_log_tail
 from hetsync.runtime.process import EXIT_STATUS
 
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
+
 T = 4.0  # seconds of training in the runs that finish
 ARGS = ["--scenario", "hetero-4", "--policies", "bsp", "--set", f"max_time_s={T}", "--no-plots"]
 HANG_S = 150.0  # the launcher's own timeout: a run that hangs fails the test, and is stopped

@@ -16,6 +16,8 @@ from hetsync.errors import BadInput
 from hetsync.policies import REGISTRY
 from hetsync.runtime.launch import LOOPBACK, _environment, agent_command, free_port, launch, server_log_tail
 
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
+
 SCRIPT = Path(__file__).with_name("loop_train.py")
 
 

@@ -16,11 +16,14 @@ import torch
 
 from hetsync.cli import main
 from hetsync.report import safe_name
+from hetsync.runtime.coordinator import measure
 from hetsync.runtime.launch import launch, server_log_tail
-from hetsync.runtime.p2p import book_slot, measure
+from hetsync.runtime.p2p import book_slot
 from hetsync.scenario import load_scenario
 from hetsync.sim.engine import simulate
 from hetsync.workloads import make_workload
+
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
 P2P_SPECS = [f"{name}:sync={sync}" for name in ("p2p-allreduce", "p2p-random", "selmcast") for sync in ("bsp", "ssp")]
 FAST = {"jitter": "0", "max_time_s": "null"}

@@ -26,11 +26,14 @@ from hetsync.errors import BadInput
 from hetsync.ledger import HeldPush, Ledger
 from hetsync.policies import make_policy
 from hetsync.policies.base import Apply, PolicyContext
+from hetsync.runtime import checkpoint_check
+from hetsync.runtime.checkpointer import Checkpointer
 from hetsync.runtime.launch import free_port
-from hetsync.runtime.server import _Run
 from hetsync.scenario import load_scenario
 from hetsync.trace import TraceWriter, read_trace
 from hetsync.workloads import make_workload
+
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
 T = 8.0  # seconds of training in every run
 KILL_AFTER_CKPT_S = 4.0  # the killed leg dies once a checkpoint at least this late exists ...
@@ -187,11 +190,9 @@ def test_a_checkpoint_of_another_scenario_or_workload_is_refused(legs):
     def offer(name: str, **overrides: object) -> str:
         sc = load_scenario(name, **overrides).with_workers(2)
         wl = make_workload(sc.workload, **sc.workload_args)
-        run = object.__new__(_Run)  # only what checking a checkpoint needs: no processes
-        run.sc, run.label = sc, "bsp"
-        run.srv = type("Srv", (), {"n": 2, "workload": wl})()
+        checkpointer = Checkpointer(ckpt, checkpoint_check.identity(sc, wl, "bsp", 2), workers=2)
         with pytest.raises(BadInput) as err:
-            run._load_checkpoint(ckpt, wl.init_params(sc.seed))
+            checkpointer.load(wl.init_params(sc.seed))
         return str(err.value)
 
     assert "scenario is 'hetero-4'" in offer("default")

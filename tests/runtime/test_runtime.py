@@ -19,6 +19,8 @@ from hetsync.cli import main
 from hetsync.policies import REGISTRY
 from hetsync.runtime.launch import free_port, launch, launch_ddp, server_log_tail
 
+pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
+
 FAST = ["--scenario", "homogeneous-8", "--set", "jitter=0", "--set", "max_time_s=null", "--no-plots"]
 
 

@@ -61,7 +61,7 @@ def test_every_policy_of_a_comparison_is_charged_the_same_measurement(tmp_path, 
 
 def test_the_runtime_timing_needs_no_numbers():
     # a real worker's compute is real: only slowdowns, noise and delays scale it
-    from hetsync.sim.timing import TimingModel
+    from hetsync.driver.timing import TimingModel
 
     sc = make_scenario(per_sample_s="measured", fixed_s="measured", slowdown=[1, 2, 3, 4], delay_s=0.5)
     timing = TimingModel(sc)

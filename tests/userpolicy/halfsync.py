@@ -5,29 +5,28 @@ workers by default): they are averaged and applied, and the workers that
 pushed them pull the new model and go on. A gradient that arrives later
 counts toward the next round, stale. It shows what a
 policy of your own needs: a ``Policy`` subclass with a ``name``, ``start``
-and ``on_event``, parameters as ``Param``, and nothing but stdlib and numpy.
+and ``on_event``, its parameters as a config dataclass, and nothing but
+stdlib and numpy.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from hetsync.policies.base import Apply, Command, Compute, Event, Param, Policy, Pull, PushArrived
+from hetsync.policies.base import Apply, Command, Compute, Event, Policy, PolicyConfig, Pull, PushArrived, param
+
+
+@dataclass(frozen=True, kw_only=True)
+class HalfSyncConfig(PolicyConfig):
+    quorum: float = param(0.5, help="fraction of workers closing a round", ge=0.01, le=1.0)
 
 
 class HalfSync(Policy):
     name = "halfsync"
     summary = "apply the average of the first ceil(N/2) gradients of each round; the rest as they come"
-    params = (
-        Param(
-            name="quorum",
-            type=float,
-            default=0.5,
-            help="fraction of workers closing a round",
-            minimum=0.01,
-            maximum=1.0,
-        ),
-    )
+    config_class = HalfSyncConfig
+    config: HalfSyncConfig
 
     def _step(self, w: int) -> Compute:
         return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
@@ -40,7 +39,7 @@ class HalfSync(Policy):
         if not isinstance(event, PushArrived):
             return []
         self.waiting.append((event.worker, event.push_id))
-        need = max(1, math.ceil(self.values["quorum"] * self.n))
+        need = max(1, math.ceil(self.config.quorum * self.n))
         if len(self.waiting) < need:
             return []
         pushed, self.waiting = self.waiting, []
@@ -57,3 +56,22 @@ class OneRound(HalfSync):
     def on_event(self, event: Event) -> list[Command]:
         commands = super().on_event(event)
         return [c for c in commands if not isinstance(c, Pull)]
+
+
+class EveryPush(Policy):
+    """A policy with no parameters declares no config: apply each gradient as it arrives."""
+
+    name = "everypush"
+    summary = "apply every gradient on arrival with weight 1/N"
+
+    def _step(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
+
+    def start(self, now_s: float) -> list[Command]:
+        return [self._step(w) for w in range(self.n)]
+
+    def on_event(self, event: Event) -> list[Command]:
+        if not isinstance(event, PushArrived):
+            return []
+        apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
+        return [apply, Pull(worker=event.worker, then=self._step(event.worker))]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +119,7 @@ def largest_remainder(
     return out
 
 
-def _bisect_increasing(f, target: float, lo_t: float, hi_t: float) -> float:  # type: ignore[no-untyped-def]
+def _bisect_increasing(f: Callable[[float], float], target: float, lo_t: float, hi_t: float) -> float:
     """Smallest T in [lo_t, hi_t] (to float precision) with f(T) >= target; f nondecreasing."""
     if f(lo_t) >= target:
         return lo_t

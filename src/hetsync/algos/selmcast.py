@@ -504,7 +504,8 @@ def _select_many(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
     elig_sender = is_sender[elig_a]
 
     def caps_at(limit: float) -> np.ndarray:
-        return (t <= limit).sum(axis=1)
+        caps: np.ndarray = (t <= limit).sum(axis=1)
+        return caps
 
     def ok(time_s: float) -> bool:
         return _feasible(caps_at(time_s * (1 + TIE_RTOL)), elig_sender, m, p)

@@ -92,7 +92,8 @@ def _check(times: np.ndarray) -> np.ndarray:
 
 def _earliest_at_or_after(t: np.ndarray, lo: float) -> np.ndarray:
     """1-based iteration counts: each worker's earliest point >= lo."""
-    return (t < lo).sum(axis=1).astype(np.int64) + 1
+    counts: np.ndarray = (t < lo).sum(axis=1).astype(np.int64) + 1
+    return counts
 
 
 def predict_push_times(last_push_s: np.ndarray, interval_s: np.ndarray, R: int) -> np.ndarray:

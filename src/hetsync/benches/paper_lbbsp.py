@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import shutil
 import statistics
 import time
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
+from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
@@ -53,20 +53,19 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     parse_seeds,
-    pct,
     run_target,
     scenario_setup,
     seeds_setting,
     setup_markdown,
     short_metric,
     split_list,
-    spread,
     target_text,
     with_sd,
 )
 from hetsync.errors import BadInput
-from hetsync.runner import compare, write_json_atomic
+from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
+from hetsync.trace import iter_records
 
 NAME = "paper-lbbsp"
 
@@ -95,22 +94,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    overrides = dict(parse_override(o) for o in args.overrides)
     scenarios = split_list(args.scenarios, "--scenarios")
-    seeds = parse_seeds(args.seeds)
+    exp = ex.Experiment(
+        cases=tuple(ex.Case(key=name, scenario=name) for name in scenarios),
+        seeds=tuple(parse_seeds(args.seeds)),
+        overrides=dict(parse_override(o) for o in args.overrides),
+        baseline=BASELINE,
+    )
     if args.runtime_time_s <= 0:
         raise BadInput(f"--runtime-time-s must be > 0, got {args.runtime_time_s}")
-    for name in scenarios:  # bad names and keys fail before any run
-        load_scenario(name, **overrides)
-    command = shlex.join(["hetsync", "bench", NAME, *_argv(args)])
+    exp.validate()  # bad names and keys fail before any run
+    options = {"scenarios": SCENARIOS, "seeds": SEEDS, "no_diagnosis": False, "runtime": False}
+    if args.runtime:
+        options["runtime_time_s"] = 12.0
+    command = ex.command_line(NAME, args, list(options.items()))
     out = Path(args.out)
     t0 = time.perf_counter()
     results: dict[str, Any] = {
-        "scenarios": [
-            bench_scenario(name, seeds, out / name, overrides=overrides, diagnosis=not args.no_diagnosis)
-            for name in scenarios
-        ],
-        "seeds": seeds,
+        "scenarios": [bench_scenario(exp, case, out, diagnosis=not args.no_diagnosis) for case in exp.cases],
+        "seeds": list(exp.seeds),
         "runtime": run_runtime(out / "runtime", args.runtime_time_s) if args.runtime else None,
         "runtime_folder": str(out / "runtime") if args.runtime else None,
     }
@@ -123,54 +125,19 @@ def run(args: argparse.Namespace) -> list[Row]:
     return rows(results)
 
 
-def _argv(args: argparse.Namespace) -> list[str]:
-    argv = []
-    if args.scenarios != SCENARIOS:
-        argv += ["--scenarios", args.scenarios]
-    if args.seeds != SEEDS:
-        argv += ["--seeds", args.seeds]
-    for o in args.overrides:
-        argv += ["--set", o]
-    if args.no_diagnosis:
-        argv.append("--no-diagnosis")
-    if args.runtime:
-        argv.append("--runtime")
-        if args.runtime_time_s != 12.0:
-            argv += ["--runtime-time-s", f"{args.runtime_time_s:g}"]
-    return argv
-
-
 # ------------------------------------------------------------------ running
-def bench_scenario(
-    name: str, seeds: list[int], out: Path, *, overrides: dict[str, Any] | None = None, diagnosis: bool = True
-) -> dict[str, Any]:
+def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: bool = True) -> dict[str, Any]:
     """Every policy the scenario lists, for every seed; per-seed runs and aggregates."""
-    con = report.terminal_console()
-    per_seed: dict[int, list[dict[str, Any]]] = {}
-    sc: Scenario | None = None
-    for seed in seeds:
-        sc = load_scenario(name, **{**(overrides or {}), "seed": seed})
-        folder = out / f"seed-{seed}"
 
-        def done(summary: dict[str, Any], _seed: int = seed) -> None:
-            con.print(
-                f"  {name} seed {_seed} {summary['label']:<34} TTA {_fmt(summary['time_to_target_s'])} s, "
-                f"wait {100 * summary['wait_share']:.0f}%  ({summary['host_time_s']:.1f} s)"
-            )
-
-        runs = compare(sc, list(sc.policies), folder, on_result=done)
+    def after(runs: list[dict[str, Any]], folder: Path, sc: Scenario) -> None:
         report.write_report(runs, folder)
         for r in runs:
             r["batches"] = batch_stats(folder / r["trace"], sc) if r["policy"] in BALANCING else None
-        per_seed[seed] = runs
-    assert sc is not None
-    quiet: list[dict[str, Any]] = []
-    family = [spec for spec in sc.policies if spec.split(":")[0] in (BASELINE, *BALANCING)]
-    if diagnosis and sc.jitter > 0 and family:
-        con.print(f"  {name} diagnosis: seed {seeds[0]} without step-time noise (jitter 0)")
-        calm = load_scenario(name, **{**(overrides or {}), "seed": seeds[0], "jitter": 0.0})
-        quiet = [_lite(r) for r in compare(calm, family, out / "jitter-0")]
-    labels = [r["label"] for r in per_seed[seeds[0]]]
+
+    sc, per_seed = exp.run_case(case, out, after=after)
+    folder = out / case.key
+    quiet = [_lite(r) for r in exp.calm_runs(case, folder / "jitter-0", (BASELINE, *BALANCING))] if diagnosis else []
+    labels = ex.labels_of(per_seed)
     load = sc.background_load
     return {
         "scenario": sc.name,
@@ -178,31 +145,24 @@ def bench_scenario(
         "setup": scenario_setup(sc),
         "workers": sc.workers,
         "global_batch": sc.workers * sc.batch_size,
-        **run_target(sc, per_seed[seeds[0]]),
+        **run_target(sc, per_seed[exp.seeds[0]]),
         "max_time_s": sc.max_time_s,
         "eval_every_s": sc.eval_every_s,
         "jitter": sc.jitter,
         "loaded_workers": list(load.workers) if load is not None else [],
-        "seeds": seeds,
+        "seeds": list(exp.seeds),
         "labels": labels,
-        "aggregate": [_aggregate(label, per_seed, seeds) for label in labels],
+        "aggregate": [_aggregate(label, per_seed) for label in labels],
         "runs": {str(s): [_lite(r) for r in runs] for s, runs in per_seed.items()},
         "jitter_0": quiet,
-        "folder": str(out),
-        "overrides": dict(overrides or {}),
+        "folder": str(folder),
+        "overrides": dict(exp.overrides),
     }
 
 
 def compute_records(trace: Path) -> list[dict[str, Any]]:
     """The ``compute`` records of a trace: start ``t``, ``end``, worker ``w``, ``step``, ``batch``."""
-    out = []
-    with trace.open(encoding="utf-8") as lines:
-        for line in lines:
-            if '"compute"' in line:
-                rec = json.loads(line)
-                if rec.get("ev") == "compute":
-                    out.append(rec)
-    return out
+    return [dict(r) for r in iter_records(trace, kinds={"compute"})]
 
 
 def batch_stats(trace: Path, sc: Scenario) -> dict[str, Any]:
@@ -230,60 +190,32 @@ def batch_stats(trace: Path, sc: Scenario) -> dict[str, Any]:
     return out
 
 
+KEPT = (
+    *("label", "policy", "seed", "time_to_target_s", "final_metric", "compute_share", "comm_share", "wait_share"),
+    *("samples_per_s", "steps", "updates", "wall_time_s", "host_time_s", "trace", "batches"),
+)
+"""The figures of a run that ``results.json`` keeps."""
+
+
 def _lite(r: dict[str, Any]) -> dict[str, Any]:
-    keep = (
-        "label",
-        "policy",
-        "seed",
-        "time_to_target_s",
-        "final_metric",
-        "compute_share",
-        "comm_share",
-        "wait_share",
-        "samples_per_s",
-        "steps",
-        "updates",
-        "wall_time_s",
-        "host_time_s",
-        "trace",
-        "batches",
+    return ex.lite(r, KEPT)
+
+
+def _aggregate(label: str, per_seed: ex.RunsBySeed) -> dict[str, Any]:
+    runs = ex.by_label(per_seed, label)
+    rates = ex.paired_ratios(
+        per_seed, label, ex.baseline_value(BASELINE, "samples_per_s"), key="samples_per_s", inverse=True
     )
-    return {k: r.get(k) for k in keep}
-
-
-def _aggregate(label: str, per_seed: dict[int, list[dict[str, Any]]], seeds: list[int]) -> dict[str, Any]:
-    runs = [next(r for r in per_seed[s] if r["label"] == label) for s in seeds]
-    ttas = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
-    ratios = []
-    for seed, r in zip(seeds, runs, strict=True):
-        base = next((b for b in per_seed[seed] if b["policy"] == BASELINE), None)
-        if base is not None and base["time_to_target_s"] is not None and r["time_to_target_s"] is not None:
-            ratios.append(base["time_to_target_s"] / r["time_to_target_s"])
-    base_rate = [next((b["samples_per_s"] for b in per_seed[s] if b["policy"] == BASELINE), None) for s in seeds]
-    rate_ratios = [r["samples_per_s"] / b for r, b in zip(runs, base_rate, strict=True) if b]
     batches = [r["batches"] for r in runs if r.get("batches")]
-
-    def batchmean_or_none(key: str) -> float | None:
-        return mean_or_none([b[key] for b in batches if b.get(key) is not None])
-
     return {
         "label": label,
         "policy": runs[0]["policy"],
-        "reached": len(ttas),
-        "seeds": len(runs),
-        **spread("tta", ttas, "_s"),
-        **spread("speedup", ratios),
-        "speedup_pairs": len(ratios),
-        "throughput_vs_bsp": mean_or_none(rate_ratios),
-        "final_metric_mean": statistics.fmean(r["final_metric"] for r in runs),
-        "final_metric_sd": statistics.stdev([r["final_metric"] for r in runs]) if len(runs) > 1 else 0.0,
-        "compute_share_mean": statistics.fmean(r["compute_share"] for r in runs),
-        "wait_share_mean": statistics.fmean(r["wait_share"] for r in runs),
-        "samples_per_s_mean": statistics.fmean(r["samples_per_s"] for r in runs),
-        "move_early": batchmean_or_none("move_early"),
-        "move_later": batchmean_or_none("move_later"),
-        "loaded_batch_on": batchmean_or_none("loaded_batch_on"),
-        "loaded_batch_off": batchmean_or_none("loaded_batch_off"),
+        **ex.tta_stats(runs),
+        **ex.speedup_stats(label, per_seed, BASELINE),
+        "throughput_vs_bsp": mean_or_none([x for x in rates if x is not None]),
+        **ex.final_stats(runs),
+        **ex.means(runs, {f"{k}_mean": k for k in ("compute_share", "wait_share", "samples_per_s")}),
+        **ex.means(batches, {k: k for k in ("move_early", "move_later", "loaded_batch_on", "loaded_batch_off")}),
     }
 
 
@@ -345,76 +277,28 @@ def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------- rows
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "—" if v is None else f"{v:.{digits}g}"
-
-
-def _range(lo: float | None, hi: float | None, digits: int = 3) -> str:
-    return "" if lo is None or hi is None else f"{lo:.{digits}g}–{hi:.{digits}g}"
-
-
 def rows(results: dict[str, Any]) -> list[Row]:
     """Per scenario a table, per policy a line: time to target, speed-up over
     BSP, samples/s and its ratio to BSP's, final metric, shares (%); the
     diagnosis and the runtime runs as tables of their own."""
     out: list[Row] = []
     for res in results["scenarios"]:
-        seeds = res["seeds"]
-        several = len(seeds) > 1
-        where = seeds_setting(res["scenario"], seeds)
-        metric = res["target_metric"]
+        where = seeds_setting(res["scenario"], res["seeds"])
         for a in res["aggregate"]:
             keys = {"policy": short_label(a["label"]), "setting": where, "scenario": res["scenario"]}
-            if a["tta_mean_s"] is None:
-                tta_shown = f"not in {res['max_time_s'] or 0:g} s"
-            elif several:
-                spread_text = f" [{_range(a['tta_min_s'], a['tta_max_s'])}]" if a["reached"] > 1 else ""
-                tta_shown = f"{a['tta_mean_s']:.3g}{spread_text} ({a['reached']}/{a['seeds']})"
-            else:
-                tta_shown = None
-            out.append(
-                {
-                    "metric": f"time to {target_text(res)}",
-                    "value": a["tta_mean_s"],
-                    "unit": "s",
-                    "shown": tta_shown,
-                    **keys,
-                }
-            )
-            speed = 1.0 if a["policy"] == BASELINE else a["speedup_mean"]
-            speed_shown = None
-            if a["policy"] != BASELINE and speed is not None and a["speedup_pairs"] > 1:
-                speed_shown = f"{speed:.3g} [{_range(a['speedup_min'], a['speedup_max'])}]"
-            out.append({"metric": "speed-up over bsp", "value": speed, "unit": "x", "shown": speed_shown, **keys})
-            out.append({"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys})
-            out.append(
-                {
-                    "metric": "samples/s ÷ bsp's",
-                    "value": 1.0 if a["policy"] == BASELINE else a["throughput_vs_bsp"],
-                    "unit": "",
-                    **keys,
-                }
-            )
-            finals = [r["final_metric"] for s in seeds for r in res["runs"][str(s)] if r["label"] == a["label"]]
-            out.append(
-                {
-                    "metric": f"final {metric}",
-                    "value": a["final_metric_mean"],
-                    "unit": "",
-                    "shown": with_sd(finals or [a["final_metric_mean"]], lambda v, m=metric: fmt_metric(m, v)),
-                    **keys,
-                }
-            )
-            out.append({"metric": "compute share", "value": pct(a["compute_share_mean"]), "unit": "%", **keys})
-            out.append({"metric": "wait share", "value": pct(a["wait_share_mean"]), "unit": "%", **keys})
+            base = a["policy"] == BASELINE
+            out += [
+                ex.tta_row(a, target=res, max_time_s=res["max_time_s"], keys=keys),
+                ex.speedup_row(a, baseline=BASELINE, keys=keys),
+                {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
+                {"metric": "samples/s ÷ bsp's", "value": 1.0 if base else a["throughput_vs_bsp"], "unit": "", **keys},
+                ex.final_row(res["target_metric"], _finals(res, a["label"]), a["final_metric_mean"], keys),
+                *ex.share_rows({"compute": a["compute_share_mean"], "wait": a["wait_share_mean"]}, keys),
+            ]
         for r in res["jitter_0"]:
-            keys = {
-                "policy": short_label(r["label"]),
-                "setting": f"{res['scenario']}, seed {r['seed']} without step-time noise",
-                "scenario": res["scenario"],
-            }
-            out.append({"metric": "compute share", "value": pct(r["compute_share"]), "unit": "%", **keys})
-            out.append({"metric": "wait share", "value": pct(r["wait_share"]), "unit": "%", **keys})
+            setting = f"{res['scenario']}, seed {r['seed']} without step-time noise"
+            keys = {"policy": short_label(r["label"]), "setting": setting, "scenario": res["scenario"]}
+            out += ex.share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, keys)
     rt = results.get("runtime")
     if rt:
         where = f"runtime: {RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s"
@@ -604,22 +488,8 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
     return path
 
 
-def _find(res: dict[str, Any], label: str) -> dict[str, Any] | None:
-    return next((a for a in res["aggregate"] if a["label"] == label), None)
-
-
 def _policy(res: dict[str, Any], policy: str) -> list[dict[str, Any]]:
     return [a for a in res["aggregate"] if a["policy"] == policy]
-
-
-def _speed(a: dict[str, Any]) -> str:
-    if a["policy"] == BASELINE:
-        return "1 (baseline)"
-    if a["speedup_mean"] is None:
-        return "—"
-    if a["speedup_pairs"] < 2:
-        return f"{a['speedup_mean']:.2f}×"
-    return f"{a['speedup_mean']:.2f}× [{_range(a['speedup_min'], a['speedup_max'])}]"
 
 
 def _better(metric: str, res: dict[str, Any], a: float, b: float | None) -> bool:
@@ -633,297 +503,216 @@ def _finals(res: dict[str, Any], label: str) -> list[float]:
     return [r["final_metric"] for s in res["seeds"] for r in res["runs"][str(s)] if r["label"] == label]
 
 
+PAGE = ex.page_blocks(__file__, "paper_lbbsp.md.in")
+"""The page, the section per scenario and the runtime section."""
+
+
 def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> str:
-    seeds = results["seeds"]
-    lines = [
-        "# LB-BSP in the simulator: the paper's CPU and GPU set-ups",
-        "",
-        f"Produced by `{command}` ({results['host_time_s']:.0f} s of real time on a shared 2-core machine);",
-        "every figure below is measured in that run. Seeds "
-        f"{', '.join(map(str, seeds))} (a seed changes the initialisation, the shards, the timing noise and the",
-        "phases of the background load; within a seed all policies see the same per-worker noise, so speed-ups",
-        "are paired by seed). LB-BSP keeps the global batch X = N × `batch_size` of BSP and weights each",
-        "gradient by x_i / X, so per round it does exactly BSP's math; any difference in time to accuracy is",
-        "the length of the rounds. Where the paper predicts CPU throughput with a NARX neural network,",
-        "`lb-bsp` uses a linear model with the same inputs (recursive least squares over lagged throughputs",
-        "and load readings); `predictor=ewma` is a moving average that ignores the load.",
-        "",
-    ]
-    for res in results["scenarios"]:
-        lines += _scenario_section(res, plots)
-    lines += _claims(results)
     rt = results.get("runtime")
-    if rt:
-        lines += _runtime_section(rt, plots)
-    lines += _analysis(results)
-    return "\n".join(lines) + "\n"
+    claim_speed, claim_static = _claims(results)
+    return ex.fill_page(
+        PAGE["page"],
+        command=command,
+        host_s=f"{results['host_time_s']:.0f}",
+        seeds=", ".join(map(str, results["seeds"])),
+        sections=[_scenario_section(res, plots) for res in results["scenarios"]],
+        claim_speed=claim_speed,
+        claim_static=claim_static,
+        runtime=_runtime_section(rt, plots) if rt else "",
+        analysis=_analysis(results),
+    )
 
 
-def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> list[str]:
-    metric = res["target_metric"]
-    stop = f"{res['max_time_s']:g} virtual seconds per run" if res["max_time_s"] else "runs of max_steps"
-    lines = [
-        f"## `{res['scenario']}`",
-        "",
-        f"{res['description']}. Global batch {res['global_batch']}; {stop}; target "
-        f"{target_text(res)}, evaluated every {res['eval_every_s'] or 'run length / 40'} s.",
-        "",
-        *setup_markdown([res["setup"]] if res.get("setup") else []),
-        "| policy | TTA (s), mean [range] | reached | speed-up vs BSP [range] | samples/s (× BSP) "
-        f"| final {short_metric(metric)}{' (± sd)' if len(res['seeds']) > 1 else ''} | compute | wait "
-        "| batch moves/round, rounds 1–10 → later |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for a in res["aggregate"]:
-        tta = "—" if a["tta_mean_s"] is None else f"{a['tta_mean_s']:.2f}"
-        if a["tta_mean_s"] is not None and a["reached"] > 1:
-            tta += f" [{_range(a['tta_min_s'], a['tta_max_s'])}]"
-        thr = f"{a['samples_per_s_mean']:,.0f}"
-        if a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE:
-            thr += f" ({a['throughput_vs_bsp']:.2f}×)"
-        moves = "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {_fmt(a['move_later'], 2)}"
-        lines.append(
-            f"| `{short_label(a['label'])}` | {tta} | {a['reached']}/{a['seeds']} | {_speed(a)} | {thr} "
-            f"| {with_sd(_finals(res, a['label']) or [a['final_metric_mean']], lambda v: fmt_metric(metric, v))} "
-            f"| {100 * a['compute_share_mean']:.1f}% | {100 * a['wait_share_mean']:.1f}% | {moves} |"
-        )
-    lines += [
-        "",
-        "*Samples/s* is the deterministic side of the comparison (training samples processed per virtual",
-        "second); *TTA* adds the noise of SGD and of the evaluation grid. *Batch moves*: mean |Δ batch|",
-        "of a worker from one round to the next."
-        + (
-            " `max_batch=caps`: the scenario's memory caps, handed to the policy (it cannot read the scenario)."
-            if any("max_batch=" in a["label"] for a in res["aggregate"])
-            else ""
+def _scenario_table(res: dict[str, Any]) -> list[str]:
+    metric, several = res["target_metric"], len(res["seeds"]) > 1
+
+    def thr(a: dict[str, Any]) -> str:
+        ratio = a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE
+        return f"{a['samples_per_s_mean']:,.0f}" + (f" ({a['throughput_vs_bsp']:.2f}×)" if ratio else "")
+
+    def finals(a: dict[str, Any]) -> str:
+        return with_sd(_finals(res, a["label"]) or [a["final_metric_mean"]], lambda v: fmt_metric(metric, v))
+
+    return ex.aggregate_table(
+        res["aggregate"],
+        [
+            ("policy", lambda a: f"`{short_label(a['label'])}`"),
+            ("TTA (s), mean [range]", ex.tta_cell),
+            ("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
+            ("speed-up vs BSP [range]", lambda a: ex.speedup_cell(a, BASELINE)),
+            ("samples/s (× BSP)", thr),
+            (f"final {short_metric(metric)}{' (± sd)' if several else ''}", finals),
+            ("compute", lambda a: ex.pct_cell(a["compute_share_mean"])),
+            ("wait", lambda a: ex.pct_cell(a["wait_share_mean"])),
+            (
+                "batch moves/round, rounds 1–10 → later",
+                lambda a: (
+                    "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {ex.fmt_sig(a['move_later'], 2)}"
+                ),
+            ),
+        ],
+    )
+
+
+def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> str:
+    loaded = [a for a in res["aggregate"] if a["loaded_batch_on"] is not None and a["loaded_batch_off"] is not None]
+    shown = "; ".join(
+        f"`{short_label(a['label'])}` {a['loaded_batch_on']:.1f} while loaded, {a['loaded_batch_off']:.1f} while not"
+        for a in loaded
+    )
+    calm = ", ".join(f"`{short_label(r['label'])}` {100 * r['wait_share']:.1f}%" for r in res["jitter_0"])
+    images = [(f"{res['scenario']}:batches", "batch sizes"), (f"{res['scenario']}:curve", "")]
+    return ex.fill_page(
+        PAGE["section"],
+        scenario=res["scenario"],
+        description=res["description"],
+        global_batch=res["global_batch"],
+        stop=f"{res['max_time_s']:g} virtual seconds per run" if res["max_time_s"] else "runs of max_steps",
+        target=target_text(res),
+        eval_every=res["eval_every_s"] or "run length / 40",
+        setup=setup_markdown([res["setup"]] if res.get("setup") else []),
+        table=_scenario_table(res),
+        caps_note=" `max_batch=caps`: the scenario's memory caps, handed to the policy (it cannot read the scenario)."
+        if any("max_batch=" in a["label"] for a in res["aggregate"])
+        else "",
+        loaded=f"Mean batch of the loaded workers (equal share: {res['global_batch'] // res['workers']}): {shown}."
+        if res["loaded_workers"] and loaded
+        else "",
+        diagnosis=f"Diagnosis, seed {res['jitter_0'][0]['seed']} without step-time noise (jitter 0 instead of "
+        f"{res['jitter']:g}): wait share {calm}."
+        if res["jitter_0"]
+        else "",
+        plots="\n\n".join(
+            f"![{alt or res['target_metric'] + ' vs time, first seed'}]({plots[key]})"
+            for key, alt in images
+            if key in plots
         ),
-        "",
-    ]
-    if res["loaded_workers"]:
-        loaded = [a for a in res["aggregate"] if a["loaded_batch_on"] is not None]
-        if loaded:
-            shown = "; ".join(
-                f"`{short_label(a['label'])}` {a['loaded_batch_on']:.1f} while loaded, "
-                f"{a['loaded_batch_off']:.1f} while not"
-                for a in loaded
-                if a["loaded_batch_off"] is not None
-            )
-            lines += [
-                f"Mean batch of the loaded workers (equal share: {res['global_batch'] // res['workers']}): {shown}.",
-                "",
-            ]
-    if res["jitter_0"]:
-        shown = ", ".join(f"`{short_label(r['label'])}` {100 * r['wait_share']:.1f}%" for r in res["jitter_0"])
-        lines += [
-            f"Diagnosis, seed {res['jitter_0'][0]['seed']} without step-time noise (jitter 0 instead of "
-            f"{res['jitter']:g}): wait share {shown}.",
-            "",
-        ]
-    key = f"{res['scenario']}:batches"
-    if key in plots:
-        lines += [f"![batch sizes]({plots[key]})", ""]
-    curve = plots.get(f"{res['scenario']}:curve")
-    if curve:
-        lines += [f"![{metric} vs time, first seed]({curve})", ""]
-    return lines
+    )
 
 
-def _claims(results: dict[str, Any]) -> list[str]:
-    lines = [
-        "## Beside the paper",
-        "",
-        "| claim (Chen et al., SoCC 2020) | measured here |",
-        "|---|---|",
-    ]
-    shown = []
+def _claims(results: dict[str, Any]) -> tuple[str, str]:
+    """What this run measured beside the paper's two claims (speed-up; prediction against a static split)."""
+    shown, pred = [], []
     for res in results["scenarios"]:
         bsp = next(iter(_policy(res, BASELINE)), None)
         metric = res["target_metric"]
         for a in _policy(res, "lb-bsp"):
+            name = f"`{res['scenario']}` `{short_label(a['label'])}`"
             if a["speedup_mean"] is not None:
                 shown.append(
-                    f"`{res['scenario']}` `{short_label(a['label'])}` {a['speedup_mean']:.2f}× to the target "
-                    f"({100 * (1 - 1 / a['speedup_mean']):.0f}% less time), "
-                    f"{a['throughput_vs_bsp']:.2f}× the samples per second"
+                    f"{name} {a['speedup_mean']:.2f}× to the target ({100 * (1 - 1 / a['speedup_mean']):.0f}% less "
+                    f"time), {a['throughput_vs_bsp']:.2f}× the samples per second"
                 )
             elif a["throughput_vs_bsp"] is not None and bsp is not None:
                 shown.append(
-                    f"`{res['scenario']}` `{short_label(a['label'])}`: target not reached by both in the run; "
-                    f"{a['throughput_vs_bsp']:.2f}× the samples per second, final {metric} "
-                    f"{fmt_metric(metric, a['final_metric_mean'])} (BSP {fmt_metric(metric, bsp['final_metric_mean'])})"
+                    f"{name}: target not reached by both in the run; {a['throughput_vs_bsp']:.2f}× the samples per "
+                    f"second, final {metric} {fmt_metric(metric, a['final_metric_mean'])} "
+                    f"(BSP {fmt_metric(metric, bsp['final_metric_mean'])})"
                 )
-    lines.append(
-        "| LB-BSP accelerates distributed training by up to 54% over BSP (CPU clusters with a stress tool; "
-        f"GPU clusters of mixed types) | {'; '.join(shown) or 'no lb-bsp run'} |"
-    )
-    pred = []
-    for res in results["scenarios"]:
         static = _policy(res, "lb-bsp-static")
-        best = max(
-            (a for a in _policy(res, "lb-bsp") if a["throughput_vs_bsp"] is not None),
-            key=lambda a: a["throughput_vs_bsp"],
-            default=None,
-        )
+        rated = [a for a in _policy(res, "lb-bsp") if a["throughput_vs_bsp"] is not None]
+        best = max(rated, key=lambda a: a["throughput_vs_bsp"], default=None)
         if static and best is not None and static[0]["throughput_vs_bsp"] is not None:
             pred.append(
                 f"`{res['scenario']}`: static {static[0]['throughput_vs_bsp']:.2f}×, "
                 f"`{short_label(best['label'])}` {best['throughput_vs_bsp']:.2f}× BSP's samples per second"
             )
-    lines.append(
-        "| batch sizes must follow the workers' *current* capability: a one-off (static) assignment does not "
-        f"keep up in non-dedicated clusters | {'; '.join(pred) or 'no static run'} |"
-    )
-    return [*lines, ""]
+    return "; ".join(shown) or "no lb-bsp run", "; ".join(pred) or "no static run"
 
 
-def _runtime_section(rt: dict[str, Any], plots: dict[str, str]) -> list[str]:
+def _runtime_section(rt: dict[str, Any], plots: dict[str, str]) -> str:
     sc = rt["scenario"]
-    load = sc["background_load"]
-    lines = [
-        "## On real processes",
-        "",
-        f"`--runtime`: {RUNTIME_WORKERS} worker processes and a server on this machine (gloo), scenario "
-        f"`{sc['name']}`: {sc['description']} (period {load['period_s']:g} s, on for {load['on_s']:g} s), "
-        f"{sc['max_time_s']:g} s per policy ({rt['host_time_s']:.0f} s of real time in all, start-up included).",
-        "The workers really compute on the batch size each command gives them; the numbers come from the",
-        "trace's compute records. Rounds per second are wall-clock figures from five processes sharing two",
-        "cores with whatever else runs on the machine, so they vary from run to run; the batch columns and",
-        "the plot are the point: the loaded workers' batches drop while their load is on.",
-        "",
-        "| policy | rounds/s | compute | wait | loaded workers' mean batch, load on / off | distinct batch sizes used |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines = []
     for r in rt["runs"]:
-        b = r["batches"]
-        onoff = (
-            f"{b['loaded_batch_on']:.1f} / {b['loaded_batch_off']:.1f}"
-            if b.get("loaded_batch_on") is not None and b.get("loaded_batch_off") is not None
-            else "—"
-        )
-        distinct = r["distinct_batches"]
-        shown = (
-            ", ".join(map(str, distinct))
-            if len(distinct) <= 8
-            else f"{len(distinct)} sizes, {distinct[0]}–{distinct[-1]}"
-        )
+        b, distinct = r["batches"], r["distinct_batches"]
+        on, off = b.get("loaded_batch_on"), b.get("loaded_batch_off")
         lines.append(
-            f"| `{r['label']}` | {_fmt(r['rounds_per_s'])} | {100 * r['compute_share']:.1f}% "
-            f"| {100 * r['wait_share']:.1f}% | {onoff} | {shown} |"
+            [
+                *(f"`{r['label']}`", ex.fmt_sig(r["rounds_per_s"])),
+                *(f"{100 * r['compute_share']:.1f}%", f"{100 * r['wait_share']:.1f}%"),
+                "—" if on is None or off is None else f"{on:.1f} / {off:.1f}",
+                ", ".join(map(str, distinct))
+                if len(distinct) <= 8
+                else f"{len(distinct)} sizes, {distinct[0]}–{distinct[-1]}",
+            ]
         )
-    lines.append("")
-    if "runtime:batches" in plots:
-        lines += [f"![runtime batch sizes]({plots['runtime:batches']})", ""]
-    return lines
+    header = ["policy", "rounds/s", "compute", "wait", "loaded workers' mean batch, load on / off"]
+    return ex.fill_page(
+        PAGE["runtime"],
+        workers=RUNTIME_WORKERS,
+        scenario=sc["name"],
+        description=sc["description"],
+        period=f"{sc['background_load']['period_s']:g}",
+        on=f"{sc['background_load']['on_s']:g}",
+        max_time=f"{sc['max_time_s']:g}",
+        host_s=f"{rt['host_time_s']:.0f}",
+        table=ex.md_table([*header, "distinct batch sizes used"], lines),
+        plot=f"![runtime batch sizes]({plots['runtime:batches']})" if "runtime:batches" in plots else "",
+    )
 
 
 def _analysis(results: dict[str, Any]) -> list[str]:
-    lines = ["## What the numbers say", ""]
+    """Per scenario, the page's paragraphs on what limits the best LB-BSP setting that apply, with the figures."""
+    out = []
     for res in results["scenarios"]:
-        bsp = next(iter(_policy(res, BASELINE)), None)
-        lbs = _policy(res, "lb-bsp")
-        static = next(iter(_policy(res, "lb-bsp-static")), None)
-        asp = next(iter(_policy(res, "asp")), None)
+        bsp, static, asp = (next(iter(_policy(res, p)), None) for p in (BASELINE, "lb-bsp-static", "asp"))
+        lbs, metric = _policy(res, "lb-bsp"), res["target_metric"]
         if bsp is None or not lbs:
             continue
         best = max(lbs, key=lambda a: a["throughput_vs_bsp"] or 0.0)
-        measured = (
-            f"{best['speedup_mean']:.2f}× measured over {best['speedup_pairs']} paired seeds"
+        v: dict[str, Any] = {
+            "scenario": res["scenario"],
+            "best": short_label(best["label"]),
+            "bsp_wait": f"{100 * bsp['wait_share_mean']:.0f}%",
+            "best_wait": f"{100 * best['wait_share_mean']:.0f}%",
+            "best_thr": f"{best['throughput_vs_bsp']:.2f}",
+            "measured": f"{best['speedup_mean']:.2f}× measured over {best['speedup_pairs']} paired seeds"
             if best["speedup_mean"] is not None
-            else "not measured: the target was not reached by both"
-        )
-        lines.append(
-            f"- `{res['scenario']}`: BSP's workers wait {100 * bsp['wait_share_mean']:.0f}% of the time; "
-            f"`{short_label(best['label'])}` cuts that to {100 * best['wait_share_mean']:.0f}% and processes "
-            f"{best['throughput_vs_bsp']:.2f}× BSP's samples per second, which is its expected speed-up to the "
-            f"target, up to SGD noise (TTA speed-up {measured})."
-        )
+            else "not measured: the target was not reached by both",
+            "jitter": f"{res['jitter']:g}",
+            "metric": metric,
+            "best_final": fmt_metric(metric, best["final_metric_mean"]),
+            "bsp_final": fmt_metric(metric, bsp["final_metric_mean"]),
+        }
+        blocks = ["lead"]
         quiet = {r["label"]: r for r in res["jitter_0"]}
         if best["label"] in quiet:
-            lines.append(
-                f"  Without step-time noise its wait drops to {100 * quiet[best['label']]['wait_share']:.0f}%: most "
-                f"of what remains is the per-step noise (log-sd {res['jitter']:g}), which no predictor can "
-                "foresee — the slowest of N noisy workers still sets each barrier."
-            )
+            blocks.append("calm")
+            v["calm_wait"] = f"{100 * quiet[best['label']]['wait_share']:.0f}%"
         if static is not None and static["throughput_vs_bsp"] is not None:
-            if res["loaded_workers"]:
-                lines.append(
-                    f"  The static ablation reaches {static['throughput_vs_bsp']:.2f}× BSP's throughput: it "
-                    "sizes the batches from the first round, so a worker measured unloaded keeps a full share "
-                    "when its background load switches on (and one measured loaded stays starved when it "
-                    "switches off); prediction is what follows the load."
-                )
-            else:
-                lines.append(
-                    f"  The static ablation reaches {static['throughput_vs_bsp']:.2f}× BSP's throughput: with no "
-                    "load changes there is nothing to predict, but one measurement at the equal batch "
-                    "extrapolates each GPU's time proportionally, and a GPU's time is flat up to its knee and "
-                    "steeper after it, so the fast GPUs get too many samples."
-                )
+            blocks.append("static_loaded" if res["loaded_workers"] else "static_gpu")
+            v["static_thr"] = f"{static['throughput_vs_bsp']:.2f}"
         ewma = next((a for a in lbs if "predictor=ewma" in a["label"]), None)
         rls = next((a for a in lbs if a["label"] == "lb-bsp(variant=cpu)"), None)
         if ewma is not None and rls is not None and ewma["throughput_vs_bsp"] and rls["throughput_vs_bsp"]:
             gain = rls["throughput_vs_bsp"] / ewma["throughput_vs_bsp"]
-            if gain > 1.02:
-                verdict = (
-                    "beats the moving average that ignores the load: after a load switch it moves at the first "
-                    "reading, the average takes several rounds to catch up"
-                )
-            elif gain >= 0.98:
-                verdict = "does no better than the moving average that ignores the load, in this run"
-            else:
-                verdict = "does worse than the moving average that ignores the load, in this run"
-            lines.append(
-                f"  Predictors: the online regression over lagged throughputs and load readings "
-                f"({rls['throughput_vs_bsp']:.2f}× BSP's samples per second, wait "
-                f"{100 * rls['wait_share_mean']:.0f}%) {verdict} ({ewma['throughput_vs_bsp']:.2f}×, wait "
-                f"{100 * ewma['wait_share_mean']:.0f}%)."
-            )
+            blocks.append("predictors")
+            v["verdict"] = PAGE[
+                "rls_" + ("better" if gain > 1.02 else "same" if gain >= 0.98 else "worse")
+            ].template.strip()
+            v |= {"rls_thr": f"{rls['throughput_vs_bsp']:.2f}", "rls_wait": f"{100 * rls['wait_share_mean']:.0f}%"}
+            v |= {"ewma_thr": f"{ewma['throughput_vs_bsp']:.2f}", "ewma_wait": f"{100 * ewma['wait_share_mean']:.0f}%"}
         gpu = next((a for a in lbs if "variant=gpu" in a["label"]), None)
-        cpu_rule = next((a for a in lbs if "variant=cpu" in a["label"]), None)
-        if gpu is not None and cpu_rule is not None and not res["loaded_workers"]:
-            lines.append(
-                f"  GPU variant against the CPU rule on GPUs: {gpu['throughput_vs_bsp']:.2f}× against "
-                f"{cpu_rule['throughput_vs_bsp']:.2f}× BSP's samples per second, batches moving "
-                f"{_fmt(gpu['move_early'], 2)} → {_fmt(gpu['move_later'], 2)} against "
-                f"{_fmt(cpu_rule['move_early'], 2)} → {_fmt(cpu_rule['move_later'], 2)} samples per round. "
-                "Throughput-proportional sizing has equal finish times as its fixed point on any increasing "
-                "curve, so once settled it is about as fast; it oscillates on the way there (a throughput "
-                "measured on a GPU's flat part promises cheap samples past the knee, so the fast GPUs "
-                "overshoot, then swing back) and keeps chasing the step-time noise, while the fitted curve, "
-                "the trust region and the halving damper settle in a few rounds and stay put."
-            )
-        metric = res["target_metric"]
+        cpu = next((a for a in lbs if "variant=cpu" in a["label"]), None)
+        if gpu is not None and cpu is not None and not res["loaded_workers"]:
+            blocks.append("gpu_variant")
+            v |= {"gpu_thr": f"{gpu['throughput_vs_bsp']:.2f}", "cpu_thr": f"{cpu['throughput_vs_bsp']:.2f}"}
+            v["gpu_moves"] = f"{ex.fmt_sig(gpu['move_early'], 2)} → {ex.fmt_sig(gpu['move_later'], 2)}"
+            v["cpu_moves"] = f"{ex.fmt_sig(cpu['move_early'], 2)} → {ex.fmt_sig(cpu['move_later'], 2)}"
+        if asp is not None:
+            v |= {
+                "asp_thr": f"{asp['throughput_vs_bsp']:.2f}",
+                "asp_final": fmt_metric(metric, asp["final_metric_mean"]),
+            }
         if asp is not None and asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None:
-            faster = asp["tta_mean_s"] < best["tta_mean_s"]
-            why = (
-                "it never waits, and on this task stale gradients cost it little"
-                if faster
-                else "it never waits, but its stale gradients cost more than that throughput gains"
-            )
-            lines.append(
-                f"  ASP reaches the target {'faster' if faster else 'slower'} ({asp['tta_mean_s']:.2f} s against "
-                f"{best['tta_mean_s']:.2f} s, {asp['throughput_vs_bsp']:.2f}× BSP's samples per second): {why}. "
-                "LB-BSP's claim is against BSP: it keeps BSP's update, the exact mean gradient of the global "
-                "batch (no staleness)."
-            )
+            blocks.append("asp_faster" if asp["tta_mean_s"] < best["tta_mean_s"] else "asp_slower")
+            v |= {"asp_s": f"{asp['tta_mean_s']:.2f}", "best_s": f"{best['tta_mean_s']:.2f}"}
         elif (
             asp is not None
             and asp["tta_mean_s"] is None
             and asp["final_metric_mean"] is not None
-            and not (_better(metric, res, asp["final_metric_mean"], bsp["final_metric_mean"]))
+            and not _better(metric, res, asp["final_metric_mean"], bsp["final_metric_mean"])
         ):
-            lines.append(
-                f"  ASP processes {asp['throughput_vs_bsp']:.2f}× BSP's samples per second but did not reach the "
-                f"target (final {metric} {fmt_metric(metric, asp['final_metric_mean'])}, against "
-                f"{fmt_metric(metric, best['final_metric_mean'])} for `{short_label(best['label'])}` and "
-                f"{fmt_metric(metric, bsp['final_metric_mean'])} for BSP): its gradients are applied one at a "
-                "time to a model that has moved on, and with this recipe that staleness costs more than the "
-                "throughput gains. LB-BSP keeps BSP's update, the exact mean gradient of the global batch."
-            )
-    lines += [
-        "- Batch sizing removes the part of the barrier wait that comes from *persistently* slower or "
-        "loaded workers, as in both scenarios here; the part that comes from per-step noise (the only kind "
-        "on dedicated, equal machines) it cannot remove.",
-        "",
-    ]
-    return lines
+            blocks.append("asp_not_reached")
+        out += [ex.fill_page(PAGE[b], v).rstrip("\n") for b in blocks]
+    return out

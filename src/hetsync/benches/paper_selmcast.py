@@ -20,13 +20,13 @@ throttled in the sender and the receiver to unequal bandwidths).
 from __future__ import annotations
 
 import argparse
-import shlex
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from hetsync import report
+from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
@@ -34,14 +34,13 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     parse_seeds,
-    pct,
     scenario_setup,
     setup_markdown,
     short_metric,
     split_list,
     target_text,
 )
-from hetsync.runner import compare, write_json_atomic
+from hetsync.runner import write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
 NAME = "paper-selmcast"
@@ -85,15 +84,19 @@ def run(args: argparse.Namespace) -> list[Row]:
     overrides = dict(parse_override(o) for o in args.overrides)
     if args.quick:
         overrides.setdefault("max_time_s", QUICK_MAX_TIME_S)
-    seeds = parse_seeds(args.seeds)
-    specs = split_list(args.policies, "--policies") if args.policies else None
     scenarios = split_list(args.scenarios, "--scenarios")
-    for name in scenarios:  # validate every scenario before the first run
-        load_scenario(name, **overrides)
+    exp = ex.Experiment(
+        cases=tuple(ex.Case(key=Path(name).stem, scenario=name) for name in scenarios),
+        policies=tuple(split_list(args.policies, "--policies")) if args.policies else None,
+        seeds=tuple(parse_seeds(args.seeds)),
+        overrides=overrides,
+        seed_dirs=False,
+    )
+    exp.validate()  # every scenario before the first run
     out = Path(args.out)
-    results = [bench_scenario(name, specs, seeds, out / Path(name).stem, overrides) for name in scenarios]
+    results = [bench_scenario(exp, case, out) for case in exp.cases]
     if args.runtime:
-        results.append(bench_runtime(specs, out / "runtime"))
+        results.append(bench_runtime(list(exp.policies) if exp.policies else None, out / "runtime"))
     write_json_atomic(out / "results.json", results)
     for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
         if where is not None:
@@ -102,54 +105,27 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 
 def _command(args: argparse.Namespace) -> str:
-    parts = ["hetsync", "bench", NAME]
-    if args.quick:
-        parts.append("--quick")
-    for option, value, default in (
-        ("--scenarios", args.scenarios, ",".join(SCENARIOS)),
-        ("--policies", args.policies, None),
-        ("--seeds", args.seeds, "0"),
-    ):
-        if value != default:
-            parts += [option, value]
-    if args.runtime:
-        parts.append("--runtime")
-    for o in args.overrides:
-        parts += ["--set", o]
-    return " ".join(shlex.quote(p) for p in parts)
+    options = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": None, "seeds": "0", "runtime": False}
+    return ex.command_line(NAME, args, list(options.items()))
 
 
 # ------------------------------------------------------------------ running
-def _done_printer():  # type: ignore[no-untyped-def]
-    con = report.terminal_console()
-    clock = [time.perf_counter()]
-
-    def done(s: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        tta = s["time_to_target_s"]
-        con.print(
-            f"  {s['scenario']} seed {s['seed']} · {s['label']}: receivers/sender {s['mean_receivers']:.2f}, "
-            f"exchange {_secs(s['mean_exchange_s'])}, compute {100 * s['compute_share']:.1f}%, "
-            f"TTA {_secs(tta)} ({now - clock[0]:.1f} s real)"
-        )
-        clock[0] = now
-
-    return done
+def _progress(s: dict[str, Any]) -> str:
+    return (
+        f"receivers/sender {s['mean_receivers']:.2f}, exchange {_secs(s['mean_exchange_s'])}, "
+        f"compute {100 * s['compute_share']:.1f}%, TTA {_secs(s['time_to_target_s'])}"
+    )
 
 
-def bench_scenario(
-    name: str, specs: list[str] | None, seeds: list[int], out: Path, overrides: dict[str, Any]
-) -> dict[str, Any]:
+def _after(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
+    _plots(runs, where, sc.name)
+    report.terminal_console().print(report.summary_table(runs))
+
+
+def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path) -> dict[str, Any]:
     """Every policy on one scenario and every seed (simulator); one record."""
-    runs_by_seed = {}
-    done = _done_printer()
-    for seed in seeds:
-        sc = load_scenario(name, **{**overrides, "seed": seed})
-        where = out if len(seeds) == 1 else out / f"seed-{seed}"
-        runs = compare(sc, specs or list(sc.policies), where, on_result=done)
-        _plots(runs, where, sc.name)
-        report.terminal_console().print(report.summary_table(runs))
-        runs_by_seed[seed] = runs
+    sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=_after)
+    where = exp.folder(out, case, exp.seeds[-1])  # the plots the page shows: the last seed's
     return {**_aggregate(sc.name, "sim", runs_by_seed, where), "setup": scenario_setup(sc)}
 
 
@@ -225,24 +201,19 @@ def plot_exchange(runs: list[dict[str, Any]], path: Path, *, title: str) -> Path
 METRICS = ("mean_receivers", "mean_exchange_s", "mean_round_s", "compute_share", "time_to_target_s", "final_metric")
 
 
-def _aggregate(
-    scenario: str, driver: str, runs_by_seed: dict[int, list[dict[str, Any]]], where: Path
-) -> dict[str, Any]:
-    """Means over seeds per policy label; ratios of selmcast to random per sync."""
-    first = next(iter(runs_by_seed.values()))[0]
-    by_label: dict[str, dict[str, Any]] = {}
-    for runs in runs_by_seed.values():
-        for r in runs:
-            entry = by_label.setdefault(r["label"], {"policy": r["policy"], "sync": r["params"]["sync"], "runs": []})
-            entry["runs"].append(r)
+def _aggregate(scenario: str, driver: str, runs_by_seed: ex.RunsBySeed, where: Path) -> dict[str, Any]:
+    """Means over seeds per policy label; ratios of selmcast to each baseline per sync."""
     policies = {}
-    for label, entry in by_label.items():
-        rs = entry["runs"]
-        row = {m: mean_or_none([r[m] for r in rs if r[m] is not None]) for m in METRICS}
-        row["sync_s"] = mean_or_none([sync_per_step_s(r) for r in rs])
-        row["reached"] = sum(r["time_to_target_s"] is not None for r in rs)
-        row["seeds"] = len(rs)
-        policies[label] = {"policy": entry["policy"], "sync": entry["sync"], **row}
+    for label in ex.labels_of(runs_by_seed):
+        rs = ex.by_label(runs_by_seed, label)
+        policies[label] = {
+            "policy": rs[0]["policy"],
+            "sync": rs[0]["params"]["sync"],
+            **ex.means(rs, {m: m for m in METRICS}),
+            "sync_s": mean_or_none([sync_per_step_s(r) for r in rs]),
+            "reached": sum(r["time_to_target_s"] is not None for r in rs),
+            "seeds": len(rs),
+        }
     ratios = {}
     for sync in ("bsp", "ssp"):
         sel = _pick(policies, "selmcast", sync)
@@ -256,6 +227,7 @@ def _aggregate(
                 "round_speedup": _ratio(other["mean_round_s"], sel["mean_round_s"]),
                 "tta_speedup": _ratio(other["time_to_target_s"], sel["time_to_target_s"]),
             }
+    first = next(iter(runs_by_seed.values()))[0]
     return {
         "scenario": scenario,
         "driver": driver,
@@ -299,7 +271,7 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
             rows.append({"metric": "mean exchange", "value": p["mean_exchange_s"], "unit": "s", **keys})
             rows.append({"metric": "sync per step", "value": p["sync_s"], "unit": "s", **keys})
             rows.append({"metric": "mean round", "value": p["mean_round_s"], "unit": "s", **keys})
-            rows.append({"metric": "compute share", "value": pct(p["compute_share"]), "unit": "%", **keys})
+            rows += ex.share_rows({"compute": p["compute_share"]}, keys)
             tta = p["time_to_target_s"]
             if tta is None:
                 shown = "not reached"
@@ -368,6 +340,58 @@ def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Pa
     return path
 
 
+PAGE = ex.page_blocks(__file__, "paper_selmcast.md.in")
+"""The page and the section repeated per scenario."""
+
+
+def _policy_table(res: dict[str, Any]) -> list[str]:
+    header = ["policy", "receivers / sender", "exchange", "sync / step", "round", "compute share", "time to target"]
+    lines = []
+    for label, p in res["policies"].items():
+        reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+        lines.append(
+            [
+                *(label, f"{p['mean_receivers']:.2f}", _secs(p["mean_exchange_s"]), _secs(p["sync_s"])),
+                *(_secs(p["mean_round_s"]), f"{100 * p['compute_share']:.1f}%"),
+                *(f"{_secs(p['time_to_target_s'])}{reached}", fmt_metric(res["target_metric"], p["final_metric"])),
+            ]
+        )
+    header.append(f"final {short_metric(res['target_metric'])}")
+    return ex.md_table(header, lines, "|---|" + "---:|" * (len(header) - 1))
+
+
+def _ratio_table(res: dict[str, Any]) -> list[str]:
+    if not res["ratios"]:
+        return []
+    header = ["comparison", "sync shorter", "receivers", "round shorter", "faster to target"]
+    keys = ("sync_speedup", "receivers_ratio", "round_speedup", "tta_speedup")
+    lines = [[name, *(_x(r[k]) for k in keys)] for name, r in res["ratios"].items()]
+    return ex.md_table(header, lines, "|---|" + "---:|" * 4)
+
+
+def _section(res: dict[str, Any]) -> str:
+    several = len(res["seeds"]) > 1
+    shown = Path(res["dir"]).name.replace("seed-", "seed ")
+    return ex.fill_page(
+        PAGE["section"],
+        scenario=res["scenario"],
+        driver="simulator" if res["driver"] == "sim" else "real processes",
+        seeds=", ".join(map(str, res["seeds"])),
+        target=target_text(res),
+        seed_note=f"Means over seeds; TTA over the seeds that reached it; the plots show {shown}."
+        if several
+        else "One seed: each figure is that run's.",
+        setup="\n".join(setup_markdown([res["setup"]] if res.get("setup") else [])),
+        table="\n".join(_policy_table(res)),
+        ratios="\n".join(_ratio_table(res)),
+        curve=_curve(res),
+        img_curve=_img(res, _curve(res)),
+        img_exchange=_img(res, "exchange"),
+        img_shares=_img(res, "shares"),
+        timelines="\n".join(f"![{p.stem}](img/{_img(res, p.stem)})" for p in _timelines(Path(res["dir"]))),
+    )
+
+
 def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     import platform
 
@@ -375,118 +399,12 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
 
     from hetsync.benches.common import _cpus
 
-    lines = [
-        "# SELMCAST: bandwidth-aware receivers for peer-to-peer training",
-        "",
-        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} ({platform.machine()}, {_cpus()} CPUs, "
-        f"torch {torch.__version__}). Simulated runs use virtual time; `dist` runs are real processes.",
-        SETUP,
-    ]
-    for res in results:
-        seeds = ", ".join(map(str, res["seeds"]))
-        lines += [
-            f"## {res['scenario']} ({'simulator' if res['driver'] == 'sim' else 'real processes'}, seeds {seeds})",
-            "",
-            f"Target {target_text(res)}. "
-            + (
-                f"Means over seeds; TTA over the seeds that reached it; the plots show {Path(res['dir']).name.replace('seed-', 'seed ')}."
-                if len(res["seeds"]) > 1
-                else "One seed: each figure is that run's."
-            ),
-            "",
-            *setup_markdown([res["setup"]] if res.get("setup") else []),
-            "| policy | receivers / sender | exchange | sync / step | round | compute share | time to target "
-            f"| final {short_metric(res['target_metric'])} |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for label, p in res["policies"].items():
-            reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
-            lines.append(
-                f"| {label} | {p['mean_receivers']:.2f} | {_secs(p['mean_exchange_s'])} | {_secs(p['sync_s'])} "
-                f"| {_secs(p['mean_round_s'])} "
-                f"| {100 * p['compute_share']:.1f}% | {_secs(p['time_to_target_s'])}{reached} "
-                f"| {fmt_metric(res['target_metric'], p['final_metric'])} |"
-            )
-        if res["ratios"]:
-            lines += [
-                "",
-                "| comparison | sync shorter | receivers | round shorter | faster to target |",
-                "|---|---:|---:|---:|---:|",
-            ]
-            for name, r in res["ratios"].items():
-                lines.append(
-                    f"| {name} | {_x(r['sync_speedup'])} | {_x(r['receivers_ratio'])} "
-                    f"| {_x(r['round_speedup'])} | {_x(r['tta_speedup'])} |"
-                )
-        lines += [
-            "",
-            f"![{_curve(res)}](img/{_img(res, _curve(res))})",
-            f"![exchanges](img/{_img(res, 'exchange')})",
-            f"![shares](img/{_img(res, 'shares')})",
-            "",
-        ]
-        timelines = _timelines(Path(res["dir"]))
-        lines += [f"![{p.stem}](img/{_img(res, p.stem)})" for p in timelines]
-        lines.append("")
-    lines.append(READING)
-    return "\n".join(lines) + "\n"
-
-
-SETUP = """
-Set-up: every worker takes a local SGD step, then sends its model to its
-receivers; a receiver averages its own model with what it received. Under
-`sync=bsp` a round is a step on every worker and one exchange planned for
-all; under `sync=ssp` (s = 3) a worker's round is its step and its own
-multicast, and no worker may be more than s rounds ahead of the slowest.
-`p2p-allreduce` averages everyone (a ring all-reduce under BSP, a multicast
-to all others under SSP); `p2p-random` sends to exactly p = 2 random
-receivers; `selmcast` picks at least p = 2 receivers from the bandwidth each
-worker reports, minimizing the exchange's makespan, and adds receivers
-wherever that does not lengthen it. Accuracy is that of the average of the
-workers' models. *Exchange*: a multicast's first byte to its last copy
-arriving (an all-reduce's start to end), averaged over multicasts, so a
-fast sender with many extra receivers counts once; *sync / step*: the time
-a worker spends not computing, per step, averaged over workers — the cost
-of synchronization the paper's first claim is about; *round*: wall time per
-step of a worker; *receivers / sender*: copies sent per multicast (N − 1
-for an all-reduce).
-"""
-
-READING = """
-## Reading the results
-
-The paper (only its abstract could be read) claims that SELMCAST shortens
-synchronization, so compute is used more, and raises the average number of
-receivers per sender, so training converges faster than with random
-receivers; it gives no figures. The ratios above are what this
-implementation measures: *sync shorter* and *receivers* above 1× are the two
-claimed effects, *faster to target* the outcome.
-
-What shapes them here:
-
-- Under BSP every sender must send its p copies, so the slowest uplink (100
-  Mb/s, or a link while other traffic is on it) bounds every round from
-  below, whoever plans it. What SELMCAST can do is keep copies off slow
-  downlinks and fill the fast links with extra receivers up to that bound:
-  more mixing for the same round, rather than a much shorter round.
-- Under SSP a plan is made for one sender at a time, whose own uplink is
-  then the bottleneck, so extras rarely fit and receivers per sender stay
-  near p; the gain is in choosing receivers whose downlinks are fast and
-  not already busy with other copies.
-- On the homogeneous control every link is the same; SELMCAST still spreads
-  the copies evenly over the receivers (random choice piles several onto
-  some), which is what shortens its exchanges there.
-- The coordinator plans on the worst bandwidth each link has reported
-  (`bandwidth=worst`). With `bandwidth=latest` it fills every link to the
-  makespan on the current reading, and a link whose traffic switches on
-  during the exchange then lengthens it; compare with
-  `--policies selmcast,selmcast:bandwidth=latest`.
-- Averaging with equal weights when fan-outs differ is not doubly
-  stochastic: the workers' average drifts towards those that reach many
-  receivers. With iid shards (these scenarios) that costs nothing; with
-  skewed shards (`--set label_skew=0.5`) it can cost accuracy, because the
-  fast-linked workers' data then dominate.
-- The runtime rows are 4 real processes with each worker's links shaped
-  in the sender and the receiver; with 4 workers there is little room to
-  choose, so expect smaller differences, and noise from a shared machine.
-"""
+    return ex.fill_page(
+        PAGE["page"],
+        {
+            "command": command,
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, {_cpus()} CPUs, torch {torch.__version__}",
+            "sections": "\n".join(_section(res) for res in results),
+        },
+    )

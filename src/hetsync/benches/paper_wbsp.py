@@ -25,22 +25,19 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 import shutil
 import statistics
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hetsync import report
+from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
     docs_dir,
     fmt_metric,
     parse_seeds,
-    pct,
     run_target,
     scenario_setup,
     setup_cell,
@@ -49,7 +46,7 @@ from hetsync.benches.common import (
     target_text,
 )
 from hetsync.errors import BadInput
-from hetsync.runner import compare, write_json_atomic
+from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
 
 NAME = "paper-wbsp"
@@ -63,10 +60,6 @@ TIMELINES = ("bsp", "wbsp", "wbsp-overlap")  # per-worker timelines drawn for th
 TIMELINE_S = 5.0
 SWEEP_SCENARIO = "wbsp-h2"
 SWEEP_MODEL_BYTES = (600_000, 16_000_000)  # the paper's CIFAR-10 CNN (148k float32 parameters); 4x the default
-
-PAPER_COMPUTE_SHARE_WBSP = 0.91
-PAPER_COMPUTE_SHARE_OTHERS = (0.55, 0.72)
-PAPER_TTA_REDUCTION = 0.60  # "up to 60 % lower than the fastest baseline"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,14 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-scenario", default=SWEEP_SCENARIO, help="scenario of the sweep (default: %(default)s)")
 
 
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One scenario to run every policy on: a main scenario, or a point of the sweep."""
-
-    key: str  # folder name under --out, and the result's "case"
-    scenario: str  # built-in name or YAML path
-    overrides: dict[str, Any] = field(default_factory=dict)
-    sweep: bool = False
+Case = ex.Case  # one scenario to run every policy on: a main scenario, or a point of the sweep
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -137,21 +123,9 @@ def sweep_cases(scenario: str, sizes: list[int]) -> list[Case]:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (options left at their defaults omitted)."""
-    parts = ["hetsync", "bench", NAME]
-    if args.quick:
-        parts.append("--quick")
-    for option, value, default in (
-        ("--scenarios", args.scenarios, ",".join(SCENARIOS)),
-        ("--policies", args.policies, ",".join(POLICIES)),
-        ("--seeds", args.seeds, "0"),
-        ("--comm-sweep", args.comm_sweep, None),
-        ("--sweep-scenario", args.sweep_scenario, SWEEP_SCENARIO),
-    ):
-        if value != default:
-            parts += [option, value]
-    for o in args.overrides:
-        parts += ["--set", o]
-    return " ".join(shlex.quote(p) for p in parts)
+    options = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": ",".join(POLICIES), "seeds": "0"}
+    options |= {"comm_sweep": None, "sweep_scenario": SWEEP_SCENARIO}
+    return ex.command_line(NAME, args, list(options.items()))
 
 
 # ------------------------------------------------------------------ running
@@ -164,55 +138,52 @@ def bench_paper_wbsp(
     overrides: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every policy on every case and seed; return one record per case."""
-    con = report.terminal_console()
-    overrides = overrides or {}
-    for case in cases:  # validate every scenario before the first run
-        load_scenario(case.scenario, **{**overrides, **case.overrides})
-    clock = [time.perf_counter()]
-
-    def done(s: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        tta = s["time_to_target_s"]
-        con.print(
-            f"  {s['scenario']} seed {s['seed']} · {s['label']}: compute {100 * s['compute_share']:.1f}%, "
-            f"TTA {'—' if tta is None else f'{tta:g} s'}, "
-            f"final {short_metric(s['target_metric'])} {fmt_metric(s['target_metric'], s['final_metric'])} "
-            f"({now - clock[0]:.1f} s real)"
-        )
-        clock[0] = now
-
+    exp = ex.Experiment(
+        cases=tuple(cases), policies=tuple(specs), seeds=tuple(seeds), overrides=overrides or {}, seed_dirs=False
+    )
+    exp.validate()  # every scenario before the first run
     results = []
     for case in cases:
         if case.sweep:
-            con.print(f"[bold]{case.key}[/]: {case.scenario} with {case.overrides}")
-        runs_by_seed: dict[int, list[dict[str, Any]]] = {}
-        for seed in seeds:
-            sc = load_scenario(case.scenario, **{**overrides, **case.overrides, "seed": seed})
-            where = _run_dir(out, case.key, seed, seeds)
-            clock[0] = time.perf_counter()
-            runs = compare(sc, specs, where, on_result=done)
-            curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
-            report.plot_metric(runs, where / f"{curve}.png")
-            zoomed, zoom_png = _zoomed(runs), where / f"{curve}-zoom.png"
-            if zoomed and zoomed[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
-                report.plot_metric(zoomed, zoom_png)
-            else:  # a zoom that cuts nothing (--quick) would be the plot above again
-                zoom_png.unlink(missing_ok=True)
-            report.plot_shares(runs, where / "shares.png")
-            for r in runs:
-                if r["policy"] in TIMELINES and r["trace"] and not case.sweep:
-                    report.plot_timeline(
-                        where / r["trace"],
-                        where / f"timeline-{report.safe_name(r['label'])}.png",
-                        title=f"{r['label']} · {r['scenario']} · first {min(TIMELINE_S, r['wall_time_s']):g} s",
-                        max_workers=8,
-                        window_s=(0.0, min(TIMELINE_S, r["wall_time_s"])),
-                    )
-            con.print(report.summary_table(runs))
-            runs_by_seed[seed] = runs
+            report.terminal_console().print(f"[bold]{case.key}[/]: {case.scenario} with {dict(case.overrides)}")
+        sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=_plotter(case))
         results.append(_aggregate(case, sc, runs_by_seed, out))
     write_json_atomic(out / "results.json", results)
     return results
+
+
+def _progress(s: dict[str, Any]) -> str:
+    tta, metric = s["time_to_target_s"], s["target_metric"]
+    return (
+        f"compute {100 * s['compute_share']:.1f}%, TTA {'—' if tta is None else f'{tta:g} s'}, "
+        f"final {short_metric(metric)} {fmt_metric(metric, s['final_metric'])}"
+    )
+
+
+def _plotter(case: Case) -> Any:
+    """A seed's plots: the metric curve, its zoom, the shares, and (not for the sweep) timelines."""
+
+    def plot(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
+        curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
+        report.plot_metric(runs, where / f"{curve}.png")
+        zoomed, zoom_png = _zoomed(runs), where / f"{curve}-zoom.png"
+        if zoomed and zoomed[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
+            report.plot_metric(zoomed, zoom_png)
+        else:  # a zoom that cuts nothing (--quick) would be the plot above again
+            zoom_png.unlink(missing_ok=True)
+        report.plot_shares(runs, where / "shares.png")
+        for r in runs:
+            if r["policy"] in TIMELINES and r["trace"] and not case.sweep:
+                report.plot_timeline(
+                    where / r["trace"],
+                    where / f"timeline-{report.safe_name(r['label'])}.png",
+                    title=f"{r['label']} · {r['scenario']} · first {min(TIMELINE_S, r['wall_time_s']):g} s",
+                    max_workers=8,
+                    window_s=(0.0, min(TIMELINE_S, r["wall_time_s"])),
+                )
+        report.terminal_console().print(report.summary_table(runs))
+
+    return plot
 
 
 def plot_kinds(metric: str) -> tuple[str, ...]:
@@ -234,43 +205,42 @@ def _run_dir(out: Path, scenario: str, seed: int, seeds: list[int]) -> Path:
     return out / scenario / f"seed-{seed}" if len(seeds) > 1 else out / scenario
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
+def _fastest_baseline(runs: list[dict[str, Any]]) -> tuple[str, float] | None:
+    """The baseline (every policy but WBSP's) that reached the target first, and its time."""
+    reached = [(r["label"], r["time_to_target_s"]) for r in runs if r["policy"] not in CANDIDATES]
+    reached = [(label, t) for label, t in reached if t is not None]
+    return min(reached, key=lambda lt: lt[1]) if reached else None
 
 
-def _aggregate(case: Case, sc: Scenario, runs_by_seed: dict[int, list[dict[str, Any]]], out: Path) -> dict[str, Any]:
+def _median_or_none(values: list[float | None]) -> float | None:
+    """The median over the seeds, or None unless every seed has a value."""
+    return float(statistics.median(values)) if all(v is not None for v in values) else None  # type: ignore[type-var]
+
+
+def _aggregate(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, out: Path) -> dict[str, Any]:
     """Per policy: mean shares and final target metric, median time to target and ratio over the seeds."""
     seeds = sorted(runs_by_seed)
-    fastest: dict[int, tuple[str, float] | None] = {}
-    for seed, runs in runs_by_seed.items():
-        reached = [(r["label"], r["time_to_target_s"]) for r in runs if r["policy"] not in CANDIDATES]
-        reached = [(label, t) for label, t in reached if t is not None]
-        fastest[seed] = min(reached, key=lambda lt: lt[1]) if reached else None
+    fastest = {seed: _fastest_baseline(runs) for seed, runs in runs_by_seed.items()}
+
+    def fastest_tta(runs: list[dict[str, Any]]) -> float | None:
+        base = _fastest_baseline(runs)
+        return None if base is None else base[1]
+
     policies = []
-    for i, first in enumerate(runs_by_seed[seeds[0]]):
-        per_seed = [runs_by_seed[s][i] for s in seeds]
+    for label in ex.labels_of(runs_by_seed):
+        per_seed = ex.by_label(runs_by_seed, label)
         ttas = [r["time_to_target_s"] for r in per_seed]
-        ratios = []
-        for s, r in zip(seeds, per_seed, strict=True):
-            base = fastest[s]
-            ratios.append(r["time_to_target_s"] / base[1] if base and r["time_to_target_s"] is not None else None)
-        all_reached = all(t is not None for t in ttas)
-        all_ratios = all(x is not None for x in ratios)
+        ratios = ex.paired_ratios(runs_by_seed, label, fastest_tta, inverse=True)
         policies.append(
             {
-                "policy": first["policy"],
-                "label": first["label"],
-                "baseline": first["policy"] not in CANDIDATES,
-                "compute_share": statistics.fmean(r["compute_share"] for r in per_seed),
-                "comm_share": statistics.fmean(r["comm_share"] for r in per_seed),
-                "wait_share": statistics.fmean(r["wait_share"] for r in per_seed),
-                "time_to_target_s": _median(ttas) if all_reached else None,  # type: ignore[arg-type]
+                "policy": per_seed[0]["policy"],
+                "label": label,
+                "baseline": per_seed[0]["policy"] not in CANDIDATES,
+                **ex.means(per_seed, {k: k for k in ("compute_share", "comm_share", "wait_share")}),
+                "time_to_target_s": _median_or_none(ttas),
                 "reached": sum(t is not None for t in ttas),
-                "tta_vs_fastest_baseline": _median(ratios) if all_ratios else None,  # type: ignore[arg-type]
-                "final_metric": statistics.fmean(r["final_metric"] for r in per_seed),
-                "steps": statistics.fmean(r["steps"] for r in per_seed),
-                "dropped_steps": statistics.fmean(r["dropped_steps"] for r in per_seed),
-                "updates": statistics.fmean(r["updates"] for r in per_seed),
+                "tta_vs_fastest_baseline": _median_or_none(ratios),
+                **ex.means(per_seed, {k: k for k in ("final_metric", "steps", "dropped_steps", "updates")}),
                 "max_staleness": max(r["max_staleness"] for r in per_seed),
                 "per_seed": [
                     {
@@ -352,13 +322,16 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
                     **keys,
                 }
             )
-            for share in ("compute", "comm", "wait"):
-                rows.append({"metric": f"{share} share", "value": pct(p[f"{share}_share"]), "unit": "%", **keys})
+            rows += ex.share_rows({k: p[f"{k}_share"] for k in ("compute", "comm", "wait")}, keys)
             rows.append({"metric": "max staleness", "value": p["max_staleness"], "unit": "versions", **keys})
     return rows
 
 
 # --------------------------------------------------------------------- docs
+PAGE = ex.page_blocks(__file__, "paper_wbsp.md.in")
+"""The page, its set-up and per-scenario sections, and the paragraphs that depend on the outcome."""
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
@@ -411,49 +384,39 @@ def _change(ratio: float | None) -> str:
     return f"−{-change}%" if change < 0 else f"+{change}%"
 
 
-def _claims(main: list[dict[str, Any]]) -> list[str]:
-    """The paper's two claims beside what this run measured."""
+def _claims(main: list[dict[str, Any]]) -> dict[str, str]:
+    """What this run measured beside the paper's claims (the claims are in the page template)."""
     shares: dict[str, list[float]] = {}
-    others: list[float] = []
     changes: dict[str, list[str]] = {}
     for res in main:
-        for p in res["policies"]:
-            if p["baseline"]:
-                others.append(p["compute_share"])
-            else:
-                shares.setdefault(p["label"], []).append(p["compute_share"])
-                changes.setdefault(p["label"], []).append(
-                    f"{_change(p['tta_vs_fastest_baseline'])} ({res['scenario']})"
-                )
-    lo, hi = PAPER_COMPUTE_SHARE_OTHERS
-    return [
-        "| claim (paper) | measured here |",
-        "|---|---|",
-        f"| WBSP computes {100 * PAPER_COMPUTE_SHARE_WBSP:.0f}% of the time "
-        f"| {'; '.join(f'{label} {_span(v)}' for label, v in shares.items())} |",
-        f"| the other methods {100 * lo:.0f}–{100 * hi:.0f}% | {_span(others)} |",
-        f"| time to accuracy up to {100 * PAPER_TTA_REDUCTION:.0f}% lower than the fastest baseline "
-        f"| {'; '.join(f'{label} ' + ', '.join(v) for label, v in changes.items())} |",
-    ]
+        for p in (p for p in res["policies"] if not p["baseline"]):
+            shares.setdefault(p["label"], []).append(p["compute_share"])
+            changes.setdefault(p["label"], []).append(f"{_change(p['tta_vs_fastest_baseline'])} ({res['scenario']})")
+    return {
+        "claim_wbsp": "; ".join(f"{label} {_span(v)}" for label, v in shares.items()),
+        "claim_others": _span([p["compute_share"] for r in main for p in r["policies"] if p["baseline"]]),
+        "claim_tta": "; ".join(f"{label} " + ", ".join(v) for label, v in changes.items()),
+    }
 
 
 def _results_table(res: dict[str, Any]) -> list[str]:
-    lines = [
-        "| policy | compute | comm | wait | TTA (s) | TTA vs fastest baseline "
-        f"| final {short_metric(res['target_metric'])} | steps | dropped | updates"
-        " | max stale (versions) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    def tta(p: dict[str, Any]) -> str:
+        several = p["time_to_target_s"] is None and len(res["seeds"]) > 1
+        return _secs(p["time_to_target_s"]) + (f" ({p['reached']} seeds)" if several else "")
+
+    ratio = "tta_vs_fastest_baseline"
+    columns: list[ex.Column] = [
+        ("policy", lambda p: p["label"]),
+        *((share, lambda p, k=f"{share}_share": _pct(p[k])) for share in ("compute", "comm", "wait")),
+        ("TTA (s)", tta),
+        ("TTA vs fastest baseline", lambda p: "—" if p[ratio] is None else f"{p[ratio]:.2f}"),
+        (f"final {short_metric(res['target_metric'])}", lambda p: fmt_metric(res["target_metric"], p["final_metric"])),
+        *((name, lambda p, k=key: f"{p[k]:,.0f}") for name, key in (("steps", "steps"), ("dropped", "dropped_steps"))),
+        ("updates", lambda p: f"{p['updates']:,.0f}"),
+        ("max stale (versions)", lambda p: str(p["max_staleness"])),
     ]
-    for p in res["policies"]:
-        ratio = p["tta_vs_fastest_baseline"]
-        reached = "" if p["time_to_target_s"] is not None or len(res["seeds"]) == 1 else f" ({p['reached']} seeds)"
-        lines.append(
-            f"| {p['label']} | {_pct(p['compute_share'])} | {_pct(p['comm_share'])} | {_pct(p['wait_share'])} "
-            f"| {_secs(p['time_to_target_s'])}{reached} | {'—' if ratio is None else f'{ratio:.2f}'} "
-            f"| {fmt_metric(res['target_metric'], p['final_metric'])} | {p['steps']:,.0f} | {p['dropped_steps']:,.0f} "
-            f"| {p['updates']:,.0f} | {p['max_staleness']} |"
-        )
-    return lines
+    table = ex.aggregate_table(res["policies"], columns)
+    return [table[0], "|---|" + "---:|" * (len(columns) - 1), *table[2:]]
 
 
 def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
@@ -461,8 +424,7 @@ def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
     sweep = [r for r in results if r["sweep"]]
     if not sweep:
         return []
-    name = sweep[0]["scenario"]
-    points = sorted((r for r in results if r["scenario"] == name), key=lambda r: r["model_bytes"] or 0)
+    name, points = sweep[0]["scenario"], _sweep_points(results)
     lines = [
         f"| {name}: model size | one transfer | ASP compute | WBSP compute | fastest baseline (TTA) "
         "| WBSP TTA vs it | WBSP-overlap TTA vs it |",
@@ -518,25 +480,10 @@ def _best(main: list[dict[str, Any]]) -> str:
     return f"{_change(ratio)} ({label}, {scenario})"
 
 
-def _sweep_text(results: list[dict[str, Any]]) -> str:
+def _sweep_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sweep scenario's results, smallest model first."""
     name = next(r["scenario"] for r in results if r["sweep"])
-    points = sorted((r for r in results if r["scenario"] == name), key=lambda r: r["model_bytes"] or 0)
-    small, large = _by_policy(points[0]), _by_policy(points[-1])
-
-    def share(by: dict[str, dict[str, Any]], policy: str) -> str:
-        return _pct(by[policy]["compute_share"]) if policy in by else "—"
-
-    def change(by: dict[str, dict[str, Any]], policy: str) -> str:
-        return _change(by[policy]["tta_vs_fastest_baseline"]) if policy in by else "—"
-
-    return SWEEP_AFTER.strip().format(
-        asp_small=share(small, "asp"),
-        asp_large=share(large, "asp"),
-        wbsp_small=change(small, "wbsp"),
-        wbsp_large=change(large, "wbsp"),
-        overlap_small=change(small, "wbsp-overlap"),
-        overlap_large=change(large, "wbsp-overlap"),
-    )
+    return sorted((r for r in results if r["scenario"] == name), key=lambda r: r["model_bytes"] or 0)
 
 
 def _tta_text(main: list[dict[str, Any]]) -> list[str]:
@@ -549,8 +496,7 @@ def _tta_text(main: list[dict[str, Any]]) -> list[str]:
         return [_by_policy(r)[policy] for r in main if policy in _by_policy(r)]
 
     def finals(policy: str) -> str:
-        values = [fmt_metric(metric, p["final_metric"]) for p in pick(policy)]
-        return " / ".join(values) if values else "—"
+        return " / ".join(fmt_metric(metric, p["final_metric"]) for p in pick(policy)) or "—"
 
     def reached(policy: str) -> int:
         return sum(p["time_to_target_s"] is not None for p in pick(policy))
@@ -559,110 +505,96 @@ def _tta_text(main: list[dict[str, Any]]) -> list[str]:
         values = [p["max_staleness"] for policy in policies for p in pick(policy)]
         return str(max(values)) if values else "—"
 
-    lines = [
-        TTA_THROUGHPUT.strip().format(
-            wbsp_steps=_steps_gain(main, "wbsp"),
-            overlap_steps=_steps_gain(main, "wbsp-overlap"),
-            asp_stale=stale("asp"),
-            wbsp_stale=stale("wbsp", "wbsp-overlap"),
-        ),
-        "",
-    ]
+    throughput = ex.fill_page(
+        PAGE["tta_throughput"],
+        wbsp_steps=_steps_gain(main, "wbsp"),
+        overlap_steps=_steps_gain(main, "wbsp-overlap"),
+        asp_stale=stale("asp"),
+        wbsp_stale=stale("wbsp", "wbsp-overlap"),
+    )
     asp, bsp = pick("asp"), pick("bsp")
     close = all(
         a["time_to_target_s"] is not None and abs(a["final_metric"] - b["final_metric"]) <= 0.02
         for a, b in zip(asp, bsp, strict=False)
     )
     args = {"metric": metric, "asp_finals": finals("asp"), "bsp_finals": finals("bsp")}
-    ratios = {"wbsp_ratios": _ratios(main, "wbsp"), "overlap_ratios": _ratios(main, "wbsp-overlap")}
+    args |= {"wbsp_ratios": _ratios(main, "wbsp"), "overlap_ratios": _ratios(main, "wbsp-overlap")}
     if asp and bsp and close:
-        lines.append(TTA_CHEAP.strip().format(**args, **ratios))
-    else:
-        ssp = next((p["policy"] for p in main[0]["policies"] if p["policy"] == "ssp"), "ssp")
-        fastest = ", ".join(sorted({str(v) for r in main for v in r["fastest_baseline"].values()}))
-        lines.append(
-            TTA_COSTLY.strip().format(
-                **args,
-                **ratios,
-                cases=len(main),
-                asp_reached=reached("asp"),
-                ssp_reached=reached(ssp),
-                ssp_finals=finals(ssp),
-                wbsp_reached=reached("wbsp"),
-                overlap_reached=reached("wbsp-overlap"),
-                wbsp_finals=finals("wbsp"),
-                overlap_finals=finals("wbsp-overlap"),
-                fastest=fastest,
-            )
-        )
-    lines.append("")
-    return lines
+        return [throughput, ex.fill_page(PAGE["tta_cheap"], args)]
+    ssp = next((p["policy"] for p in main[0]["policies"] if p["policy"] == "ssp"), "ssp")
+    args |= {"cases": len(main), "asp_reached": reached("asp"), "ssp_reached": reached(ssp)}
+    args |= {"ssp_finals": finals(ssp), "wbsp_reached": reached("wbsp"), "overlap_reached": reached("wbsp-overlap")}
+    args |= {"wbsp_finals": finals("wbsp"), "overlap_finals": finals("wbsp-overlap")}
+    args["fastest"] = ", ".join(sorted({str(v) for r in main for v in r["fastest_baseline"].values()}))
+    return [throughput, ex.fill_page(PAGE["tta_costly"], args)]
+
+
+def _section(res: dict[str, Any]) -> str:
+    fastest = ", ".join(sorted({str(v) for v in res["fastest_baseline"].values()}))
+    several = len(res["seeds"]) > 1
+    return ex.fill_page(
+        PAGE["section"],
+        scenario=res["scenario"],
+        description=res["description"],
+        target=target_text(res),
+        max_time=f"{res['max_time_s']:g}",
+        fastest=fastest if fastest != "None" else "none reached the target",
+        seed_note=f" The plots show seed {res['seeds'][0]}; the table is over all seeds." if several else "",
+        table=_results_table(res),
+        plots=[f"![{kind}, {res['scenario']}](img/{_img_name(res['scenario'], kind)})" for kind in res["plots"]],
+    )
 
 
 def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     main = [r for r in results if not r["sweep"]]
     seeds = results[0]["seeds"] if results else [0]
-    host = sum(r["host_time_s"] for r in results)
-    lines = [
-        "# WBSP in the simulator: the paper's H1–H3 experiment",
-        "",
-        "Yang, Hu, Liu, Jin, Yeung, You, *WBSP: Addressing stragglers in distributed machine learning with",
-        "worker-busy synchronous parallel*, Parallel Computing 121 (2024) 103092. This page is written by",
-        f"`{command}` ({host:.0f} s of run time; seed{'s' if len(seeds) > 1 else ''} "
-        f"{', '.join(map(str, seeds))}{': medians of times and ratios, means of shares' if len(seeds) > 1 else ''}).",
-        "Every figure below is measured in that run; the text between the tables explains them.",
-        "",
-        *setup_table(main),
-        "",
-    ]
-    for res in main:
-        fastest = ", ".join(sorted({str(v) for v in res["fastest_baseline"].values()}))
-        lines += [
-            f"## {res['scenario']}: {res['description']}",
-            "",
-            f"Target {target_text(res)}, {res['max_time_s']:g} virtual seconds per run; "
-            f"fastest baseline: {fastest if fastest != 'None' else 'none reached the target'}."
-            + (
-                f" The plots show seed {res['seeds'][0]}; the table is over all seeds." if len(res["seeds"]) > 1 else ""
-            ),
-            "",
-            *_results_table(res),
-            "",
-            *[f"![{kind}, {res['scenario']}](img/{_img_name(res['scenario'], kind)})" for kind in res["plots"]],
-            "",
-        ]
-    lines += ["## The paper's claims beside the measurements", "", *_claims(main), ""]
-    lines += [
-        "### Compute share",
-        "",
-        COMPUTE_SHARE.strip().format(
-            baselines=_span([p["compute_share"] for r in main for p in r["policies"] if p["baseline"]])
-        ),
-        "",
-        "### Time to accuracy",
-        "",
-        *_tta_text(main),
-        f'The largest reduction measured here is {_best(main)}, against the paper\'s "up to 60 %".',
-        "",
-    ]
-    sweep = _sweep_table(results)
-    if sweep:
-        asp_idle = _span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)])
-        lines += [SWEEP.strip().format(asp_idle=asp_idle), "", *sweep, "", _sweep_text(results), ""]
+    several = len(seeds) > 1
+    sweep, timelines = "", ""
+    if any(r["sweep"] for r in results):
+        points = _sweep_points(results)
+        small, large = _by_policy(points[0]), _by_policy(points[-1])
+
+        def share(by: dict[str, dict[str, Any]], policy: str) -> str:
+            return _pct(by[policy]["compute_share"]) if policy in by else "—"
+
+        def change(by: dict[str, dict[str, Any]], policy: str) -> str:
+            return _change(by[policy]["tta_vs_fastest_baseline"]) if policy in by else "—"
+
+        sweep = ex.fill_page(
+            PAGE["sweep"],
+            asp_idle=_span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)]),
+            table=_sweep_table(results),
+            asp_small=share(small, "asp"),
+            asp_large=share(large, "asp"),
+            wbsp_small=change(small, "wbsp"),
+            wbsp_large=change(large, "wbsp"),
+            overlap_small=change(small, "wbsp-overlap"),
+            overlap_large=change(large, "wbsp-overlap"),
+        )
     if main and main[0]["timelines"]:
         first = main[0]
-        lines += [
-            f"## Per-worker timelines, {first['scenario']}, first {TIMELINE_S:g} s",
-            "",
-            TIMELINES_TEXT.strip(),
-            "",
-        ]
-        lines += [
-            f"![timeline {label}](img/{_timeline_name(first['scenario'], label)})" for label in first["timelines"]
-        ]
-        lines += [""]
-    lines += [MODEL.strip(), ""]
-    return "\n".join(lines)
+        timelines = ex.fill_page(
+            PAGE["timelines"],
+            scenario=first["scenario"],
+            window=f"{TIMELINE_S:g}",
+            images=[
+                f"![timeline {label}](img/{_timeline_name(first['scenario'], label)})" for label in first["timelines"]
+            ],
+        )
+    return ex.fill_page(
+        PAGE["page"],
+        command=command,
+        host_s=f"{sum(r['host_time_s'] for r in results):.0f}",
+        seeds=f"seed{'s' if several else ''} {', '.join(map(str, seeds))}"
+        + (": medians of times and ratios, means of shares" if several else ""),
+        setup=setup_table(main),
+        sections=[_section(res) for res in main],
+        **_claims(main),
+        tta=_tta_text(main),
+        best=_best(main),
+        sweep=sweep,
+        timelines=timelines,
+    )
 
 
 def setup_table(main: list[dict[str, Any]]) -> list[str]:
@@ -675,157 +607,37 @@ def setup_table(main: list[dict[str, Any]]) -> list[str]:
         labels += [p["label"] for p in r["policies"] if p["baseline"] and p["label"] not in labels]
     lr = setup_cell(setups, "recipe")
     evals = sorted({r["setup"]["duration"].split(", evaluated every ")[-1] for r in main if r.get("setup")})
-    rows = [
-        (
-            "cluster",
-            SETUP_PAPER["cluster"],
-            setup_cell([{**s, "c": f"{s['workers']} simulated workers and a parameter server"} for s in setups], "c"),
+    here = {
+        "cluster": setup_cell(
+            [{**s, "c": f"{s['workers']} simulated workers and a parameter server"} for s in setups], "c"
         ),
-        ("heterogeneity and step time", SETUP_PAPER["heterogeneity"], setup_cell(setups, "step")),
-        (
-            "learning job",
-            SETUP_PAPER["learning job"],
-            setup_cell([{**s, "j": f"{s['workload']}, batch {s['batch']}"} for s in setups], "j"),
-        ),
-        ("network", SETUP_PAPER["network"], setup_cell(setups, "network")),
-        (
-            "training recipe",
-            SETUP_PAPER["learning rate"],
-            f"{lr}. ASP and SSP weight each gradient 1/N; WBSP steps locally with the same recipe and weights "
-            "deltas 1/N",
-        ),
-        ("duration", "until the target accuracy", setup_cell(setups, "duration")),
-        (
-            "baselines",
-            SETUP_PAPER["baselines"],
-            ", ".join(labels) + " — ADSP is not implemented (see the last section)",
-        ),
-    ]
-    names = ", ".join(f"`{r['scenario']}`" for r in main)
-    return [
-        "## Set-up",
-        "",
-        "| | paper | here |",
-        "|---|---|---|",
-        *[f"| {name} | {paper} | {here} |" for name, paper, here in rows],
-        "",
-        f"The scenario{'s are' if len(main) > 1 else ' is'} {names} (`hetsync scenarios`). "
-        + SETUP_NOTES.strip().format(evals=", ".join(evals)),
-    ]
+        "heterogeneity and step time": setup_cell(setups, "step"),
+        "learning job": setup_cell([{**s, "j": f"{s['workload']}, batch {s['batch']}"} for s in setups], "j"),
+        "network": setup_cell(setups, "network"),
+        "training recipe": f"{lr}. ASP and SSP weight each gradient 1/N; WBSP steps locally with the same recipe "
+        "and weights deltas 1/N",
+        "duration": setup_cell(setups, "duration"),
+        "baselines": ", ".join(labels) + " — ADSP is not implemented (see the last section)",
+    }
+    text = ex.fill_page(
+        PAGE["setup"],
+        table=ex.md_table(["", "paper", "here"], ([name, SETUP_PAPER[name], cell] for name, cell in here.items())),
+        are="s are" if len(main) > 1 else " is",
+        names=", ".join(f"`{r['scenario']}`" for r in main),
+        evals=", ".join(evals),
+    )
+    return text.splitlines()
 
 
 SETUP_PAPER = {
     "cluster": "parameter server and GPU workers (V100); half of the workers sleep before every step (the "
     "authors' code: the odd-numbered of 8)",
-    "heterogeneity": "sleep 0.5 / 1.0 / 1.5 s per step (H1 / H2 / H3)",
+    "heterogeneity and step time": "sleep 0.5 / 1.0 / 1.5 s per step (H1 / H2 / H3)",
     "learning job": "CIFAR-10 CNN (148k parameters in the authors' code), AlexNet, ImageNet models",
     "network": "not modelled: real sockets (the authors' code moves every tensor with a length/acknowledgement "
     "exchange over TCP)",
-    "learning rate": "0.1, then 0.01, 0.001 (authors' code)",
+    "training recipe": "0.1, then 0.01, 0.001 (authors' code)",
+    "duration": "until the target accuracy",
     "baselines": "BSP, SSP (s = 40), ASP, ADSP",
 }
 """The paper's column of the set-up table, as published."""
-
-SETUP_NOTES = """
-Shares are of N × wall time
-(compute + comm + wait = 100 %); the injected sleep counts as compute, since it stands for a slower
-device. Wall time is virtual. TTA is the first evaluation (every {evals}) at which the
-global model reached the target; "vs fastest baseline" divides it by the smallest TTA of the
-baselines in the same scenario and seed. Staleness counts global versions (SSP's s counts a
-worker's steps, so a staleness above s does not break SSP's bound).
-"""
-
-
-COMPUTE_SHARE = """
-BSP and SSP (s = 40) idle about half of the time: the fast workers wait for the slow ones at every
-barrier, and SSP's 40-step allowance is spent within the first seconds, after which the fast
-workers are held to the slow workers' pace. ASP never waits, but a fast worker pushes a gradient
-and pulls the model around every step. Plain WBSP pulls once per round instead of once per
-step, so its fast workers spend only the push on communication. WBSP-overlap computes all the
-time: the simulator counts a worker as computing while a step is in progress, and all of its
-transfers happen behind steps. The authors' overlapped worker (`wk_pcc_v2.py`) starts no step
-while it downloads the new model, which is one reason their figure is 91 % and not 100 %. The
-baselines compute {baselines} of the time here, against 55–72 % in the paper.
-"""
-
-TTA_THROUGHPUT = """
-Two things decide the times to accuracy. First, throughput: in the same virtual time plain WBSP
-computes {wbsp_steps} more steps than ASP and WBSP-overlap {overlap_steps} more. Second, what a step
-is worth: an ASP worker starts every step from the newest global model but its gradient lands on a
-model that has moved on (staleness up to {asp_stale} versions here), while a WBSP worker learns of
-the others' progress only once per round (its steps in between follow its own local model) and
-its deltas are applied together at the round's end (staleness at most {wbsp_stale}).
-"""
-
-TTA_CHEAP = """
-On this task ASP's staleness costs little (it reached the target in every scenario, final {metric}
-{asp_finals} against BSP's {bsp_finals}): we read the measured ratios — plain WBSP {wbsp_ratios},
-WBSP-overlap {overlap_ratios} of the fastest baseline's time — as plain WBSP's extra throughput
-being mostly used up by its once-per-round view of the others, and WBSP-overlap's larger one
-carrying through.
-"""
-
-TTA_COSTLY = """
-On this task staleness costs: ASP reached the target in {asp_reached} of {cases} scenarios (final
-{metric} {asp_finals} against BSP's {bsp_finals}), and SSP, whose gradients are as stale once its
-allowance is spent, {ssp_reached} of {cases} ({ssp_finals}). WBSP and WBSP-overlap reached it in
-{wbsp_reached} and {overlap_reached} of {cases} (final {metric} {wbsp_finals} and {overlap_finals}):
-averaging a round's deltas keeps their updates close to BSP's. Their times against the fastest
-baseline ({fastest}): plain WBSP {wbsp_ratios}, WBSP-overlap {overlap_ratios}.
-"""
-
-
-SWEEP = """
-### Why not 60 %: the cost of communication
-
-WBSP's lever against ASP is the communication it saves or hides, so its gain depends on what a
-transfer costs next to a step. The paper's baselines spent 28–45 % of their time not computing;
-here ASP spends {asp_idle}. The bench reruns one scenario with the model size (hence the cost of
-every push and pull) changed:
-"""
-
-SWEEP_AFTER = """
-From the smallest to the largest model, ASP's compute share goes from {asp_small} to {asp_large};
-plain WBSP's time to accuracy against the fastest baseline goes from {wbsp_small} to {wbsp_large},
-and WBSP-overlap's from {overlap_small} to {overlap_large}. As transfers grow, ASP and plain WBSP
-lose compute time (WBSP less: one transfer per step instead of two), while WBSP-overlap hides its
-transfers behind steps. A reduction of the order of the paper's is therefore a matter of a testbed
-where a transfer costs about as much as a fast worker's step — as the paper's baselines' compute
-shares suggest — more than of the synchronization rule alone.
-"""
-
-
-TIMELINES_TEXT = """
-Green is computing, dark blue pushing, light blue pulling, hatched grey waiting; ticks on top mark
-global updates. BSP's fast workers (0–3) wait for the slow ones (4–7) every round; under WBSP they
-keep stepping and pushing, and a round closes when a slow worker's push arrives; under
-WBSP-overlap nobody stops (its pushes and pulls run underneath the green bars).
-"""
-
-MODEL = """
-## How WBSP is modelled, and what is not
-
-- `src/hetsync/policies/wbsp.py`, `wbsp_overlap.py` (headers give the rules). The server holds a
-  round's deltas and applies them together (weight 1/N each) when every live worker has pushed in
-  the round; the worker whose push completes the round is its slowest, found online. Every worker
-  is flagged then and pulls at its next push reply, so all pulls of a round return the same
-  version. Deltas that arrive after the close — including the one a flagged worker pushes before
-  it pulls — go to the next round (staleness 1); nothing is dropped. The authors' server instead
-  adds each delta to the global model on arrival and only gates the pulls, and watches one
-  hard-coded slow worker.
-- WBSP-overlap pushes whatever it has accumulated at the moment it learns of the flag, together
-  with the pull, and keeps pushing while the pull is in flight; steps finished after the last push
-  started are overwritten by the pulled model and counted as dropped (the `dropped` column). With
-  symmetric links the push sent with the pull lands at the same instant as the pull, the
-  simulator delivers it first (start order), and the worker pushes the steps finished meanwhile
-  just before the new model replaces its own — so no step is dropped. On a slower uplink the
-  pull would land first and those steps would be lost.
-- The in-flight step of an overlapped worker whose pull lands finishes on the new model: its
-  gradient, computed on the old local model, is applied to the loaded one (as when the authors'
-  two threads share one model).
-- ADSP (Hu, Wang, Wu, AAAI 2020), the paper's fourth baseline, is not included. Its core — the
-  server's online search for the commit rate, driven by the global model's measured loss — could
-  not be specified faithfully from what is public (the paper's search algorithm could not be read
-  in full; the public prototype code differs from the paper's description), and hetsync policies
-  cannot see the global model's loss: the sans-IO contract has no event that carries it.
-"""

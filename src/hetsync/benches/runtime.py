@@ -25,7 +25,7 @@ from hetsync.benches.common import Row
 from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
 from hetsync.scenario import load_scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
-from hetsync.trace import read_trace
+from hetsync.trace import iter_records
 
 NAME = "runtime"
 
@@ -100,13 +100,12 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
 
 def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int) -> Any:
     """The scenario with the simulator's timing taken from a real run's trace."""
-    records = read_trace(trace_path)
     compute = defaultdict(list)
     transfers = []
-    for r in records:
+    for r in iter_records(trace_path, kinds=("compute", "push", "pull")):
         if r["ev"] == "compute":
             compute[r["w"]].append(r["end"] - r["t"])
-        elif r["ev"] in ("push", "pull"):
+        else:
             transfers.append(r["end"] - r["t"])
     base = load_scenario(scenario_name).with_workers(n)
     raw = {

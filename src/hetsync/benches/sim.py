@@ -10,7 +10,11 @@ each in a fresh process so that peak memory is that run's own:
 
 and prints steps/s of both and their ratio, run time / math time, math,
 evaluation and other bookkeeping per step, events/s with the math off, and
-the peak resident memory of each process. Each of the three runs
+the peak resident memory of each process. One more math-off run times every
+call into the fluid network (:class:`hetsync.sim.network.Network`) and
+prints the network's share of that run's time: how much of the bookkeeping
+the flow sharing is (a separate run, so that the timers' own cost does not
+count against events/s). Each of the three runs
 ``--repeat`` times (default 2), batched and unbatched alternating so that
 both see the same (possibly busy) machine, and the fastest of each counts:
 their ratio is measured side by side. Then it runs the large scenario
@@ -22,10 +26,13 @@ as in normal use.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import multiprocessing
 import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,8 @@ from hetsync.errors import BadInput
 NAME = "sim"
 
 _MiB = 1024 * 1024
+# The network's public calls; none calls another, so their times add up.
+_NETWORK_CALLS = ("start_flow", "next_event_s", "advance", "set_capacity")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,28 +89,64 @@ def _overrides(max_steps: int | None, flag: str) -> dict[str, Any]:
     return {"max_steps": max_steps}
 
 
+@contextlib.contextmanager
+def _timed_network(spent_s: list[float]) -> Iterator[None]:
+    """Add the time of every call into the network to ``spent_s[0]`` while open."""
+    from hetsync.sim.network import Network
+
+    def timed(call: Any) -> Any:
+        @functools.wraps(call)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                spent_s[0] += time.perf_counter() - t0
+
+        return wrapper
+
+    saved = {name: getattr(Network, name) for name in _NETWORK_CALLS}
+    try:
+        for name, call in saved.items():
+            setattr(Network, name, timed(call))
+        yield
+    finally:
+        for name, call in saved.items():
+            setattr(Network, name, call)
+
+
 def _measure(
-    scenario_name: str, overrides: dict[str, Any], policy: str, math: bool, batch_math: bool, warm_up: bool
+    scenario_name: str,
+    overrides: dict[str, Any],
+    policy: str,
+    math: bool,
+    batch_math: bool,
+    warm_up: bool,
+    time_network: bool = False,
 ) -> dict[str, Any]:
     """One run in this (fresh) process: its summary's timings and the process's peak memory.
 
     ``warm_up`` first runs one step per worker untimed, so one-off costs
     (imports on the first vmapped call, first-touch allocations) do not
-    count against the timed run.
+    count against the timed run. ``time_network``: also time every call
+    into the network during the timed run (``network_s``).
     """
     from hetsync.scenario import load_scenario
     from hetsync.sim.engine import Simulation
 
     start = time.perf_counter()
     scenario = load_scenario(scenario_name, **overrides)
+    network_s = [0.0]
     with tempfile.TemporaryDirectory() as tmp:
         if warm_up:
             small = load_scenario(scenario_name, **{**overrides, "max_steps": 1})
             Simulation(small, policy, math=math, batch_math=batch_math).run()
         s = Simulation(scenario, policy, trace_path=Path(tmp) / "trace.jsonl", math=math, batch_math=batch_math)
-        summary = s.run().summary
+        with _timed_network(network_s) if time_network else contextlib.nullcontext():
+            summary = s.run().summary
     keys = ("steps", "events", "host_time_s", "math_time_s", "eval_time_s", "batched_calls", "workers", "scenario")
     out = {k: summary[k] for k in keys}
+    out["network_s"] = network_s[0] if time_network else None
     out["process_s"] = time.perf_counter() - start
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return out
@@ -123,9 +168,9 @@ def bench_sim(
     large_max_steps: int | None = None,
     repeat: int = 2,
 ) -> list[Row]:
+    from hetsync.driver import policy_context
     from hetsync.policies import make_policy
     from hetsync.scenario import load_scenario
-    from hetsync.sim.engine import policy_context
 
     overrides = _overrides(max_steps, "--max-steps")
     large_overrides = _overrides(large_max_steps, "--large-max-steps")
@@ -150,7 +195,9 @@ def bench_sim(
             (_in_fresh_process(scenario_name, overrides, policy, False, False, True) for _ in range(repeat)),
             key=lambda r: r["host_time_s"],
         )
+        timed = _in_fresh_process(scenario_name, overrides, policy, False, False, True, True)
         rows += _policy_rows(where, batched, single, bare, repeat)
+        rows += _network_rows(where, timed)
     if large is not None:
         big = _in_fresh_process(large, large_overrides, large_policy, True, True, False)
         where = f"{big['scenario']}, {large_policy}, {big['workers']} workers, batched math"
@@ -182,6 +229,24 @@ def bench_sim(
             },
         ]
     return rows
+
+
+def _network_rows(where: str, timed: dict[str, Any]) -> list[Row]:
+    """The network's share of a math-off run's time, every call into it timed."""
+    return [
+        {
+            "metric": "network share of run time, math off",
+            "value": 100.0 * _ratio(timed["network_s"], timed["host_time_s"]),
+            "unit": "%",
+            "setting": f"{where}: flow sharing, every network call timed (a separate run)",
+        },
+        {
+            "metric": "network time per event, math off",
+            "value": 1e6 * timed["network_s"] / max(1, timed["events"]),
+            "unit": "us",
+            "setting": f"{where}, same run",
+        },
+    ]
 
 
 def _ratio(a: float, b: float) -> float:

@@ -18,31 +18,40 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     Drop,
     Event,
-    Param,
     Policy,
+    PolicyConfig,
+    PolicyContext,
     Pull,
     PushArrived,
     WorkerLeft,
+    apply_and_pull,
+    param,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackupConfig(PolicyConfig):
+    b: int = param(1, help="backup workers: gradients ignored per round (< workers)", ge=0)
 
 
 class BackupWorkers(Policy):
     name = "backup"
     summary = "synchronous rounds closed by the first N-b gradients; late ones are dropped"
-    params = (Param(name="b", type=int, default=1, help="backup workers: gradients ignored per round", minimum=0),)
+    config_class = BackupConfig
+    config: BackupConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.b: int = self.values["b"]
+        self.b = self.config.b
         if self.b >= self.n:
             raise BadInput(f"policy 'backup' parameter 'b' must be < workers ({self.n}), got {self.b}")
         self.alive = set(range(self.n))
@@ -82,11 +91,7 @@ class BackupWorkers(Policy):
     def _maybe_close(self) -> list[Command]:
         if not self.round or len(self.round) < self._needed():
             return []
-        total = sum(p.samples for p in self.round)
-        contributions = tuple((p.push_id, p.samples / total) for p in self.round)
-        contributors = sorted(p.worker for p in self.round)
-        self.round = []
+        pushes, self.round = self.round, []
         self.version += 1
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
-            Pull(worker=w, then=self._step(w)) for w in contributors
-        ]
+        contributors = sorted(p.worker for p in pushes)
+        return apply_and_pull(pushes, lr=self.ctx.lr, next_steps=[self._step(w) for w in contributors])

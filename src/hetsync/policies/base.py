@@ -54,10 +54,17 @@ are expressed: the policy simply does not give it work yet.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+
+# a policy's parameters (policies import PolicyConfig and param from here, with the events and commands)
+from hetsync.policies.config import PolicyConfig as PolicyConfig
+from hetsync.policies.config import config_values, parse_config
+from hetsync.policies.config import param as param
 
 PushKind = Literal["grad", "delta"]
 
@@ -226,46 +233,47 @@ class PolicyContext:
             raise ValueError(f"PolicyContext.lr must be > 0, got {self.lr}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Param:
-    """A tunable policy parameter, as listed by ``hetsync policies``."""
-
-    name: str
-    type: type
-    default: Any
-    help: str
-    minimum: float | None = None
-    # None: INT_PARAM_MAX for integers, no bound for floats (which must be finite either way)
-    maximum: float | None = None
-    choices: tuple[Any, ...] = ()
-
-
-# Sizes a policy spec may set. An integer parameter counts steps, pushes,
-# rounds or lags, and a policy may keep that many values per worker (ZipLine's
-# look-ahead R: R predicted pushes of every worker), so besides its own bound
-# the product with the worker count is bounded too: memory stays well under a
-# gigabyte whatever the spec says.
-INT_PARAM_MAX = 10_000
-INT_PARAM_TIMES_WORKERS_MAX = 10_000_000
-
-
 class Policy:
     """Base class: subclasses set the class attributes and the two handlers.
 
     ``start`` returns the first commands; ``on_event`` returns the commands
     an event triggers. Commands are executed by the driver in list order.
+
+    Parameters. A policy with parameters declares them as a frozen,
+    keyword-only dataclass, one field per parameter with its default, help
+    and bounds (:func:`param`), names it in ``config_class`` and narrows the
+    type of ``config``; it then reads them typed, as ``self.config.s``::
+
+        @dataclass(frozen=True, kw_only=True)
+        class SSPConfig(PolicyConfig):
+            s: int = param(3, help="staleness bound in steps", ge=0)
+
+        class SSP(Policy):
+            name = "ssp"
+            summary = "..."
+            config_class = SSPConfig
+            config: SSPConfig
+
+    The spec ``ssp:s=2`` (or ``make_policy("ssp", ctx, s=2)``) is parsed
+    against it: unknown keys, types, choices and bounds are refused with a
+    message naming the policy and the parameter; ``hetsync policies`` lists
+    the fields with their defaults and help; the label shows their values. A
+    policy without parameters declares nothing (its config is an empty
+    ``PolicyConfig``). Checks that need the job (``b`` < workers) stay in
+    ``__init__``, raising ``BadInput`` the same way.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
-    params: ClassVar[tuple[Param, ...]] = ()
+    config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
+    config: PolicyConfig
     # "ps": parameter server (push / pull / apply); "p2p": peer to peer
     topology: ClassVar[str] = "ps"
 
-    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         self.ctx = ctx
         self.n = ctx.workers
-        self.values = resolve_params(self.name, self.params, params, workers=ctx.workers)
+        self.config = parse_config(self.name, self.config_class, params, workers=ctx.workers)
 
     def start(self, now_s: float) -> list[Command]:
         raise NotImplementedError
@@ -310,7 +318,8 @@ class Policy:
 
     @property
     def label(self) -> str:
-        shown = [f"{p.name}={self.values[p.name]}" for p in self.params]
+        """The name with every parameter's value: ``ssp(s=3)``."""
+        shown = [f"{k}={v}" for k, v in config_values(self.config).items()]
         return f"{self.name}({','.join(shown)})" if shown else self.name
 
 
@@ -323,40 +332,26 @@ def state_list(policy: str, state: dict[str, Any], key: str, length: int) -> lis
     return values
 
 
-def resolve_params(policy: str, spec: tuple[Param, ...], given: dict[str, Any], *, workers: int = 1) -> dict[str, Any]:
-    """Apply defaults, coerce types and check bounds (``workers``: for the
-    bound on an integer times the worker count); errors name the parameter."""
-    from hetsync.errors import BadInput
+# ------------------------------------------------------------- round closes
+def everyone_pushed(pushes: Sequence[PushArrived], workers: AbstractSet[int]) -> bool:
+    """True when the open round holds a push, and one from each of ``workers``
+    (the live ones): a barrier round may close."""
+    # (fewer pushes than workers cannot cover them: the set is built only then,
+    # not on every arrival, which made a round of W pushes cost O(W^2))
+    return bool(pushes) and len(pushes) >= len(workers) and workers <= {p.worker for p in pushes}
 
-    known = {p.name: p for p in spec}
-    for key in given:
-        if key not in known:
-            allowed = ", ".join(known) or "none"
-            raise BadInput(f"policy {policy!r} has no parameter {key!r} (parameters: {allowed})")
-    out: dict[str, Any] = {}
-    for p in spec:
-        raw = given.get(p.name, p.default)
-        try:
-            value = p.type(raw)
-        except (TypeError, ValueError, OverflowError):
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be {p.type.__name__}, got {raw!r}") from None
-        if p.type is int and isinstance(raw, float) and raw != int(raw):
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be an integer, got {raw!r}")
-        if p.choices and value not in p.choices:
-            allowed = ", ".join(map(str, p.choices))
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be one of {allowed}, got {raw!r}")
-        if p.type is float and not math.isfinite(value):
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be a finite number, got {raw!r}")
-        if p.minimum is not None and value < p.minimum:
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be >= {p.minimum}, got {raw!r}")
-        maximum = p.maximum if p.maximum is not None else (INT_PARAM_MAX if p.type is int else None)
-        if maximum is not None and value > maximum:
-            raise BadInput(f"policy {policy!r} parameter {p.name!r} must be <= {maximum}, got {raw!r}")
-        if p.type is int and value * workers > INT_PARAM_TIMES_WORKERS_MAX:
-            raise BadInput(
-                f"policy {policy!r} parameter {p.name!r} = {value} is too large for {workers} workers: "
-                f"{p.name} × workers must be <= {INT_PARAM_TIMES_WORKERS_MAX} (the policy may keep "
-                f"{p.name} values per worker), so {p.name} <= {INT_PARAM_TIMES_WORKERS_MAX // workers} here"
-            )
-        out[p.name] = value
-    return out
+
+def apply_and_pull(
+    pushes: Sequence[PushArrived], *, lr: float = 0.0, equal_weights: bool = False, next_steps: Iterable[Compute] = ()
+) -> list[Command]:
+    """Close a synchronous round: apply its ``pushes`` as one update, weighted
+    by their samples (the round's mean gradient over its global batch) or, with
+    ``equal_weights``, 1/k each (the mean of k model deltas); then every worker
+    of ``next_steps`` pulls the new model and starts that step on arrival."""
+    if equal_weights:
+        weight = 1.0 / len(pushes)
+        contributions = tuple((p.push_id, weight) for p in pushes)
+    else:
+        total = sum(p.samples for p in pushes)
+        contributions = tuple((p.push_id, p.samples / total) for p in pushes)
+    return [Apply(contributions=contributions, lr=lr), *(Pull(worker=c.worker, then=c) for c in next_steps)]

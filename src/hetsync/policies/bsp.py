@@ -19,14 +19,15 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 from __future__ import annotations
 
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     Event,
     Policy,
-    Pull,
+    PolicyContext,
     PushArrived,
     WorkerLeft,
+    apply_and_pull,
+    everyone_pushed,
 )
 
 
@@ -34,7 +35,7 @@ class BSP(Policy):
     name = "bsp"
     summary = "bulk synchronous: wait for all N gradients, apply their mean, all pull"
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.alive = set(range(self.n))
         self.round: list[PushArrived] = []
@@ -58,11 +59,7 @@ class BSP(Policy):
         return []
 
     def _maybe_close(self) -> list[Command]:
-        if not self.round or not self.alive <= {p.worker for p in self.round}:
+        if not everyone_pushed(self.round, self.alive):
             return []
-        total = sum(p.samples for p in self.round)
-        contributions = tuple((p.push_id, p.samples / total) for p in self.round)
-        self.round = []
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
-            Pull(worker=w, then=self._step(w)) for w in sorted(self.alive)
-        ]
+        pushes, self.round = self.round, []
+        return apply_and_pull(pushes, lr=self.ctx.lr, next_steps=[self._step(w) for w in sorted(self.alive)])

@@ -41,11 +41,21 @@ build up, so the default is H = 10: about 18 outer steps in the demo, still
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from hetsync.errors import BadInput
-from hetsync.policies.base import Param, PolicyContext
-from hetsync.policies.local_sgd import LocalSGD
+from hetsync.policies.base import PolicyContext, param
+from hetsync.policies.config import config_params, config_values
+from hetsync.policies.local_sgd import LocalSGD, LocalSGDConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiLoCoConfig(LocalSGDConfig):
+    H: int = param(10, help="inner (local) steps between outer steps", ge=1)
+    outer_lr: float = param(0.7, help="outer Nesterov SGD learning rate", gt=0.0)
+    outer_momentum: float = param(0.9, help="outer Nesterov momentum (0: plain outer SGD)", ge=0.0, lt=1.0)
+    inner_wd: float = param(0.1, help="inner AdamW weight decay", ge=0.0)
+    inner_lr: float = param(0.0, help="inner AdamW learning rate (0: the scenario's lr)", ge=0.0)
 
 
 class DiLoCo(LocalSGD):
@@ -54,50 +64,26 @@ class DiLoCo(LocalSGD):
 
     name = "diloco"
     summary = "H inner AdamW steps per worker, averaged delta through outer Nesterov SGD"
-    params = (
-        Param(name="H", type=int, default=10, help="inner (local) steps between outer steps", minimum=1),
-        Param(name="outer_lr", type=float, default=0.7, help="outer Nesterov SGD learning rate (> 0)", minimum=0.0),
-        Param(
-            name="outer_momentum",
-            type=float,
-            default=0.9,
-            help="outer Nesterov momentum, in [0, 1) (0: plain outer SGD)",
-            minimum=0.0,
-        ),
-        Param(name="inner_wd", type=float, default=0.1, help="inner AdamW weight decay", minimum=0.0),
-        Param(
-            name="inner_lr",
-            type=float,
-            default=0.0,
-            help="inner AdamW learning rate (0: the scenario's lr)",
-            minimum=0.0,
-        ),
-    )
+    config_class = DiLoCoConfig
+    config: DiLoCoConfig
 
-    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        # bounds Param.minimum cannot say (it is inclusive, and has no maximum)
-        if not self.values["outer_lr"] > 0:
-            raise BadInput(f"policy {self.name!r} parameter 'outer_lr' must be > 0, got {self.values['outer_lr']!r}")
-        if not self.values["outer_momentum"] < 1:
-            raise BadInput(
-                f"policy {self.name!r} parameter 'outer_momentum' must be < 1, got {self.values['outer_momentum']!r}"
-            )
-        self.local_lr = self.values["inner_lr"] or ctx.lr
+        self.local_lr = self.config.inner_lr or ctx.lr
 
     @property
     def label(self) -> str:
         """H always, the other parameters only where they differ from the paper's defaults."""
-        shown = [f"H={self.h}"] + [
-            f"{p.name}={self.values[p.name]}" for p in self.params[1:] if self.values[p.name] != p.default
-        ]
+        values = config_values(self.config)
+        changed = [p.name for p in config_params(type(self.config)) if p.name != "H" and values[p.name] != p.default]
+        shown = [f"H={self.h}"] + [f"{name}={values[name]}" for name in changed]
         return f"{self.name}({','.join(shown)})"
 
     def outer_optimizer(self) -> dict[str, Any] | None:
-        momentum = self.values["outer_momentum"]
+        momentum = self.config.outer_momentum
         # Nesterov needs momentum; outer_momentum=0 is plain outer SGD
         # (and at outer_lr=1, plain model averaging: local SGD)
-        return {"name": "sgd", "lr": self.values["outer_lr"], "momentum": momentum, "nesterov": momentum > 0}
+        return {"name": "sgd", "lr": self.config.outer_lr, "momentum": momentum, "nesterov": momentum > 0}
 
     def local_optimizer(self) -> dict[str, Any] | None:
-        return {"name": "adamw", "weight_decay": self.values["inner_wd"]}
+        return {"name": "adamw", "weight_decay": self.config.inner_wd}

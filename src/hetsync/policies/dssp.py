@@ -38,6 +38,7 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hetsync.algos.dssp import dssp_extra_iterations
@@ -47,29 +48,35 @@ from hetsync.policies.base import (
     Compute,
     ComputeDone,
     Event,
-    Param,
     Policy,
+    PolicyConfig,
+    PolicyContext,
     Pull,
     PullDone,
     Push,
     PushArrived,
     WorkerLeft,
+    param,
     state_list,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DSSPConfig(PolicyConfig):
+    s_L: int = param(3, help="lower staleness bound in steps", ge=0)
+    r_max: int = param(12, help="most extra steps the controller may grant", ge=0)
 
 
 class DSSP(Policy):
     name = "dssp"
     summary = "dynamic SSP: per-worker staleness bound in [s_L, s_L + r_max], set at run time"
-    params = (
-        Param(name="s_L", type=int, default=3, help="lower staleness bound in steps", minimum=0),
-        Param(name="r_max", type=int, default=12, help="most extra steps the controller may grant", minimum=0),
-    )
+    config_class = DSSPConfig
+    config: DSSPConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.s_L: int = self.values["s_L"]
-        self.r_max: int = self.values["r_max"]
+        self.s_L = self.config.s_L
+        self.r_max = self.config.r_max
         self.clock = [0] * self.n
         self.threshold = [self.s_L] * self.n
         self.alive = set(range(self.n))

@@ -38,6 +38,7 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,25 +50,33 @@ from hetsync.policies.base import (
     Compute,
     ComputeDone,
     Event,
-    Param,
     Policy,
+    PolicyConfig,
+    PolicyContext,
     Pull,
     PullDone,
     Push,
     PushArrived,
     WorkerLeft,
+    param,
     state_list,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElasticBSPConfig(PolicyConfig):
+    R: int = param(15, help="look-ahead: predicted pushes per worker", ge=1)
 
 
 class ElasticBSP(Policy):
     name = "elastic-bsp"
     summary = "ElasticBSP: barriers where ZipLine predicts pushes bunch up; ASP-style in between"
-    params = (Param(name="R", type=int, default=15, help="look-ahead: predicted pushes per worker", minimum=1),)
+    config_class = ElasticBSPConfig
+    config: ElasticBSPConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.R: int = self.values["R"]
+        self.R = self.config.R
         self.alive = set(range(self.n))
         self.quota = [1] * self.n  # iterations left in the current superstep
         self.at_barrier: set[int] = set()

@@ -54,6 +54,7 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,19 +62,21 @@ import numpy as np
 from hetsync.algos.lbbsp import CPUBatchManager, EWMAPredictor, GPUBatchManager, RLSPredictor, largest_remainder
 from hetsync.errors import BadInput
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     ComputeDone,
     Event,
-    Param,
     Policy,
+    PolicyConfig,
     PolicyContext,
-    Pull,
     PushArrived,
     WorkerLeft,
+    apply_and_pull,
+    everyone_pushed,
+    param,
     state_list,
 )
+from hetsync.policies.config import config_params, config_values
 
 COMM_ALPHA = 0.3  # smoothing of the measured communication time per iteration
 
@@ -94,24 +97,24 @@ def parse_caps(policy: str, raw: str, workers: int) -> list[int] | None:
     return [values[i % len(values)] for i in range(workers)]
 
 
+def max_batch_param() -> str:
+    """The ``max_batch`` field every balanced policy's config ends with."""
+    return param("", help="memory caps on the batch: N, or N0/N1/... per worker (cycled); empty: none")
+
+
 class BalancedBSP(Policy):
     """BSP rounds with per-worker batch sizes chosen at every barrier.
 
     Subclasses implement ``_observe`` (a finished step), ``_observe_comm``
-    (a worker's communication time per iteration) and ``_allocate`` (the
-    next round's batches of the live workers, adding up to X)."""
+    (a worker's communication time per iteration), ``_allocate`` (the
+    next round's batches of the live workers, adding up to X) and
+    ``_max_batch`` (their config's ``max_batch``: the last field, so labels
+    show it last)."""
 
-    max_batch_param = Param(
-        name="max_batch",
-        type=str,
-        default="",
-        help="memory caps on the batch: N, or N0/N1/... per worker (cycled); empty: none",
-    )
-
-    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.total = self.n * ctx.batch_size  # the global batch X, fixed
-        self.caps = parse_caps(self.name, str(self.values.get("max_batch", "")), self.n)
+        self.caps = parse_caps(self.name, self._max_batch(), self.n)
         if self.caps is None and ctx.max_batch:
             self.caps = list(ctx.max_batch)
         if self.caps is not None and sum(self.caps) < self.total:
@@ -129,6 +132,9 @@ class BalancedBSP(Policy):
         self.comm_seen: set[int] = set()
 
     # -------------------------------------------------------- subclass API
+    def _max_batch(self) -> str:
+        raise NotImplementedError
+
     def _observe(self, event: ComputeDone) -> None:
         raise NotImplementedError
 
@@ -160,10 +166,11 @@ class BalancedBSP(Policy):
     @property
     def label(self) -> str:
         """The name, with the parameters in ``always_shown`` and those that differ from their defaults."""
+        values = config_values(self.config)
         shown = [
-            f"{p.name}={self.values[p.name]}"
-            for p in self.params
-            if p.name in self.always_shown or self.values[p.name] != p.default
+            f"{p.name}={values[p.name]}"
+            for p in config_params(type(self.config))
+            if p.name in self.always_shown or values[p.name] != p.default
         ]
         return f"{self.name}({','.join(shown)})" if shown else self.name
 
@@ -215,80 +222,59 @@ class BalancedBSP(Policy):
         return []
 
     def _maybe_close(self, now_s: float) -> list[Command]:
-        if not self.round or not self.alive <= {p.worker for p in self.round}:
+        if not everyone_pushed(self.round, self.alive):
             return []
-        total = sum(p.samples for p in self.round)
-        contributions = tuple((p.push_id, p.samples / total) for p in self.round)
-        self.round = []
+        pushes, self.round = self.round, []
         self.rounds += 1
         workers = sorted(self.alive)
-        if not workers:
-            return [Apply(contributions=contributions, lr=self.ctx.lr)]
-        self.batch = self._next_batches(workers)
-        for w in workers:
-            self._sent_at[w] = now_s
-        return [Apply(contributions=contributions, lr=self.ctx.lr)] + [
-            Pull(worker=w, then=self._step(w)) for w in workers
-        ]
+        if workers:
+            self.batch = self._next_batches(workers)
+            for w in workers:
+                self._sent_at[w] = now_s
+        return apply_and_pull(pushes, lr=self.ctx.lr, next_steps=[self._step(w) for w in workers])
+
+
+@dataclass(frozen=True, kw_only=True)
+class LBBSPConfig(PolicyConfig):
+    variant: str = param(
+        "cpu",
+        help="cpu: predict throughput from recent speed and load, split X for equal finish; "
+        "gpu: fit flat-then-linear step curves, equal-finish solve, damped",
+        choices=("cpu", "gpu"),
+    )
+    predictor: str = param(
+        "rls", help="cpu variant: rls (online linear NARX) or ewma (smoothed throughput)", choices=("rls", "ewma")
+    )
+    # the regression keeps a (2 + 2·lags)² matrix per worker
+    lags: int = param(2, help="cpu/rls: past iterations the regression looks at", ge=1, le=32)
+    history: int = param(
+        20,
+        help="memory in iterations (rls: forgetting factor 1 − 1/history; gpu: half-life of old observations)",
+        ge=2,
+    )
+    max_batch: str = max_batch_param()
 
 
 class LBBSP(BalancedBSP):
     name = "lb-bsp"
     summary = "BSP with per-worker batch sizes re-sized at every barrier for equal finish (LB-BSP, SoCC 2020)"
-    params = (
-        Param(
-            name="variant",
-            type=str,
-            default="cpu",
-            help="cpu: predict throughput from recent speed and load, split X for equal finish; "
-            "gpu: fit flat-then-linear step curves, equal-finish solve, damped",
-        ),
-        Param(
-            name="predictor",
-            type=str,
-            default="rls",
-            help="cpu variant: rls (online linear NARX) or ewma (smoothed throughput)",
-        ),
-        Param(
-            name="lags",
-            type=int,
-            default=2,
-            help="cpu/rls: past iterations the regression looks at",
-            minimum=1,
-            maximum=32,  # the regression keeps a (2 + 2·lags)² matrix per worker
-        ),
-        Param(
-            name="history",
-            type=int,
-            default=20,
-            help="memory in iterations (rls: forgetting factor 1 − 1/history; gpu: half-life of old observations)",
-            minimum=2,
-        ),
-        BalancedBSP.max_batch_param,
-    )
+    config_class = LBBSPConfig
+    config: LBBSPConfig
     always_shown = ("variant",)
 
-    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        variant = self.values["variant"].strip().lower()
-        predictor = self.values["predictor"].strip().lower()
-        if variant not in ("cpu", "gpu"):
-            raise BadInput(f"policy {self.name!r} parameter 'variant' must be 'cpu' or 'gpu', got {variant!r}")
-        if predictor not in ("rls", "ewma"):
-            raise BadInput(f"policy {self.name!r} parameter 'predictor' must be 'rls' or 'ewma', got {predictor!r}")
-        self.values["variant"], self.values["predictor"] = variant, predictor
+        cfg = self.config
         self.manager: CPUBatchManager | GPUBatchManager
-        if variant == "cpu":
+        if cfg.variant == "cpu":
             self.manager = CPUBatchManager(
-                self.n,
-                self.total,
-                predictor=predictor,
-                lags=self.values["lags"],
-                history=self.values["history"],
-                caps=self.caps,
+                self.n, self.total, predictor=cfg.predictor, lags=cfg.lags, history=cfg.history, caps=self.caps
             )
         else:
-            self.manager = GPUBatchManager(self.n, self.total, history=self.values["history"], caps=self.caps)
+            self.manager = GPUBatchManager(self.n, self.total, history=cfg.history, caps=self.caps)
+
+    def _max_batch(self) -> str:
+        return self.config.max_batch
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "manager": manager_state(self.manager)}

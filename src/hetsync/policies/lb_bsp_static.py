@@ -23,28 +23,27 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hetsync.algos.lbbsp import equal_finish_split
-from hetsync.policies.base import ComputeDone, Param, PolicyContext, state_list
-from hetsync.policies.lb_bsp import BalancedBSP
+from hetsync.policies.base import ComputeDone, PolicyConfig, PolicyContext, param, state_list
+from hetsync.policies.lb_bsp import BalancedBSP, max_batch_param
+
+
+@dataclass(frozen=True, kw_only=True)
+class LBBSPStaticConfig(PolicyConfig):
+    rounds: int = param(1, help="rounds of equal batches measured before the batch sizes are fixed", ge=1)
+    max_batch: str = max_batch_param()
 
 
 class LBBSPStatic(BalancedBSP):
     name = "lb-bsp-static"
     summary = "BSP with per-worker batch sizes fixed from the first rounds' measured speeds (LB-BSP ablation)"
-    params = (
-        Param(
-            name="rounds",
-            type=int,
-            default=1,
-            help="rounds of equal batches measured before the batch sizes are fixed",
-            minimum=1,
-        ),
-        BalancedBSP.max_batch_param,
-    )
+    config_class = LBBSPStaticConfig
+    config: LBBSPStaticConfig
 
-    def __init__(self, ctx: PolicyContext, **params: Any) -> None:
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.samples = [0.0] * self.n
         self.seconds = [0.0] * self.n
@@ -60,13 +59,16 @@ class LBBSPStatic(BalancedBSP):
         self.seconds = [float(x) for x in state_list(self.name, state, "seconds", self.n)]
         self.fixed = None if state["fixed"] is None else {int(w): int(b) for w, b in state["fixed"]}
 
+    def _max_batch(self) -> str:
+        return self.config.max_batch
+
     def _observe(self, event: ComputeDone) -> None:
-        if self.rounds < self.values["rounds"] and event.duration_s > 0:
+        if self.rounds < self.config.rounds and event.duration_s > 0:
             self.samples[event.worker] += event.batch_size
             self.seconds[event.worker] += event.duration_s
 
     def _allocate(self, workers: list[int]) -> dict[int, int]:
-        if self.rounds < self.values["rounds"]:
+        if self.rounds < self.config.rounds:
             return self.equal_split(workers)
         if self.fixed is None or set(self.fixed) != set(workers):
             measured = [self.samples[w] / self.seconds[w] for w in workers if self.seconds[w] > 0]

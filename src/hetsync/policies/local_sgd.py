@@ -19,28 +19,38 @@ lives on the server.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     ComputeDone,
     Event,
-    Param,
     Policy,
-    Pull,
+    PolicyConfig,
+    PolicyContext,
     PushArrived,
     WorkerLeft,
+    apply_and_pull,
+    everyone_pushed,
+    param,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalSGDConfig(PolicyConfig):
+    H: int = param(4, help="local steps between averages", ge=1)
 
 
 class LocalSGD(Policy):
     name = "local-sgd"
     summary = "H local steps per worker, then average the models (one barrier per H steps)"
-    params = (Param(name="H", type=int, default=4, help="local steps between averages", minimum=1),)
+    config_class = LocalSGDConfig
+    config: LocalSGDConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.h: int = self.values["H"]
+        self.h = self.config.H
         self.local_lr: float = ctx.lr  # subclasses (DiLoCo) may take another
         self.local_steps = [0] * self.n
         self.alive = set(range(self.n))
@@ -73,11 +83,7 @@ class LocalSGD(Policy):
         return []
 
     def _maybe_close(self) -> list[Command]:
-        if not self.round or not self.alive <= {p.worker for p in self.round}:
+        if not everyone_pushed(self.round, self.alive):
             return []
-        weight = 1.0 / len(self.round)
-        contributions = tuple((p.push_id, weight) for p in self.round)
-        self.round = []
-        return [Apply(contributions=contributions)] + [
-            Pull(worker=w, then=self._compute(w)) for w in sorted(self.alive)
-        ]
+        pushes, self.round = self.round, []
+        return apply_and_pull(pushes, equal_weights=True, next_steps=[self._compute(w) for w in sorted(self.alive)])

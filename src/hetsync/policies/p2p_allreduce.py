@@ -19,13 +19,12 @@ exchanges, which average parameters only (see p2p_base).
 from __future__ import annotations
 
 from hetsync.policies.base import AllReduce, Command
-from hetsync.policies.p2p_base import S_PARAM, SYNC_PARAM, PeerPolicy
+from hetsync.policies.p2p_base import PeerPolicy
 
 
 class P2PAllReduce(PeerPolicy):
     name = "p2p-allreduce"
     summary = "peer to peer: everyone averages everyone (ring all-reduce under bsp)"
-    params = (SYNC_PARAM, S_PARAM)
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
         live = sorted(self.alive)

@@ -40,7 +40,7 @@ as decentralized SGD with local momentum does.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 from hetsync.policies.base import (
     AllReduceDone,
@@ -50,16 +50,28 @@ from hetsync.policies.base import (
     Event,
     ModelArrived,
     Multicast,
-    Param,
     Policy,
+    PolicyConfig,
+    PolicyContext,
     WorkerLeft,
+    param,
 )
+from hetsync.policies.config import config_values
 
-SYNC_PARAM = Param(
-    name="sync", type=str, default="bsp", help="rounds: bsp (barrier) or ssp (bounded gap s)", choices=("bsp", "ssp")
-)
-S_PARAM = Param(name="s", type=int, default=3, help="ssp: largest round gap between workers", minimum=0)
-P_PARAM = Param(name="p", type=int, default=2, help="receivers per sender (at least)", minimum=1)
+
+@dataclass(frozen=True, kw_only=True)
+class PeerConfig(PolicyConfig):
+    """The rounds every peer-to-peer policy runs."""
+
+    sync: str = param("bsp", help="rounds: bsp (barrier) or ssp (bounded gap s)", choices=("bsp", "ssp"))
+    s: int = param(3, help="ssp: largest round gap between workers", ge=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MulticastConfig(PeerConfig):
+    """Peer-to-peer rounds in which each sender multicasts to p receivers or more."""
+
+    p: int = param(2, help="receivers per sender (at least)", ge=1)
 
 
 class PeerPolicy(Policy):
@@ -67,11 +79,13 @@ class PeerPolicy(Policy):
     :meth:`bsp_exchange`)."""
 
     topology = "p2p"
+    config_class = PeerConfig
+    config: PeerConfig
 
-    def __init__(self, ctx, **params: Any) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.sync: str = self.values["sync"]
-        self.s: int = self.values["s"] if self.sync == "ssp" else 0
+        self.sync = self.config.sync
+        self.s = self.config.s if self.sync == "ssp" else 0
         self.alive = set(range(self.n))
         self.rounds = [0] * self.n  # completed rounds per worker
         self.uplink_Bps = [math.inf] * self.n  # latest reports
@@ -92,7 +106,7 @@ class PeerPolicy(Policy):
         shown = [f"sync={self.sync}"]
         if self.sync == "ssp":
             shown.append(f"s={self.s}")
-        shown += [f"{p.name}={self.values[p.name]}" for p in self.params if p.name not in ("sync", "s")]
+        shown += [f"{k}={v}" for k, v in config_values(self.config).items() if k not in ("sync", "s")]
         return f"{self.name}({','.join(shown)})"
 
     def step_gap_bound(self) -> int | None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from hetsync.algos.selmcast import random_receivers
-from hetsync.policies.p2p_base import P_PARAM, S_PARAM, SYNC_PARAM, PeerPolicy
+from hetsync.policies.p2p_base import MulticastConfig, PeerPolicy
 
 
 class P2PRandom(PeerPolicy):
     name = "p2p-random"
     summary = "peer to peer: each sender picks exactly p random receivers"
-    params = (SYNC_PARAM, S_PARAM, P_PARAM)
+    config_class = MulticastConfig
+    config: MulticastConfig
 
     # checkpoints: the random stream, so the resumed run draws the receivers it would have drawn
     def state_dict(self) -> dict[str, Any]:
@@ -31,6 +32,6 @@ class P2PRandom(PeerPolicy):
         self.ctx.rng.bit_generator.state = state["rng"]
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
-        p = min(self.values["p"], len(self.alive) - 1)
+        p = min(self.config.p, len(self.alive) - 1)
         plan = random_receivers(self.n, p, self.ctx.rng, senders=senders, eligible=sorted(self.alive))
         return {i: plan[i] for i in senders}

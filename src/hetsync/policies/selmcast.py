@@ -26,30 +26,30 @@ exchanges, which average parameters only (see p2p_base).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from hetsync.algos.selmcast import select_receivers
-from hetsync.policies.base import Command, ComputeDone, Event, Param, state_list
-from hetsync.policies.p2p_base import P_PARAM, S_PARAM, SYNC_PARAM, PeerPolicy
+from hetsync.policies.base import Command, ComputeDone, Event, PolicyContext, param, state_list
+from hetsync.policies.p2p_base import MulticastConfig, PeerPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelmcastConfig(MulticastConfig):
+    bandwidth: str = param(
+        "worst",
+        help="plan on each link's latest reported bandwidth, or the worst it has reported",
+        choices=("latest", "worst"),
+    )
 
 
 class Selmcast(PeerPolicy):
     name = "selmcast"
     summary = "peer to peer: bandwidth-aware receivers, >= p each, more where free"
-    params = (
-        SYNC_PARAM,
-        S_PARAM,
-        P_PARAM,
-        Param(
-            name="bandwidth",
-            type=str,
-            default="worst",
-            help="plan on each link's latest reported bandwidth, or the worst it has reported",
-            choices=("latest", "worst"),
-        ),
-    )
+    config_class = SelmcastConfig
+    config: SelmcastConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.worst_up_Bps = [math.inf] * self.n
         self.worst_down_Bps = [math.inf] * self.n
@@ -76,14 +76,14 @@ class Selmcast(PeerPolicy):
             setattr(self, key, [math.inf if x is None else float(x) for x in values])
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
-        p = min(self.values["p"], len(self.alive) - 1)
+        p = min(self.config.p, len(self.alive) - 1)
         busy_up, busy_down = self.busy_s(now_s)
         nbytes = float(max(self.ctx.model_bytes, 1))
-        if self.values["bandwidth"] == "worst":
+        if self.config.bandwidth == "worst":
             up, down = self.worst_up_Bps, self.worst_down_Bps
         else:
             up, down = self.uplink_Bps, self.downlink_Bps
-        args = (up, down, nbytes, p)
-        kw = {"senders": senders, "eligible": sorted(self.alive), "busy_up_s": busy_up, "busy_down_s": busy_down}
-        plan = select_receivers(*args, **kw)
+        plan = select_receivers(
+            up, down, nbytes, p, senders=senders, eligible=sorted(self.alive), busy_up_s=busy_up, busy_down_s=busy_down
+        )
         return {i: plan[i] for i in senders}

@@ -17,27 +17,37 @@ steps, so they hold no optimizer state and a pull replaces parameters only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
     Event,
-    Param,
     Policy,
+    PolicyConfig,
+    PolicyContext,
     Pull,
     PushArrived,
     WorkerLeft,
+    param,
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SSPConfig(PolicyConfig):
+    s: int = param(3, help="staleness bound in steps", ge=0)
 
 
 class SSP(Policy):
     name = "ssp"
     summary = "stale synchronous: asynchronous, but no worker more than s steps ahead"
-    params = (Param(name="s", type=int, default=3, help="staleness bound in steps", minimum=0),)
+    config_class = SSPConfig
+    config: SSPConfig
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
-        self.s: int = self.values["s"]
+        self.s = self.config.s
         self.clock = [0] * self.n
         self.alive = set(range(self.n))
         self.blocked: set[int] = set()

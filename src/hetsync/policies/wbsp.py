@@ -61,6 +61,7 @@ from hetsync.policies.base import (
     ComputeDone,
     Event,
     Policy,
+    PolicyContext,
     Pull,
     PullDone,
     Push,
@@ -73,7 +74,7 @@ class WBSP(Policy):
     name = "wbsp"
     summary = "worker-busy sync: fast workers keep stepping; the slowest's push closes the round, all pull"
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.alive = set(range(self.n))
         self.held: list[int] = []  # push ids of the open round's deltas

@@ -59,6 +59,7 @@ from hetsync.policies.base import (
     Command,
     ComputeDone,
     Event,
+    PolicyContext,
     Pull,
     PullDone,
     Push,
@@ -72,7 +73,7 @@ class WBSPOverlap(WBSP):
     name = "wbsp-overlap"
     summary = "WBSP with compute and communication in parallel: train nonstop, push/pull in the background"
 
-    def __init__(self, ctx, **params) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         # mirrors the driver: steps finished since the worker's last push or pull
         self.unpushed = [0] * self.n

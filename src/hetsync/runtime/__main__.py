@@ -1,7 +1,9 @@
 """Entry point of every runtime process: ``torchrun ... -m hetsync.runtime``.
 
 All ranks get the same arguments. Rank 0 becomes the server, the others
-workers (see :mod:`hetsync.runtime.process`).
+workers (see :mod:`hetsync.runtime.process`). This is the runtime's command
+line: like ``hetsync.cli`` it is a caller of the runtime, and as one it
+writes the report (plots unless --no-plots, and the table) after the runs.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hetsync.driver import policy_specs
 from hetsync.errors import BadInput
-from hetsync.runner import policy_specs
 from hetsync.runtime.process import DEFAULT_STARTUP_TIMEOUT_S, ProcessOptions, run_process
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
@@ -65,11 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_every_s=args.checkpoint_every_s,
             resume=args.resume,
             throttle=args.throttle,
-            plots=not args.no_plots,
             kill_worker=args.kill_worker,
             kill_at_s=args.kill_at_s,
         )
-        return run_process(scenario, workload, specs, options)
+        from hetsync.runner import reporter
+
+        report = reporter(options.out, plots=not args.no_plots)
+        return run_process(scenario, workload, specs, options, on_finished=report)
     except BadInput as e:
         print(f"hetsync.runtime: error: {e}", file=sys.stderr)
         return 2

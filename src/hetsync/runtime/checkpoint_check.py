@@ -20,6 +20,9 @@ from typing import Any
 import torch
 
 from hetsync.errors import BadInput
+from hetsync.outdir import safe_name
+
+CHECKPOINT_FORMAT = 2  # the server's checkpoints: 2 = with the accounting, the workers' books and the trace length
 
 # what a resumed run reads unconditionally, and the type each must have
 REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -33,8 +36,6 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
 
 def checkpoint_path(checkpoint_dir: Path, label: str) -> Path:
     """Where the server keeps the checkpoint of the run labelled ``label``."""
-    from hetsync.report import safe_name
-
     return checkpoint_dir / f"ckpt-{safe_name(label)}.pt"
 
 
@@ -99,14 +100,10 @@ def identity(scenario: Any, workload: Any, label: str, workers: int) -> dict[str
 
 
 def check_format(path: Path, state: dict[str, Any]) -> None:
-    """The checkpoint is of the format this hetsync's server writes (when the
-    server numbers its format)."""
-    from hetsync.runtime import server
-
-    expected = getattr(server, "CHECKPOINT_FORMAT", None)
-    if expected is not None and state.get("format") != expected:
+    """The checkpoint is of the format this hetsync's server writes."""
+    if state.get("format") != CHECKPOINT_FORMAT:
         raise BadInput(
-            f"checkpoint {str(path)!r} is not a hetsync checkpoint of format {expected} (format "
+            f"checkpoint {str(path)!r} is not a hetsync checkpoint of format {CHECKPOINT_FORMAT} (format "
             f"{state.get('format')!r}): resume from one this version wrote, or drop --resume to start afresh"
         )
 

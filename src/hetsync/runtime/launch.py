@@ -147,12 +147,14 @@ def launch(
     on_progress=None,  # type: ignore[no-untyped-def]
     timeout_s: float | None = None,
     script: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Run ``nproc`` workers and a server; returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
     processes did not start). ``script``: every rank runs this Python file
     with ``runtime_args`` (a training loop using :mod:`hetsync.loop`, whose
-    default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``."""
+    default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``.
+    ``env``: extra environment variables for every rank."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
     startup_s = _startup_timeout_s(runtime_args)
@@ -165,7 +167,7 @@ def launch(
     started.unlink(missing_ok=True)
     world = nproc + 1
     port = free_port(host)
-    env = _environment(host)
+    env = {**_environment(host), **(env or {})}
     env[STARTED_FILE_ENV] = str(started)
     env[OUT_ENV] = str(out_dir)
     agents: list[_Agent] = []

@@ -1,5 +1,6 @@
-"""Peer-to-peer runs on the runtime: the workers' data plane and the
-coordinator's books.
+"""Peer-to-peer runs on the runtime: the workers' data plane. Rank 0's side
+(the coordinator's messages and books, evaluation) is
+:mod:`hetsync.runtime.coordinator`.
 
 In a peer-to-peer run (a policy with ``topology = "p2p"``) rank 0 is only the
 *coordinator*: it runs the policy, sends commands and receives small reports.
@@ -59,23 +60,6 @@ each phase's chunk is sent no earlier than ``chunk bytes / min(own uplink,
 successor's downlink)`` after the phase began, so the ring moves at the pace
 of its slowest link, phase by phase.
 
-Timing: as the simulator books it, a worker is communicating while a copy it
-sends or receives is in flight (from the copy's start on the uplink to its
-arrival) or while it takes part in an all-reduce, and not computing. The
-coordinator collects those intervals from the reports and the compute
-intervals from the step reports, and books ``|comm ∖ compute|``.
-
-Evaluation: the accuracy of a peer-to-peer run is that of the average of the
-workers' models. Every ``eval_every_s`` the coordinator sends ``FETCH`` to
-every live worker; the control thread answers at once with the model as it
-is (a step in progress is not in it yet, as in the simulator) and the
-coordinator evaluates the average at the time it asked. The fetched bytes are
-not counted as traffic and the workers' time to send them (microseconds,
-concurrent with their steps) is not booked. At the end of a run, after
-``STOP``, the models are fetched once more; their average is the run's final
-model (``model-<label>.pt``). Checkpoints (``--checkpoint-dir``) hold the
-average as last evaluated; a resumed run starts every worker from it.
-
 Control messages keep the runtime's one format: for models of up to
 ``FUSE_LIMIT_PARAMS`` parameters every message to or from rank 0 is one
 model-sized buffer, header first (:class:`~hetsync.runtime.protocol.Channel`);
@@ -85,26 +69,19 @@ for ``EXPECT`` and the reports that is padding, not model data.
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
-from hetsync.errors import PolicyError
-from hetsync.ledger import ExchangeStats
 from hetsync.localmodel import LocalModel
-from hetsync.policies.base import AllReduce, AllReduceDone, ModelArrived, Multicast
 from hetsync.runtime import protocol as P
 from hetsync.scenario import Scenario
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from hetsync.runtime.server import _Run
 
 # a model copy is one float32 message: this many int64 header fields, then the model
 COPY_HDR = 8
@@ -375,284 +352,3 @@ class PeerComm:
             else:
                 chunks[recv_i].copy_(incoming)
         return flat[:n] / k
-
-
-# ------------------------------------------------------------- coordinator side
-@dataclass(slots=True)
-class _Exchange:
-    kind: str  # "multicast" or "allreduce"
-    start_s: float
-    workers: tuple[int, ...]  # the sender, then the receivers; or the ring
-    pending: set[int]  # workers whose report is still owed
-    arrived: int = 0  # multicast: copies that arrived
-
-
-@dataclass(slots=True)
-class _Fetch:
-    at_s: float
-    waiting: set[int]
-    models: list[torch.Tensor] = field(default_factory=list)
-
-
-def measure(intervals: list[tuple[float, float]], minus: list[tuple[float, float]], lo: float, hi: float) -> float:
-    """Length of (∪ intervals) ∖ (∪ minus), within [lo, hi]."""
-
-    def merged(ivs: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        out: list[tuple[float, float]] = []
-        for a, b in sorted((max(a, lo), min(b, hi)) for a, b in ivs):
-            if b <= a:
-                continue
-            if out and a <= out[-1][1]:
-                out[-1] = (out[-1][0], max(out[-1][1], b))
-            else:
-                out.append((a, b))
-        return out
-
-    total = 0.0
-    cut = merged(minus)
-    k = 0
-    for a, b in merged(intervals):
-        total += b - a
-        while k < len(cut) and cut[k][1] <= a:
-            k += 1
-        m = k
-        while m < len(cut) and cut[m][0] < b:
-            total -= min(b, cut[m][1]) - max(a, cut[m][0])
-            m += 1
-    return total
-
-
-class Coordinator:
-    """Rank 0's side of a peer-to-peer run: turns ``Multicast``/``AllReduce``
-    into messages, the workers' reports into ``ModelArrived``/``AllReduceDone``,
-    keeps the exchanges' books (trace records, summary fields, comm
-    intervals) and collects models for evaluation. Owned by the server's
-    ``_Run``, whose sending, outstanding-report and delivery helpers it uses.
-
-    Outstanding reports (the server's watchdog): each ``EXPECT``,
-    ``ALLREDUCE`` and ``FETCH`` owes one report; ``MULTICAST`` owes none (its
-    receivers report). When a worker dies, what others owed for exchanges
-    with it is forgiven and their late reports are ignored.
-    """
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-        n = run.srv.n
-        self.exchanges: dict[int, _Exchange] = {}
-        self.stats = ExchangeStats()
-        self.compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
-        self.comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
-        self.fetch: _Fetch | None = None
-        # models of workers whose own training loop ended (hetsync.loop): part of the final average
-        self.finished: dict[int, torch.Tensor] = {}
-
-    # ------------------------------------------------------------ commands
-    def _check(self, cmd: Multicast | AllReduce, workers: tuple[int, ...]) -> None:
-        n = self.run.srv.n
-        for w in workers:
-            if not 0 <= w < n:
-                raise PolicyError(f"{self.run.label}: {type(cmd).__name__} names worker {w}, not in 0..{n - 1}")
-
-    def multicast(self, cmd: Multicast, now: float) -> None:
-        run, alive = self.run, self.run.srv.alive
-        self._check(cmd, (cmd.worker, *cmd.receivers))
-        self.stats.multicast(len(cmd.receivers))
-        receivers = tuple(r for r in cmd.receivers if r in alive)
-        if cmd.worker not in alive or not receivers:
-            return
-        e = run.srv.new_exchange()
-        self.exchanges[e] = _Exchange("multicast", now, (cmd.worker, *receivers), set(receivers))
-        for r in receivers:
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_EXPECT
-            hdr[P.H_EXCH] = e
-            hdr[P.H_PEER] = cmd.worker
-            run._post(r, hdr, owes=True)
-        hdr = P.header()
-        hdr[P.H_TYPE] = P.C_MULTICAST
-        hdr[P.H_EXCH] = e
-        hdr[P.H_NPEERS] = len(receivers)
-        run._post(cmd.worker, hdr, peers=receivers, owes=False)
-
-    def allreduce(self, cmd: AllReduce, now: float) -> None:
-        run = self.run
-        self._check(cmd, cmd.workers)
-        if len(cmd.workers) < 2:
-            raise PolicyError(f"{run.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
-        for w in cmd.workers:
-            if w in run.computing:
-                raise PolicyError(f"{run.label}: AllReduce includes worker {w}, which is computing")
-        k = len(cmd.workers)
-        self.stats.allreduce(k)
-        e = run.srv.new_exchange()
-        self.exchanges[e] = _Exchange("allreduce", now, cmd.workers, set(cmd.workers) & run.srv.alive)
-        for w in cmd.workers:
-            if w not in run.srv.alive:
-                continue
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_ALLREDUCE
-            hdr[P.H_EXCH] = e
-            hdr[P.H_NPEERS] = k
-            run._post(w, hdr, peers=cmd.workers, owes=True)
-        if len(self.exchanges[e].pending) < k:  # a member already gone: it cannot complete
-            self._abort(e, now)
-
-    # ------------------------------------------------------------- reports
-    def report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
-        kind = int(hdr[P.R_TYPE])
-        if kind & P.R_FETCHED:
-            self._fetched(w, payload, now)
-            return
-        e = int(hdr[P.R_EXCH])
-        ex = self.exchanges.get(e)
-        if ex is None or w not in ex.pending:
-            return  # forgiven: a peer of that exchange died
-        ex.pending.discard(w)
-        run = self.run
-        run._paid(w, now)
-        led, nbytes = run.ledger, run.srv.nbytes
-        if ex.kind == "multicast":
-            sender = ex.workers[0]
-            if kind & P.R_ARRIVED:
-                start = P.from_us(int(hdr[P.R_X_START_US]))
-                copy_start = P.from_us(int(hdr[P.R_X_COPY_US]))
-                end = P.from_us(int(hdr[P.R_X_END_US]))
-                self.comm_iv[sender].append((copy_start, end))
-                self.comm_iv[w].append((copy_start, end))
-                led.bytes_sent += nbytes
-                ex.arrived += 1
-                run.trace.write({"t": start, "ev": "send", "w": sender, "to": w, "end": end, "nbytes": nbytes})
-            if not ex.pending:
-                self._finish(e, ex, now)
-            if kind & P.R_ARRIVED:
-                run._deliver(ModelArrived(now_s=now, worker=w, sender=sender))
-            return
-        if not kind & P.R_REDUCED:
-            return  # a ring op failed: a member died, and its WorkerLeft ends the exchange
-        start, end = P.from_us(int(hdr[P.R_X_START_US])), P.from_us(int(hdr[P.R_X_END_US]))
-        k = len(ex.workers)
-        self.comm_iv[w].append((start, end))
-        run.trace.write({"t": ex.start_s, "ev": "allreduce", "w": w, "end": end, "nbytes": nbytes, "workers": k})
-        if ex.pending:
-            return
-        led.bytes_sent += 2 * (k - 1) * k * -(-nbytes // k)
-        self._finish(e, ex, now)
-        run._deliver(AllReduceDone(now_s=now, workers=ex.workers))
-
-    def _finish(self, e: int, ex: _Exchange, now: float) -> None:
-        del self.exchanges[e]
-        if ex.kind == "multicast" and not ex.arrived:
-            return
-        self.stats.finished(now - ex.start_s)
-        self.run.ledger.version += 1
-
-    def computed(self, w: int, start: float, end: float) -> None:
-        self.compute_iv[w].append((start, end))
-
-    # ------------------------------------------------------------- deaths
-    def left(self, w: int, now: float) -> None:
-        """Before the policy hears of it: forgive what others owed for
-        exchanges with ``w`` and stop rings it was in."""
-        run = self.run
-        for e, ex in list(self.exchanges.items()):
-            if w not in ex.workers:
-                continue
-            if ex.kind == "allreduce":
-                self._abort(e, now)
-            elif ex.workers[0] == w:  # the sender: its copies never come
-                for r in ex.pending:
-                    run._paid(r, now)
-                del self.exchanges[e]
-            elif w in ex.pending:
-                ex.pending.discard(w)
-                if not ex.pending:
-                    self._finish(e, ex, now)
-        if self.fetch is not None and w in self.fetch.waiting:
-            self.fetch.waiting.discard(w)
-            if not self.fetch.waiting:
-                self._evaluate_fetched()
-
-    def _abort(self, e: int, now: float) -> None:
-        ex = self.exchanges.pop(e)
-        run = self.run
-        for p in ex.pending:
-            run._paid(p, now)
-        for p in ex.workers:
-            if p in run.srv.alive:
-                hdr = P.header()
-                hdr[P.H_TYPE] = P.C_ABORT
-                hdr[P.H_EXCH] = e
-                run._post(p, hdr, owes=False)
-
-    # ---------------------------------------------------------- evaluation
-    def evaluate(self, now: float) -> None:
-        """Ask every live worker for its model; evaluate their average when
-        all have answered (skipped while the previous request is open)."""
-        if self.fetch is not None:
-            return
-        live = sorted(self.run.srv.alive)
-        if not live:
-            return
-        self.fetch = _Fetch(at_s=now, waiting=set(live))
-        for w in live:
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_FETCH
-            self.run._post(w, hdr, owes=True)
-
-    def _fetched(self, w: int, payload: torch.Tensor | None, now: float) -> None:
-        f = self.fetch
-        if f is None or w not in f.waiting:
-            return
-        f.waiting.discard(w)
-        self.run._paid(w, now)
-        if payload is not None:
-            f.models.append(payload)
-        if not f.waiting:
-            self._evaluate_fetched()
-
-    def _evaluate_fetched(self) -> None:
-        f, self.fetch = self.fetch, None
-        assert f is not None
-        if f.models:
-            led = self.run.ledger
-            led.theta = torch.stack(f.models).mean(dim=0)
-            led.evaluate(f.at_s)
-
-    def final_evaluation(self, wall: float) -> None:
-        """After STOP: fetch every live worker's model (nothing else is in
-        flight any more) and evaluate their average at ``wall``, with the
-        final models of workers whose own loop ended before."""
-        run, srv = self.run, self.run.srv
-        self.fetch = None
-        self.evaluate(wall)
-        if self.fetch is None and self.finished:  # nobody left to ask
-            self.fetch = _Fetch(at_s=wall, waiting=set())
-            self.fetch.models.extend(self.finished.values())
-            self._evaluate_fetched()
-            return
-        if self.fetch is not None:
-            self.fetch.models.extend(self.finished.values())
-        f = self.fetch
-        deadline = time.time() + srv.opts.worker_timeout_s
-        while self.fetch is f and f is not None:
-            try:
-                w, hdr, payload, error = srv.inbox.get(timeout=max(0.01, deadline - time.time()))
-            except queue.Empty:  # the silent ones are gone
-                for w in sorted(f.waiting):
-                    run._left(w, f"no reply within worker_timeout_s={srv.opts.worker_timeout_s}")
-                break
-            if error is not None:
-                run._left(w, error)
-            elif hdr is not None and int(hdr[P.R_TYPE]) & P.R_FETCHED:
-                self._fetched(w, payload, run.now())
-        if self.fetch is f:
-            self.fetch = None
-
-    # ------------------------------------------------------------- summary
-    def comm_s(self, lo: float, hi: float) -> list[float]:
-        """Per worker: time in flight (sending, receiving, all-reducing)
-        while not computing, within [lo, hi]."""
-        return [measure(c, m, lo, hi) for c, m in zip(self.comm_iv, self.compute_iv, strict=True)]
-
-    def summary(self, wall: float) -> dict[str, Any]:
-        return self.stats.summary(steps=self.run.ledger.steps, workers=self.run.srv.n, wall_s=wall)

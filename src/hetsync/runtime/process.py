@@ -10,6 +10,10 @@ hetsync policy (see ``examples/torchrun_custom_model.py``)::
 It must run in a process started by torchrun (it reads ``RANK`` and
 ``WORLD_SIZE``). The world size fixes the worker count (world size − 1) and
 the scenario's per-worker settings are cut to that many.
+
+Rank 0 writes ``summary.json``, the traces and the final models; what is
+made of them afterwards (plots, pages, the table) is the caller's:
+``on_finished`` gets the summaries once every run has ended.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,12 +34,16 @@ import torch
 import torch.distributed as dist
 
 from hetsync.errors import BadInput
+from hetsync.outdir import safe_name, write_json_atomic
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
 EXIT_STATUS = "exit-status.json"  # written by the server as its last act
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 STARTED_FILE_ENV = "HETSYNC_STARTED_FILE"  # set by hetsync run: rank 0 creates it once the group has formed
+
+# what rank 0 hands its caller once every run has ended: the runs' summaries
+OnFinished = Callable[[list[dict[str, Any]]], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +55,6 @@ class ProcessOptions:
     checkpoint_every_s: float = 10.0
     resume: bool = False
     throttle: bool = False
-    plots: bool = True
     kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
     kill_at_s: float | None = None  # ... at this time into each run
 
@@ -59,9 +67,17 @@ class ProcessOptions:
             raise BadInput(f"startup_timeout_s must be a positive number of seconds, got {self.startup_timeout_s}")
 
 
-def run_process(scenario: Scenario, workload: Workload, specs: list[str], options: ProcessOptions | None = None) -> int:
-    """Serve (rank 0) or work (other ranks) until every policy has run."""
-    from hetsync.runner import policy_labels
+def run_process(
+    scenario: Scenario,
+    workload: Workload,
+    specs: list[str],
+    options: ProcessOptions | None = None,
+    *,
+    on_finished: OnFinished | None = None,
+) -> int:
+    """Serve (rank 0) or work (other ranks) until every policy has run;
+    ``on_finished`` (rank 0): what to do with the runs' summaries then."""
+    from hetsync.driver import policy_labels
     from hetsync.runtime.agent import die_with_parent
 
     die_with_parent()  # under hetsync run: nothing outlives the rank's agent
@@ -77,7 +93,7 @@ def run_process(scenario: Scenario, workload: Workload, specs: list[str], option
     policy_labels(scenario, specs)  # bad specs fail on every rank before any traffic
     _form_group(rank, opts)
     if rank == 0:
-        _serve_and_report(scenario, workload, specs, opts)  # never returns: os._exit
+        _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished)  # never returns: os._exit
     from hetsync.runtime.worker import WorkerProcess
 
     kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
@@ -132,17 +148,17 @@ def _serve_and_report(
     *,
     gradient_stepper: Any = None,
     progress_lines: bool | None = None,
-    report_command: str | None = None,
+    on_finished: OnFinished | None = None,
 ) -> None:
     """Serve, then leave ``exit-status.json`` as the very last act: a launcher
     stops waiting for the agents of workers that died once it appears
     (torchelastic's exit barrier would otherwise wait for them for minutes).
 
     ``gradient_stepper`` is :mod:`hetsync.loop`'s: the user's optimizer on
-    the server; ``report_command``: write ``report.html`` and
-    ``trace.json`` too, naming that command (no CLI does it after this
-    process). ``progress_lines``: print a progress line every few
-    seconds (default: unless ``hetsync run`` shows its own progress bar)."""
+    the server; ``on_finished``: the caller's use of the summaries (its
+    report), before the exit status. ``progress_lines``: print a progress
+    line every few seconds (default: unless ``hetsync run`` shows its own
+    progress bar)."""
     status_path = opts.out / EXIT_STATUS
     status_path.unlink(missing_ok=True)
     if progress_lines is None:
@@ -155,7 +171,7 @@ def _serve_and_report(
             opts,
             gradient_stepper=gradient_stepper,
             progress_lines=progress_lines,
-            report_command=report_command,
+            on_finished=on_finished,
         )
         message = ""
     except BadInput as e:
@@ -178,13 +194,10 @@ def _serve(
     *,
     gradient_stepper: Any = None,
     progress_lines: bool = False,
-    report_command: str | None = None,
+    on_finished: OnFinished | None = None,
 ) -> int:
-    from hetsync import report
-    from hetsync.policies import make_policy
-    from hetsync.runner import write_json_atomic
+    from hetsync.driver import policy_labels
     from hetsync.runtime.server import RuntimeOptions, ServerProcess
-    from hetsync.sim.engine import policy_context
 
     out = opts.out
     out.mkdir(parents=True, exist_ok=True)
@@ -203,17 +216,14 @@ def _serve(
     )
     runs = []
     try:
-        for i, spec in enumerate(specs):
-            name = report.safe_name(make_policy(spec, policy_context(scenario)).label)
+        for i, (spec, label) in enumerate(zip(specs, policy_labels(scenario, specs), strict=True)):
+            name = safe_name(label)
             runs.append(server.run(spec, out / f"trace-{name}.jsonl", run_index=i))
             # the final global model, as the module's state_dict
             torch.save(workload.state_dict_with(server.last_model), out / f"model-{name}.pt")
             write_json_atomic(out / "summary.json", runs)
     finally:
         server.shutdown()
-    if opts.plots and report_command is not None:
-        report.write_outputs(runs, out, command=report_command)
-    elif opts.plots:
-        report.write_report(runs, out)
-    report.terminal_console().print(report.summary_table(runs))
+    if on_finished is not None:
+        on_finished(runs)
     return 0

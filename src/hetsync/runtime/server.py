@@ -4,7 +4,10 @@ It holds the global model and the policy, turns the policy's commands into
 messages (``protocol``), and turns the workers' reports back into events.
 For a peer-to-peer policy it is only the coordinator: it holds no model
 during the run and no model data passes through it (see
-:mod:`hetsync.runtime.p2p`, which also says how evaluation works there).
+:mod:`hetsync.runtime.coordinator`, which also says how evaluation works
+there). What a command means, and what a report becomes (trace record,
+counters, the policy's event), is the driver core's
+(:class:`~hetsync.driver.core.DriverCore`), the same as in the simulator.
 One receiver thread per worker posts a blocking receive from that worker
 and queues what arrives; the main thread waits on the queue with a timeout,
 so timers, evaluations and checkpoints happen on time.
@@ -13,7 +16,12 @@ Why a receive per worker and not one receive-from-any-source: measured on
 gloo, a receive from a named peer fails within milliseconds when that peer's
 process dies (its connection resets), while a receive-from-any keeps waiting
 until the group's timeout. A worker that stays alive but silent longer than
-``worker_timeout_s`` while it owes a report is declared gone as well.
+``worker_timeout_s`` while it owes a report is declared gone as well
+(:mod:`hetsync.runtime.watchdog`).
+
+A run (``_Run``) is the loop; its pieces are the checkpoint file
+(:mod:`hetsync.runtime.checkpointer`), the watchdog and the progress file
+(:mod:`hetsync.runtime.progress`).
 
 Either way the policy gets ``WorkerLeft`` and the run goes on with the rest;
 the summary's ``workers_left`` says who and when.
@@ -23,8 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import json
-import os
 import queue
 import threading
 import time
@@ -35,7 +41,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.errors import BadInput, DeadlockError, PolicyError
+from hetsync.driver import DriverCore, eval_interval_s, policy_context
+from hetsync.errors import DeadlockError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
@@ -44,29 +51,28 @@ from hetsync.policies.base import (
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Drop,
     Event,
     Multicast,
     Pull,
-    PullDone,
     Push,
-    PushArrived,
     SetTimer,
     TimerFired,
-    WorkerLeft,
 )
 from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
-from hetsync.runtime.p2p import Coordinator
+from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
+from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
+from hetsync.runtime.coordinator import Coordinator, Report
+from hetsync.runtime.progress import Progress
+from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
-from hetsync.sim.engine import policy_context
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload
 
-DEFAULT_EVAL_EVERY_S = 0.5  # for step-limited runs without eval_every_s
-PROGRESS_LINE_S = 5.0  # how often a progress line is printed, when it is
-CHECKPOINT_FORMAT = 2  # 2: with the accounting, the workers' books and the trace length
+# an evaluation takes real time from the run it measures: a step-limited run
+# without eval_every_s evaluates 40 times (as in the simulator), at most this often
+MIN_EVAL_EVERY_S = 0.5
 
 
 @dataclass
@@ -76,15 +82,13 @@ class RuntimeOptions:
     checkpoint_dir: Path | None = None
     checkpoint_every_s: float = 10.0
     resume: bool = False
-    progress_lines: bool = False  # print a progress line every PROGRESS_LINE_S (under plain torchrun)
+    progress_lines: bool = False  # print a progress line every few seconds (under plain torchrun)
 
 
 @dataclass
 class _Peer:
-    """What the server knows about one worker during a run."""
+    """A worker's books during a run (checkpointed: a resumed run goes on with them)."""
 
-    outstanding: int = 0  # commands sent, not yet reported
-    owed_since_s: float = 0.0  # when the oldest unreported command was sent
     compute_s: float = 0.0
     comm_s: float = 0.0
     steps: int = 0
@@ -107,7 +111,7 @@ class ServerProcess:
         self.opts = opts
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
         self.alive = set(range(self.n))
-        self.inbox: queue.Queue[tuple[int, torch.Tensor | None, torch.Tensor | None, str | None]] = queue.Queue()
+        self.inbox: queue.Queue[Report] = queue.Queue()
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
         self.channel = P.Channel(workload.n_params, P.report_has_payload)
         self._commands = P.Channel(workload.n_params, P.command_has_payload)
@@ -179,30 +183,33 @@ class _Run:
         self.sc = server.sc
         self.policy = make_policy(spec, policy_context(server.sc, server.nbytes))
         self.label = self.policy.label
-        self.p2p = Coordinator(self) if self.policy.topology == "p2p" else None
-        self.computing: set[int] = set()  # workers with a step in progress
         self.local_steps = False  # the policy had workers take steps locally (with their own optimizer)
         self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.trace_path = trace_path
         self.run_index = run_index
         self.peers = [_Peer() for _ in range(server.n)]
+        self.watchdog = Watchdog(server.n, server.opts.worker_timeout_s)
         self._p2p_comm_before = [0.0] * server.n  # a resumed p2p run: comm time booked before its checkpoint
         self.timers: list[tuple[float, int, str]] = []
         self._timer_seq = 0
         sc = self.sc
-        self.budget = sc.max_steps * server.n if sc.max_steps is not None else None
-        self.eval_every_s = sc.eval_every_s or (sc.max_time_s / 40 if sc.max_time_s else DEFAULT_EVAL_EVERY_S)
+        self.eval_every_s = eval_interval_s(sc, floor_s=MIN_EVAL_EVERY_S)
         self.resumed: dict[str, Any] | None = None
         theta = server.workload.init_params(sc.seed)
         version, self.offset_s = 0, 0.0
-        ckpt = self._checkpoint_path()
+        d = server.opts.checkpoint_dir
+        self.checkpointer = Checkpointer(
+            None if d is None else checkpoint_check.checkpoint_path(d, self.label),
+            checkpoint_check.identity(sc, server.workload, self.label, server.n),
+            server.n,
+        )
         self._restore: dict[str, Any] | None = None  # the checkpoint a resumed run continues
         trace_at: int | None = None
-        if server.opts.resume and ckpt is not None and ckpt.exists():
-            state = self._load_checkpoint(ckpt, theta)
+        if server.opts.resume and self.checkpointer.saved():
+            state = self.checkpointer.load(theta)
             theta, version, self.offset_s = state["theta"], int(state["version"]), float(state["elapsed_s"])
             self.policy.load_state_dict(state["policy_state"])
-            trace_at, trace_note = self._trace_resume_point(int(state["trace_bytes"]))
+            trace_at, trace_note = trace_resume_point(trace_path, self.label, int(state["trace_bytes"]))
             self._restore = state
             self.resumed = {
                 "version": version,
@@ -226,12 +233,31 @@ class _Run:
             # schedule clock and the rest of the accounting with the ledger (execute)
             self.ledger.stepper.load_state_dict(self._restore.get("optimizer_state", {}))
             self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
+        self.core = DriverCore(self.policy, self.ledger, sc)
+        self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         self.stop_reason = "drained"
-        self._last_line_s = 0.0  # the last progress line printed
+        self.progress = Progress(server.opts.out_dir, self.label, run_index, lines=server.opts.progress_lines)
 
-    # ----------------------------------------------------------- clock
+    # ------------------------------------------- the coordinator's host
     def now(self) -> float:
         return time.time() - self.epoch
+
+    @property
+    def alive(self) -> set[int]:
+        return self.srv.alive
+
+    @property
+    def worker_timeout_s(self) -> float:
+        return self.srv.opts.worker_timeout_s
+
+    def new_exchange(self) -> int:
+        return self.srv.new_exchange()
+
+    def next_report(self, timeout_s: float) -> Report | None:
+        try:
+            return self.srv.inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
 
     # ------------------------------------------------------- lifecycle
     def execute(self) -> dict[str, Any]:
@@ -239,25 +265,14 @@ class _Run:
         srv, sc = self.srv, self.sc
         self.epoch = time.time() - self.offset_s  # a resumed run's clock goes on from its checkpoint
         if self.resumed is None or self.resumed["trace"] != "continued":
-            self.trace.write(
-                {
-                    "t": self.offset_s,
-                    "ev": "start",
-                    "workers": srv.n,
-                    "policy": self.label,
-                    "scenario": sc.name,
-                    "seed": sc.seed,
-                    "model_nbytes": srv.nbytes,
-                    "driver": "dist",
-                }
-            )
+            self.core.started(self.offset_s, model_nbytes=srv.nbytes, scenario=sc, driver="dist")
         if self._restore is not None:
             self._resume(self._restore)
         try:
             self._reset_workers()
             start = self.now()
             for w in sorted(set(range(srv.n)) - srv.alive):
-                self._left(w, "left before the run")
+                self.left(w, "left before the run")
             self.ledger.evaluate(start)
             self.trace.flush()  # and at every evaluation: a server that dies leaves a readable trace
             self.next_eval = start + self.eval_every_s
@@ -270,8 +285,8 @@ class _Run:
                 self.p2p.final_evaluation(wall)
             else:
                 self.ledger.evaluate(wall)
-            self._save_checkpoint(wall)
-            self.trace.write({"t": wall, "ev": "end", "wall_time_s": wall, "reason": self.stop_reason})
+            self._checkpoint(wall)
+            self.core.ended(wall, self.stop_reason)
         finally:
             self.trace.close(sync=True)
         peers = self.peers
@@ -282,7 +297,7 @@ class _Run:
         if self.p2p is not None:
             since = self.p2p.comm_s(self.offset_s, wall)
             comm_s = [before + now for before, now in zip(self._p2p_comm_before, since, strict=True)]
-            extra.update(self.p2p.summary(wall))
+            extra.update(self.core.p2p_summary(wall))
         return self.ledger.summary(
             scenario=sc,
             driver="dist",
@@ -332,10 +347,10 @@ class _Run:
                 w, hdr, _, error = self.srv.inbox.get(timeout=max(0.01, deadline - time.time()))
             except queue.Empty:
                 for w in sorted(waiting):
-                    self._left(w, f"no reply within worker_timeout_s={self.srv.opts.worker_timeout_s}")
+                    self.left(w, f"no reply within worker_timeout_s={self.srv.opts.worker_timeout_s}")
                 return
             if error is not None:
-                self._left(w, error)
+                self.left(w, error)
                 waiting.discard(w)
             elif hdr is not None and int(hdr[P.R_TYPE]) & kind:
                 waiting.discard(w)
@@ -350,8 +365,8 @@ class _Run:
             if now >= limit:
                 self.stop_reason = "max_time"
                 return
-            busy = any(self.peers[w].outstanding for w in srv.alive)
-            spent = self.budget is not None and self.ledger.started_steps >= self.budget
+            busy = self.watchdog.busy(srv.alive)
+            spent = self.core.spent()
             if not busy and (spent or not srv.alive):
                 self.stop_reason = "max_steps" if spent else "no workers left"
                 return
@@ -369,13 +384,14 @@ class _Run:
             if item is not None:
                 w, hdr, payload, error = item
                 if error is not None:
-                    self._left(w, error)
+                    self.left(w, error)
                 elif w in srv.alive and hdr is not None:
                     self._report(w, hdr, payload, now)
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
-                self._deliver(TimerFired(now_s=now, tag=tag))
-            self._watchdog(now)
+                self.deliver(TimerFired(now_s=now, tag=tag))
+            for w in self.watchdog.overdue(srv.alive, now):
+                self.left(w, f"no reply within worker_timeout_s={self.watchdog.timeout_s}")
             if now >= self.next_eval:
                 if self.p2p is not None:
                     self.p2p.evaluate(now)
@@ -384,34 +400,12 @@ class _Run:
                 self.next_eval = now + self.eval_every_s
                 self.trace.flush()
             if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
-                self._save_checkpoint(now)
+                self._checkpoint(now)
                 self.next_ckpt = now + self.srv.opts.checkpoint_every_s
             if now - last_progress >= 0.5:
                 last_progress = now
-                self._progress(now)
+                self.progress.update(now, self.core.fraction(now), self._progress_line)
                 srv._reap_sends()
-
-    def _watchdog(self, now: float) -> None:
-        timeout = self.srv.opts.worker_timeout_s
-        for w in sorted(self.srv.alive):
-            p = self.peers[w]
-            if p.outstanding and now - p.owed_since_s > timeout:
-                self._left(w, f"no reply within worker_timeout_s={timeout}")
-
-    def _progress(self, now: float) -> None:
-        parts = []
-        if self.sc.max_time_s is not None:
-            parts.append(now / self.sc.max_time_s)
-        if self.budget is not None:
-            parts.append(self.ledger.started_steps / self.budget)
-        fraction = min(1.0, max(parts)) if parts else 0.0
-        path = self.srv.opts.out_dir / "progress.json"
-        tmp = path.with_name(".progress.tmp")
-        tmp.write_text(json.dumps({"label": self.label, "run": self.run_index, "fraction": fraction}))
-        os.replace(tmp, path)
-        if self.srv.opts.progress_lines and now - self._last_line_s >= PROGRESS_LINE_S:
-            self._last_line_s = now
-            print(self._progress_line(now), flush=True)
 
     def _progress_line(self, now: float) -> str:
         """``hetsync: bsp  12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last evaluation)."""
@@ -434,119 +428,87 @@ class _Run:
         if kind & P.R_LEAVING:  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
                 self.p2p.finished[w] = payload  # its model stays in the final average
-            self._left(w, "its training loop ended")
+            self.left(w, "its training loop ended")
             bye = P.header()
             bye[P.H_TYPE] = P.C_EXIT
             self.srv._send(w, bye)
             return
-        p = self.peers[w]
-        self._paid(w, now)
-        led = self.ledger
+        p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
+        self.paid(w, now)
         if kind & P.R_PULLED:
             sent = P.from_us(int(hdr[P.R_PULL_START_US]))  # sent, and the worker free to take it
             end = P.from_us(int(hdr[P.R_PULL_END_US]))
-            version = int(hdr[P.R_VERSION])
             p.comm_s += max(0.0, end - sent)
-            led.bytes_sent += self.srv.nbytes
-            if int(hdr[P.R_OVERWRITTEN]):
-                led.overwritten(w, int(hdr[P.R_OVERWRITTEN]), now)
-            self.trace.write(
-                {"t": sent, "ev": "pull", "w": w, "end": end, "version": version, "nbytes": self.srv.nbytes}
+            self.deliver(
+                core.pulled(
+                    w,
+                    start_s=sent,
+                    end_s=end,
+                    now_s=now,
+                    version=int(hdr[P.R_VERSION]),
+                    nbytes=nbytes,
+                    overwritten=int(hdr[P.R_OVERWRITTEN]),
+                )
             )
-            self._deliver(PullDone(now_s=now, worker=w, version=version))
         if kind & P.R_COMPUTED:
             start, end = P.from_us(int(hdr[P.R_C_START_US])), P.from_us(int(hdr[P.R_C_END_US]))
-            batch, base, step = int(hdr[P.R_BATCH]), int(hdr[P.R_BASE]), int(hdr[P.R_STEP])
+            batch = int(hdr[P.R_BATCH])
             p.compute_s += end - start
             p.steps += 1
             p.samples += batch
-            led.steps += 1
-            led.samples += batch
-            led.applied_steps += int(hdr[P.R_COMMITTED])  # p2p: the step is the update
-            self.computing.discard(w)
             if self.p2p is not None:
                 self.p2p.computed(w, start, end)
-            if int(hdr[P.R_REPLACED]):
-                led.overwritten(w, 1, now)
-            self.trace.write(
-                {"t": start, "ev": "compute", "w": w, "end": end, "step": step, "batch": batch, "base": base}
+            done = core.computed(
+                w,
+                start_s=start,
+                end_s=end,
+                now_s=now,
+                step=int(hdr[P.R_STEP]),
+                batch_size=batch,
+                base_version=int(hdr[P.R_BASE]),
+                replaced=bool(int(hdr[P.R_REPLACED])),
+                committed=int(hdr[P.R_COMMITTED]),  # p2p: the step is the update
+                load=P.get_float(hdr, P.R_LOAD),
+                uplink_Bps=P.get_float(hdr, P.R_UP_BPS),
+                downlink_Bps=P.get_float(hdr, P.R_DOWN_BPS),
             )
-            self._deliver(
-                ComputeDone(
-                    now_s=now,
-                    worker=w,
-                    step=step,
-                    batch_size=batch,
-                    base_version=base,
-                    duration_s=end - start,
-                    load=P.get_float(hdr, P.R_LOAD),
-                    uplink_Bps=P.get_float(hdr, P.R_UP_BPS),
-                    downlink_Bps=P.get_float(hdr, P.R_DOWN_BPS),
-                )
-            )
+            self.deliver(done)
         if kind & P.R_PUSHED:
             start = P.from_us(int(hdr[P.R_P_START_US]))
             push_kind = P.KIND_NAMES[int(hdr[P.R_P_KIND])]
             steps, samples, base = int(hdr[P.R_P_STEPS]), int(hdr[P.R_P_SAMPLES]), int(hdr[P.R_P_BASE])
             lr_scale = P.get_float(hdr, P.R_LR_SCALE) if int(hdr[P.R_LR_SCALE]) else 1.0
-            push_id = led.hold(HeldPush(w, push_kind, payload, base, steps, samples, lr_scale))
+            push_id = core.ledger.hold(HeldPush(w, push_kind, payload, base, steps, samples, lr_scale))
             p.comm_s += max(0.0, now - start)
-            led.bytes_sent += self.srv.nbytes
-            self.trace.write(
-                {
-                    "t": start,
-                    "ev": "push",
-                    "w": w,
-                    "end": now,
-                    "id": push_id,
-                    "kind": push_kind,
-                    "nbytes": self.srv.nbytes,
-                    "steps": steps,
-                }
-            )
-            self._deliver(
-                PushArrived(
-                    now_s=now,
-                    worker=w,
-                    push_id=push_id,
-                    kind=push_kind,  # type: ignore[arg-type]
-                    base_version=base,
-                    steps=steps,
-                    samples=samples,
-                )
-            )
+            self.deliver(core.push_arrived(push_id, start_s=start, now_s=now, nbytes=nbytes))
 
-    def _left(self, w: int, reason: str) -> None:
+    def left(self, w: int, reason: str) -> None:
+        """``w`` is gone: the coordinator forgives what was owed for it, then
+        the policy hears of it (once)."""
         srv = self.srv
         if w not in srv.alive and any(x["worker"] == w for x in self.ledger.left):
             return
         srv.alive.discard(w)
         now = self.now()
-        self.peers[w].outstanding = 0
-        self.computing.discard(w)
-        self.ledger.left.append({"worker": w, "t": now, "reason": reason})
-        self.trace.write({"t": now, "ev": "left", "w": w, "reason": reason})
+        self.watchdog.forgive(w)
+        event = self.core.left(w, now, reason)
         if self.p2p is not None:
             self.p2p.left(w, now)
-        self._deliver(WorkerLeft(now_s=now, worker=w))
+        self.deliver(event)
 
     # -------------------------------------------------------- commands
-    def _deliver(self, event: Event) -> None:
+    def deliver(self, event: Event) -> None:
         self._execute(self.policy.on_event(event))
 
     def _execute(self, commands: list[Command]) -> None:
         if self.stopping:
             return
         for cmd in commands:
+            self.core.check(cmd)
             if isinstance(cmd, (Compute, Pull, Push)):
-                if self.p2p is not None and not isinstance(cmd, Compute):
-                    raise PolicyError(f"{self.label}: {type(cmd).__name__} in a peer-to-peer run (there is no server)")
                 self._command(cmd)
             elif isinstance(cmd, (Multicast, AllReduce)):
-                if self.p2p is None:
-                    raise PolicyError(
-                        f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'"
-                    )
+                assert self.p2p is not None  # (DriverCore.check: a peer-to-peer run)
                 if isinstance(cmd, Multicast):
                     self.p2p.multicast(cmd, self.now())
                 else:
@@ -555,28 +517,16 @@ class _Run:
                 self.ledger.apply(cmd, self.now())
             elif isinstance(cmd, Drop):
                 self.ledger.drop(cmd, self.now())
-            elif isinstance(cmd, SetTimer):
+            elif isinstance(cmd, SetTimer):  # (DriverCore.check refused every other command)
                 self._timer_seq += 1
                 heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
-            else:
-                raise PolicyError(f"{self.label}: unknown command {cmd!r}")
-
-    def _budget_allows(self) -> bool:
-        led = self.ledger
-        if self.budget is not None and led.started_steps >= self.budget:
-            return False
-        led.started_steps += 1
-        return True
 
     def _command(self, cmd: Compute | Pull | Push) -> None:
         w = cmd.worker
-        if not 0 <= w < self.srv.n:
-            raise PolicyError(f"{self.label}: {type(cmd).__name__} names worker {w}, not in 0..{self.srv.n - 1}")
         if w not in self.srv.alive:
             return
         hdr = P.header()
         payload = None
-        now = self.now()
         step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
         if isinstance(cmd, Push):
             hdr[P.H_TYPE] = P.C_PUSH
@@ -584,11 +534,9 @@ class _Run:
         if isinstance(cmd, Pull):
             hdr[P.H_TYPE] |= P.C_PULL
             hdr[P.H_VERSION] = self.ledger.version
-            hdr[P.H_SENT_US] = P.to_us(now)
+            hdr[P.H_SENT_US] = P.to_us(self.now())
             payload = self.ledger.theta
-        if step is not None and self.p2p is not None and step.local_lr is None:
-            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
-        if step is not None and self._budget_allows():
+        if step is not None and self.core.start_step(step):
             hdr[P.H_TYPE] |= P.C_COMPUTE
             hdr[P.H_BATCH] = step.batch_size
             if step.local_lr is not None:
@@ -598,10 +546,10 @@ class _Run:
             hdr[P.H_PUSH_AFTER] = P.KINDS[step.push] if step.push is not None else 0
         if int(hdr[P.H_TYPE]) == 0:
             return  # a step the budget no longer allows
-        if self._post(w, hdr, payload) and int(hdr[P.H_TYPE]) & P.C_COMPUTE:
-            self.computing.add(w)
+        if not self.post(w, hdr, payload) and int(hdr[P.H_TYPE]) & P.C_COMPUTE:
+            self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
 
-    def _post(
+    def post(
         self,
         w: int,
         hdr: torch.Tensor,
@@ -615,39 +563,24 @@ class _Run:
         if not self.srv._send(w, hdr, payload, peers):
             return False
         if owes:
-            p = self.peers[w]
-            if p.outstanding == 0:
-                p.owed_since_s = now
-            p.outstanding += 1
+            self.watchdog.owe(w, now)
         return True
 
-    def _paid(self, w: int, now: float) -> None:
+    def paid(self, w: int, now: float) -> None:
         """A report owed by ``w`` came in (or is forgiven)."""
-        p = self.peers[w]
-        p.outstanding = max(0, p.outstanding - 1)
-        p.owed_since_s = now
+        self.watchdog.paid(w, now)
 
     # ------------------------------------------------------ checkpoints
-    def _checkpoint_path(self) -> Path | None:
-        from hetsync.report import safe_name
+    def _checkpoint(self, now: float) -> None:
+        if self.checkpointer.path is not None:
+            self.checkpointer.save(self.checkpoint_state(now))
 
-        d = self.srv.opts.checkpoint_dir
-        return None if d is None else d / f"ckpt-{safe_name(self.label)}.pt"
-
-    def _identity(self) -> dict[str, Any]:
-        """What a checkpoint must share with the run that resumes it."""
-        return checkpoint_check.identity(self.sc, self.srv.workload, self.label, self.srv.n)
-
-    def _save_checkpoint(self, now: float) -> None:
+    def checkpoint_state(self, now: float) -> dict[str, Any]:
         """Everything a resumed run needs to go on as if it had not stopped:
         the model, the optimizers, the policy's learned state, the ledger's
         accounting, each worker's books (compute and comm time, steps, samples
         drawn: its data position) and how long the trace was at ``now``
         (written out first, so the file holds at least that much)."""
-        path = self._checkpoint_path()
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
         led = self.ledger
         trace_bytes = self.trace.flush()
         p2p: dict[str, Any] = {}
@@ -655,11 +588,9 @@ class _Run:
             since = self.p2p.comm_s(self.offset_s, now)
             p2p = {
                 "comm_s": [before + x for before, x in zip(self._p2p_comm_before, since, strict=True)],
-                "stats": dataclasses.asdict(self.p2p.stats),
+                "stats": dataclasses.asdict(self.core.stats),
             }
-        state = {
-            "format": CHECKPOINT_FORMAT,
-            "identity": self._identity(),
+        return {
             "theta": led.theta,
             "version": led.version,
             "elapsed_s": now,
@@ -676,54 +607,6 @@ class _Run:
             "p2p": p2p,
             "trace_bytes": trace_bytes,
         }
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-
-    def _load_checkpoint(self, path: Path, theta: torch.Tensor | None) -> dict[str, Any]:
-        """The checkpoint at ``path``, refused (BadInput) unless this format,
-        sane, and saved by a run of this scenario, workload, worker count,
-        seed and policy (the CLI checks the same before launching)."""
-        state = checkpoint_check.read_checkpoint(path)
-        checkpoint_check.check_format(path, state)
-        checkpoint_check.check_identity(path, state, self._identity())
-        checkpoint_check.check_state(path, state, theta)
-        books = (state.get("ledger"), state.get("peers"), state.get("p2p"), state.get("trace_bytes"))
-        ledger, peers, p2p, trace_bytes = books
-        if not (
-            isinstance(ledger, dict)
-            and isinstance(peers, list)
-            and len(peers) == self.srv.n
-            and isinstance(p2p, dict)
-            and isinstance(trace_bytes, int)
-            and trace_bytes >= 0
-        ):
-            raise BadInput(f"checkpoint {str(path)!r} lacks the run's accounting: it is damaged")
-        return state
-
-    def _trace_resume_point(self, nbytes: int) -> tuple[int | None, str]:
-        """Where the resumed run continues the trace: at ``nbytes`` (what the
-        trace held at the checkpoint; later records are cut), or nowhere — a
-        new trace — when the one in the output folder is not that run's."""
-        path = self.trace_path
-        if path is None:
-            return None, "none"
-        kept = path.with_name(path.name + ".partial")  # an interrupted run's trace, set aside
-        if not path.exists() and kept.exists():
-            os.replace(kept, path)
-        try:
-            with path.open("rb") as fh:
-                first = json.loads(fh.readline() or b"{}")
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, nbytes - 1))
-                last = fh.read(1)
-        except (OSError, ValueError):
-            return None, f"new: no readable trace at {path.name} to continue"
-        if first.get("ev") != "start" or first.get("policy") != self.label:
-            return None, f"new: {path.name} is not this run's trace"
-        if size < nbytes or last != b"\n":
-            return None, f"new: {path.name} is shorter than at the checkpoint ({size} < {nbytes} bytes)"
-        return nbytes, "continued"
 
     def _fresh_on_resume(self) -> list[str]:
         """What a resumed run cannot restore (summary ``resumed_from.fresh``)."""
@@ -741,11 +624,12 @@ class _Run:
         self.trace.write({"t": t, "ev": "resume", "version": int(state["version"]), "steps": int(state["steps"])})
         assert self.resumed is not None
         sc, started = self.sc, int(state["ledger"]["started_steps"])
-        goes_on = (sc.max_time_s is None or t < sc.max_time_s) and (self.budget is None or started < self.budget)
+        budget = self.core.budget
+        goes_on = (sc.max_time_s is None or t < sc.max_time_s) and (budget is None or started < budget)
         self.resumed["lost_steps"] = self.ledger.load_state_dict(state["ledger"], t, goes_on=goes_on)
         for p, saved in zip(self.peers, state["peers"], strict=True):
             for key in _Peer.CHECKPOINTED:
                 setattr(p, key, type(getattr(p, key))(saved[key]))
         if self.p2p is not None and state["p2p"]:
             self._p2p_comm_before = [float(x) for x in state["p2p"]["comm_s"]]
-            self.p2p.stats = ExchangeStats(**state["p2p"]["stats"])
+            self.core.stats = ExchangeStats(**state["p2p"]["stats"])

@@ -31,14 +31,13 @@ import time
 import torch
 import torch.distributed as dist
 
+from hetsync.driver import TimingModel, policy_context
 from hetsync.localmodel import LocalModel
 from hetsync.optim import Stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
-from hetsync.sim.engine import policy_context
-from hetsync.sim.timing import TimingModel
 from hetsync.workloads import Workload
 
 SERVER_RANK = 0

@@ -12,9 +12,11 @@ Tensors are never modified in place: an update makes a new global tensor,
 so a pull can hand out a reference instead of a copy, and a worker's local
 model stays valid however the server moves on.
 
-The server-side meaning of pushes, applies and drops, and the step
-accounting the contract test relies on, live in :mod:`hetsync.ledger`,
-shared with the torch.distributed runtime.
+What is not about the clock or the network — checking the policy's
+commands, the step budget, trace records, counters and the events the facts
+become — is the driver core (:mod:`hetsync.driver.core`), shared with the
+torch.distributed runtime; this module dispatches commands onto the virtual
+data plane and reports what happens there as facts.
 
 Peer-to-peer policies (``topology = "p2p"``) run on the same loop: a
 ``Multicast`` is one flow per receiver from the sender's node, an
@@ -44,43 +46,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
 from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import ExchangeStats, HeldPush, Ledger
+from hetsync.ledger import HeldPush, Ledger
 from hetsync.localmodel import LocalModel
 from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
-from hetsync.policies import PolicyContext, make_policy
+from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
-    AllReduceDone,
     Apply,
     Command,
     Compute,
-    ComputeDone,
     Drop,
     Event,
-    ModelArrived,
     Multicast,
     Policy,
     Pull,
-    PullDone,
     Push,
-    PushArrived,
     SetTimer,
     TimerFired,
 )
 from hetsync.scenario import Scenario
 from hetsync.sim.batch import GradientBatcher
 from hetsync.sim.network import Network
-from hetsync.sim.timing import TimingModel
 from hetsync.steptime import resolve_measured
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload, make_workload
 
 SERVER = 0  # network node of the server; worker w is node w + 1
-EVALS_PER_RUN = 40  # default evaluation count when eval_every_s is not set
 
 # heap priorities at equal times: link capacity changes, deliveries, step
 # ends, timers, and evaluation last so it sees every update of that instant.
@@ -90,8 +85,8 @@ _LINK, _NET, _COMPUTE, _TIMER, _EVAL = -1, 0, 1, 2, 3
 
 @dataclass(slots=True)
 class _Worker:
+    index: int
     model: LocalModel
-    computing: bool = False
     comm: int = 0  # transfers in flight that involve this worker
     since_s: float = 0.0  # when the current compute/comm/wait state began
     compute_s: float = 0.0
@@ -198,8 +193,11 @@ class Simulation:
             global_batch=n * scenario.batch_size,
         )
         self.workers = [
-            _Worker(model=LocalModel(theta, stepper=stepper)) for stepper in local_steppers(scenario, self.policy, n)
+            _Worker(index=i, model=LocalModel(theta, stepper=stepper))
+            for i, stepper in enumerate(local_steppers(scenario, self.policy, n))
         ]
+        self.core = DriverCore(self.policy, self.ledger, scenario)
+        self.computing = self.core.computing  # workers with a step in progress
 
         self.now = 0.0
         self._heap: list[tuple[float, int, int, Any]] = []
@@ -207,12 +205,9 @@ class Simulation:
         self._net_epoch = 0
         self._live = 0  # heap entries other than evaluations
         self._net_dirty = False  # flows started since the network was last read
-        self.budget = scenario.max_steps * n if scenario.max_steps is not None else None
         self.stop_reason = "drained"
         self.events = 0
         self.eval_time_s = 0.0  # host time spent evaluating (part of the bookkeeping, not of the math)
-        # p2p accounting: copies sent per multicast, exchange durations
-        self.stats = ExchangeStats()
 
     def _link_factor(self, worker: int, now_s: float) -> float:
         load = self.sc.link_load
@@ -235,10 +230,11 @@ class Simulation:
             self._schedule(at, _NET, self._net_epoch)
 
     # ----------------------------------------------------- worker states
-    def _settle(self, w: _Worker) -> None:
-        """Book the time since the worker's last state change."""
+    def _settle(self, w: _Worker, *, computing: bool | None = None) -> None:
+        """Book the time since the worker's last state change (``computing``:
+        what it was doing, when the core has already moved on)."""
         dt = self.now - w.since_s
-        if w.computing:
+        if w.index in self.computing if computing is None else computing:
             w.compute_s += dt
         elif w.comm:
             w.comm_s += dt
@@ -249,6 +245,7 @@ class Simulation:
     # ---------------------------------------------------------- commands
     def _execute(self, commands: list[Command]) -> None:
         for cmd in commands:
+            self.core.check(cmd)
             if isinstance(cmd, Compute):
                 self._compute(cmd)
             elif isinstance(cmd, Push):
@@ -266,28 +263,15 @@ class Simulation:
                 self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
             elif isinstance(cmd, Multicast):
                 self._multicast(cmd)
-            elif isinstance(cmd, AllReduce):
+            elif isinstance(cmd, AllReduce):  # (DriverCore.check refused every other command)
                 self._allreduce(cmd)
-            else:
-                raise PolicyError(f"{self.label}: unknown command {cmd!r}")
-
-    def _worker(self, cmd: Command, index: int) -> _Worker:
-        if not 0 <= index < self.n:
-            raise PolicyError(f"{self.label}: {type(cmd).__name__} names worker {index}, not in 0..{self.n - 1}")
-        return self.workers[index]
 
     def _compute(self, cmd: Compute) -> None:
-        w = self._worker(cmd, cmd.worker)
-        if w.computing:
-            raise PolicyError(f"{self.label}: worker {cmd.worker} is already computing")
+        w = self.workers[cmd.worker]
         led = self.ledger
-        if self.budget is not None and led.started_steps >= self.budget:
+        if not self.core.start_step(cmd):
             return  # step budget spent: the worker stays idle and the run drains
-        if self.p2p and cmd.local_lr is None:
-            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
-        led.started_steps += 1
-        self._settle(w)
-        w.computing = True
+        self._settle(w, computing=False)  # until now it was not computing
         duration = self.timing.step_duration_s(cmd.worker, cmd.batch_size, self.now)
         if w.inbox:
             t0 = time.perf_counter()
@@ -311,44 +295,40 @@ class Simulation:
         assert cmd is not None
         step, b = w.steps, cmd.batch_size
         self._settle(w)
-        w.computing = False
         w.inflight = None
         w.steps += 1
-        self.ledger.steps += 1
-        self.ledger.samples += b
         t0 = time.perf_counter()
         if self.batcher is not None:
             grad = self.batcher.take(index)
         else:
             grad, w.inflight_grad = w.inflight_grad, None
-        if w.model.finish_step(grad, b, base, cmd.local_lr):
-            self.ledger.overwritten(index, 1, self.now)  # an unpushed gradient replaced by a newer one
-        if self.p2p:
-            self.ledger.applied_steps += w.model.commit_local()  # the step is the update
+        replaced = bool(
+            w.model.finish_step(grad, b, base, cmd.local_lr)
+        )  # an unpushed gradient replaced by a newer one
+        committed = w.model.commit_local() if self.p2p else 0  # p2p: the step is the update
         if self.math:
             self.ledger.math_time_s += time.perf_counter() - t0
-        self.trace.write(
-            {"t": start_s, "ev": "compute", "w": index, "end": self.now, "step": step, "batch": b, "base": base}
-        )
-        if cmd.push is not None:
-            self._push(Push(worker=index, kind=cmd.push))
         bandwidth_Bps = self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now)
-        self._deliver(
-            ComputeDone(
-                now_s=self.now,
-                worker=index,
-                step=step,
-                batch_size=b,
-                base_version=base,
-                duration_s=self.now - start_s,
-                load=self.timing.load_factor(index, start_s),
-                uplink_Bps=bandwidth_Bps,
-                downlink_Bps=bandwidth_Bps,
-            )
+        done = self.core.computed(
+            index,
+            start_s=start_s,
+            end_s=self.now,
+            now_s=self.now,
+            step=step,
+            batch_size=b,
+            base_version=base,
+            replaced=replaced,
+            committed=committed,
+            load=self.timing.load_factor(index, start_s),
+            uplink_Bps=bandwidth_Bps,
+            downlink_Bps=bandwidth_Bps,
         )
+        if cmd.push is not None:  # pushed as the step ends, before the policy hears of it
+            self._push(Push(worker=index, kind=cmd.push))
+        self._deliver(done)
 
     def _push(self, cmd: Push) -> None:
-        w = self._worker(cmd, cmd.worker)
+        w = self.workers[cmd.worker]
         t0 = time.perf_counter()
         try:
             p = w.model.take_push(cmd.kind)
@@ -361,7 +341,6 @@ class Simulation:
         self._transfer(_Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=self.nbytes, push_id=push_id))
 
     def _pull(self, cmd: Pull) -> None:
-        self._worker(cmd, cmd.worker)
         tr = _Transfer(
             kind="pull",
             worker=cmd.worker,
@@ -392,8 +371,8 @@ class Simulation:
 
     def _transfer_done(self, tr: _Transfer) -> None:
         w = self.workers[tr.worker]
-        self.ledger.bytes_sent += tr.nbytes
         if tr.kind == "ring":
+            self.ledger.bytes_sent += tr.nbytes  # (the runtime counts a ring's bytes when it ends)
             self._ring_chunk_done(tr)
             return
         self._settle(w)
@@ -401,39 +380,21 @@ class Simulation:
         if tr.kind == "send":
             self._copy_done(tr)
             return
+        now = self.now
         if tr.kind == "push":
-            rec = self.ledger.pushes[tr.push_id]
-            self.trace.write(
-                {
-                    "t": tr.start_s,
-                    "ev": "push",
-                    "w": tr.worker,
-                    "end": self.now,
-                    "id": tr.push_id,
-                    "kind": rec.kind,
-                    "nbytes": tr.nbytes,
-                    "steps": rec.steps,
-                }
-            )
-            self._deliver(
-                PushArrived(
-                    now_s=self.now,
-                    worker=tr.worker,
-                    push_id=tr.push_id,
-                    kind=rec.kind,  # type: ignore[arg-type]
-                    base_version=rec.base_version,
-                    steps=rec.steps,
-                    samples=rec.samples,
-                )
-            )
+            self._deliver(self.core.push_arrived(tr.push_id, start_s=tr.start_s, now_s=now, nbytes=tr.nbytes))
             return
         overwritten = w.model.load(tr.snapshot, tr.version)
-        if overwritten:
-            self.ledger.overwritten(tr.worker, overwritten, self.now)
-        self.trace.write(
-            {"t": tr.start_s, "ev": "pull", "w": tr.worker, "end": self.now, "version": tr.version, "nbytes": tr.nbytes}
+        done = self.core.pulled(
+            tr.worker,
+            start_s=tr.start_s,
+            end_s=now,
+            now_s=now,
+            version=tr.version,
+            nbytes=tr.nbytes,
+            overwritten=overwritten,
         )
-        self._deliver(PullDone(now_s=self.now, worker=tr.worker, version=tr.version))
+        self._deliver(done)
         if tr.then is not None:
             self._compute(tr.then)
 
@@ -441,17 +402,10 @@ class Simulation:
         self._execute(self.policy.on_event(event))
 
     # ----------------------------------------------------- peer to peer
-    def _p2p_only(self, cmd: Command) -> None:
-        if not self.p2p:
-            raise PolicyError(f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'")
-
     def _multicast(self, cmd: Multicast) -> None:
-        self._p2p_only(cmd)
-        w = self._worker(cmd, cmd.worker)
-        for r in cmd.receivers:
-            self._worker(cmd, r)
+        w = self.workers[cmd.worker]
         ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
-        self.stats.multicast(len(cmd.receivers))
+        self.core.stats.multicast(len(cmd.receivers))
         for r in cmd.receivers:
             self._transfer(
                 _Transfer(
@@ -472,24 +426,16 @@ class Simulation:
         peer.inbox.append(tr.snapshot)
         ex = tr.exchange
         assert ex is not None
+        now = self.now
+        arrived = self.core.copy_arrived(tr.worker, tr.peer, start_s=tr.start_s, end_s=now, now_s=now, nbytes=tr.nbytes)
         ex.left -= 1
         if ex.left == 0:
-            self.stats.finished(self.now - ex.start_s)
-            self.ledger.version += 1
-        self.trace.write(
-            {"t": tr.start_s, "ev": "send", "w": tr.worker, "to": tr.peer, "end": self.now, "nbytes": tr.nbytes}
-        )
-        self._deliver(ModelArrived(now_s=self.now, worker=tr.peer, sender=tr.worker))
+            self.core.exchange_done(ex.start_s, now)
+        self._deliver(arrived)
 
     def _allreduce(self, cmd: AllReduce) -> None:
-        self._p2p_only(cmd)
-        for i in cmd.workers:
-            if self._worker(cmd, i).computing:
-                raise PolicyError(f"{self.label}: AllReduce includes worker {i}, which is computing")
-        if len(cmd.workers) < 2:
-            raise PolicyError(f"{self.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
         ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
-        self.stats.allreduce(len(cmd.workers))
+        self.core.stats.allreduce(len(cmd.workers))
         for i in cmd.workers:
             w = self.workers[i]
             self._settle(w)
@@ -529,12 +475,8 @@ class Simulation:
             w = self.workers[i]
             self._settle(w)
             w.comm -= 1
-            self.trace.write(
-                {"t": ex.start_s, "ev": "allreduce", "w": i, "end": self.now, "nbytes": self.nbytes, "workers": k}
-            )
-        self.stats.finished(self.now - ex.start_s)
-        self.ledger.version += 1
-        self._deliver(AllReduceDone(now_s=self.now, workers=ex.workers))
+            self.core.reduced(i, start_s=ex.start_s, end_s=self.now, nbytes=self.nbytes, members=k)
+        self._deliver(self.core.allreduce_done(ex.workers, start_s=ex.start_s, now_s=self.now))
 
     def _average_model(self) -> None:
         """p2p: what is evaluated is the average of the workers' models."""
@@ -567,10 +509,6 @@ class Simulation:
         if at < math.inf:
             self._schedule(at, _LINK, (worker, nxt))
 
-    # -------------------------------------------------------- evaluation
-    def eval_interval_s(self) -> float:
-        return eval_interval_s(self.sc)
-
     # --------------------------------------------------------------- run
     def run(self) -> RunResult:
         host_t0 = time.perf_counter()
@@ -578,19 +516,9 @@ class Simulation:
         torch_threads = torch.get_num_threads()
         torch.set_num_threads(1)  # tiny models: threads only add overhead and nondeterminism
         try:
-            self.trace.write(
-                {
-                    "t": 0.0,
-                    "ev": "start",
-                    "workers": self.n,
-                    "policy": self.label,
-                    "scenario": sc.name,
-                    "seed": sc.seed,
-                    "model_nbytes": self.nbytes,
-                }
-            )
+            self.core.started(0.0, model_nbytes=self.nbytes, scenario=sc)
             self._evaluate(0.0)
-            every = self.eval_interval_s()
+            every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
             self._schedule_link_switches()
             self._execute(self.policy.start(0.0))
@@ -600,7 +528,7 @@ class Simulation:
             for w in self.workers:
                 self._settle(w)
             self._evaluate(self.now)
-            self.trace.write({"t": self.now, "ev": "end", "wall_time_s": self.now, "reason": self.stop_reason})
+            self.core.ended(self.now, self.stop_reason)
         finally:
             self.trace.close()
             torch.set_num_threads(torch_threads)
@@ -620,7 +548,7 @@ class Simulation:
                 "batched_calls": self.batcher.calls if self.batcher is not None else 0,
                 "outstanding_detail": self._outstanding_detail(),
                 "measured_step": self.measured.to_dict() if self.measured is not None else None,
-                **self._p2p_summary(),
+                **self.core.p2p_summary(self.now),
             },
         )
         return RunResult(summary=summary, params=self.ledger.theta)
@@ -663,20 +591,15 @@ class Simulation:
             countdown -= 1
             if countdown == 0 and self.progress is not None:
                 countdown = report_every
-                self.progress(self._fraction())
-        if self.budget is not None and self.ledger.started_steps >= self.budget:
+                self.progress(self.core.fraction(self.now))
+        if self.core.spent():
             self.stop_reason = "max_steps"
             return
-        busy = [i for i, w in enumerate(self.workers) if w.computing or w.comm]
+        busy = [w.index for w in self.workers if w.index in self.computing or w.comm]
         raise DeadlockError(
             f"{self.label} stalled at t={self.now:.6g}s: no event pending, "
             f"{self.ledger.started_steps} steps started, workers busy: {busy or 'none'}"
         )
-
-    def _p2p_summary(self) -> dict[str, Any]:
-        if not self.p2p:
-            return {}
-        return self.stats.summary(steps=self.ledger.steps, workers=self.n, wall_s=self.now)
 
     def _outstanding_detail(self) -> dict[str, int]:
         """Where the steps in flight at the stop are: every one is somewhere."""
@@ -684,38 +607,8 @@ class Simulation:
             # pushed (in transfer or arrived), neither applied nor dropped yet
             "held": sum(p.steps for p in self.ledger.pushes.values()),
             "unpushed": sum(w.model.local_steps + w.model.has_grad for w in self.workers),
-            "computing": sum(w.computing for w in self.workers),
+            "computing": len(self.computing),
         }
-
-    def _fraction(self) -> float:
-        parts = []
-        if self.sc.max_time_s is not None:
-            parts.append(self.now / self.sc.max_time_s)
-        if self.budget is not None:
-            parts.append(self.ledger.started_steps / self.budget)
-        return min(1.0, max(parts))
-
-
-def policy_context(scenario: Scenario, model_bytes: int = 0) -> PolicyContext:
-    return PolicyContext(
-        workers=scenario.workers,
-        batch_size=scenario.batch_size,
-        lr=scenario.lr,
-        rng=np.random.default_rng([scenario.seed, 0x9017]),
-        max_batch=scenario.max_batch,
-        model_bytes=model_bytes,
-    )
-
-
-def eval_interval_s(sc: Scenario) -> float:
-    """The scenario's evaluation interval, else 1/40 of the (estimated) run."""
-    if sc.eval_every_s is not None:
-        return sc.eval_every_s
-    if sc.max_time_s is not None:
-        return sc.max_time_s / EVALS_PER_RUN
-    assert sc.max_steps is not None
-    slowest = max(sc.nominal_step_s(w, sc.batch_size) for w in range(sc.workers))
-    return max(sc.max_steps * slowest / EVALS_PER_RUN, 1e-9)
 
 
 def simulate(scenario: Scenario, policy: str, **kwargs: Any) -> RunResult:

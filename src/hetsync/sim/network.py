@@ -660,17 +660,20 @@ class Network:
             for block in bad:
                 self._loosen(block)
         if loose.slots:
-            # What progressive_fill returns after its first round, as for _LISTS.
+            # What progressive_fill returns after its first round, as for _LISTS
+            # (a plain loop: there are few loose flows, often one).
             up, down = self._up, self._down
-            ups = [share[up[s]] for s in loose.slots]
-            downs = [share[down[s]] for s in loose.slots]
-            loose.rate = rate_list = [a if a < b else b for a, b in zip(ups, downs, strict=True)]
-            try:
-                left = [r / x for r, x in zip(loose.rem, rate_list, strict=True)]
-            except ZeroDivisionError:
-                left = [r / x if x else _divide_by_zero(r) for r, x in zip(loose.rem, rate_list, strict=True)]
+            rate_list = []
+            left = []
+            for s, r in zip(loose.slots, loose.rem, strict=True):
+                a = share[up[s]]
+                b = share[down[s]]
+                x = a if a < b else b
+                rate_list.append(x)
+                left.append(r / x if x else _divide_by_zero(r))
+            loose.rate = rate_list
             loose.left = left
-            t = min(left)
+            t = min(left)  # (min's own rule for NaN, as before)
             if t < best:
                 best = t
         self._next_finish = self._t_ref + best
@@ -693,13 +696,17 @@ class Network:
         layout = self._layout
         if layout == _BLOCKS:
             for block in self._blocks.values():
-                if block.k:
+                k = block.k
+                if k:
                     c = block.rate * dt
-                    np.subtract(block.rem, c, out=block.rem)
+                    rem = block.rem[:k]  # (the spare slots beyond k are never read)
+                    np.subtract(rem, c, out=rem)
                     block.min_val -= c
             loose = self._loose
             if loose.rem:
-                loose.rem = [r - x * dt for r, x in zip(loose.rem, loose.rate, strict=True)]
+                rem = loose.rem
+                for j, x in enumerate(loose.rate):
+                    rem[j] -= x * dt
         elif layout == _FLAT:
             n = self._n
             self._remaining[:n] -= self._rate[:n] * dt
@@ -747,15 +754,37 @@ class Network:
         array. The flows leave in decreasing slot order, the last flow moving
         into each hole. Rates are recomputed: they are not moved."""
         up, down, meta, deliveries = self._up, self._down, self._meta, self._deliveries
-        blocks = self._layout == _BLOCKS
         n = self._n
+        if self._layout == _BLOCKS:
+            # As below, with lists == (up, down, meta, loc, idx) written out.
+            loc, idx, loose = self._loc, self._idx, self._loose
+            for i in reversed(done):
+                latency, seq, size, token = meta[i]
+                heapq.heappush(deliveries, (t + latency, seq, size, token))
+                self._detach(i, up[i], down[i])
+                holder = loc[i]
+                (loose if holder is None else holder).remove(idx[i], idx)
+                n -= 1
+                if i == n:
+                    up.pop()
+                    down.pop()
+                    meta.pop()
+                    loc.pop()
+                    idx.pop()
+                else:
+                    up[i] = up.pop()
+                    down[i] = down.pop()
+                    meta[i] = meta.pop()
+                    holder = loc[i] = loc.pop()
+                    j = idx[i] = idx.pop()
+                    (loose if holder is None else holder).slots[j] = i
+            self._n = n
+            self._dirty = True
+            return
         for i in reversed(done):
             latency, seq, size, token = meta[i]
             heapq.heappush(deliveries, (t + latency, seq, size, token))
             self._detach(i, up[i], down[i])
-            if blocks:
-                holder = self._loc[i]
-                (self._loose if holder is None else holder).remove(self._idx[i], self._idx)
             n -= 1
             if i == n:
                 for lst in lists:
@@ -765,9 +794,6 @@ class Network:
                     lst[i] = lst.pop()
                 for arr in arrays:
                     arr[i] = arr[n]
-                if blocks:
-                    holder = self._loc[i]
-                    (self._loose if holder is None else holder).slots[self._idx[i]] = i
         self._n = n
         self._dirty = True
 
@@ -814,19 +840,19 @@ class Network:
                     done_slots.extend(block.slots[j] for j in scan.nonzero()[0].tolist())
                     rem[:k][scan] = inf
                 break
+            rem = rem[:k]
             np.subtract(rem, c, out=rem)
             block.min_i = i
             block.min_val = v - c if i >= 0 else inf
         loose = self._loose
         if loose.rem:
-            rem_list = [r - x * dt for r, x in zip(loose.rem, loose.rate, strict=True)]
-            loose.rem = rem_list
-            slots = loose.slots
-            done_slots.extend(
-                slots[j]
-                for j, (left, r, d) in enumerate(zip(loose.left, rem_list, loose.done, strict=True))
-                if left <= limit or r <= d
-            )
+            rem_list = loose.rem
+            done, left, slots = loose.done, loose.left, loose.slots
+            for j, x in enumerate(loose.rate):
+                r = rem_list[j] - x * dt
+                rem_list[j] = r
+                if left[j] <= limit or r <= done[j]:
+                    done_slots.append(slots[j])
         done_slots.sort()
         return done_slots
 
@@ -1107,10 +1133,19 @@ class Network:
             insort(self._sorted[down], su)
             tp = tracked[up]
             tp[down] = tp.get(down, 0) + 1
+        # _check(up) and _check(down), inline (this runs once per flow start)
         if cu > 1:
-            self._check(up)
+            shares = self._sorted[up]
+            if su > shares[-1] * _TIE or not su > shares[0] * _TIE:
+                self._impure.discard(up)
+            else:
+                self._impure.add(up)
         if cd > 1:
-            self._check(down)
+            shares = self._sorted[down]
+            if sd > shares[-1] * _TIE or not sd > shares[0] * _TIE:
+                self._impure.discard(down)
+            else:
+                self._impure.add(down)
 
     def _detach(self, i: int, up: int, down: int) -> None:
         """Book the end of the flow in slot ``i``, from link ``up`` to link ``down``."""

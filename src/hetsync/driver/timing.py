@@ -1,4 +1,7 @@
-"""Compute timing model of the simulator (DESIGN.md §4).
+"""Compute timing model (DESIGN.md §4), shared by both drivers: the
+simulator takes its step durations from it, and a runtime worker sleeps
+after each real step for the extra share it gives that worker
+(:meth:`TimingModel.extra_sleep_s`).
 
 A step of worker w with batch b, started at virtual time t, takes
 
@@ -6,8 +9,9 @@ A step of worker w with batch b, started at virtual time t, takes
 
 - ``base(b) = fixed_s + per_sample_s · b`` on CPU-like workers; on GPU-like
   workers it is flat up to the saturation batch and linear after it:
-  ``fixed_s + per_sample_s · max(0, b − saturation_batch_w)``, and a batch
-  above ``max_batch_w`` (the memory cap) is refused.
+  ``fixed_s + per_sample_s · max(0, b − saturation_batch_w)`` (a batch above
+  ``max_batch_w``, the memory cap, is refused before it gets here:
+  :meth:`hetsync.driver.core.DriverCore.start_step`).
 - ``noise`` is lognormal with mean 1 and log-sd ``jitter``;
 - ``straggle`` is ``straggler_factor`` with probability ``straggler_prob``;
 - ``load_w(t)`` is the background-load square wave, if any;
@@ -24,7 +28,6 @@ import math
 
 import numpy as np
 
-from hetsync.errors import PolicyError
 from hetsync.scenario import Scenario
 
 
@@ -38,10 +41,6 @@ class TimingModel:
 
     def step_duration_s(self, worker: int, batch_size: int, now_s: float) -> float:
         sc = self.sc
-        if sc.max_batch and batch_size > sc.max_batch[worker]:
-            raise PolicyError(
-                f"worker {worker} asked for batch {batch_size} above its memory cap max_batch={sc.max_batch[worker]}"
-            )
         base = sc.nominal_step_s(worker, batch_size) - sc.delay_s[worker]
         return base * self.random_factor(worker, now_s) + sc.delay_s[worker]
 

@@ -1,0 +1,381 @@
+"""An experiment: scenarios × policies × seeds × overrides, against a baseline.
+
+The paper benches are declarations on top of this module. A bench names its
+cases (a scenario with overrides, written under a folder of ``--out``), the
+policies, the seeds and the baseline; this module
+
+- **runs** every policy on every case and seed in the simulator
+  (:meth:`Experiment.run_case`), with one progress line per run;
+- **aggregates** over the seeds (:func:`tta_stats`, :func:`final_stats`,
+  :func:`means`: mean, min, max, sd; :func:`paired_ratios` and
+  :func:`speedup_stats`: a policy's time to target against the baseline's
+  *on the same seed*, so the timing noise both saw cancels);
+- **diagnoses** (:meth:`Experiment.calm_runs`): the same runs once more
+  without step-time noise (``jitter: 0``), which tells how much of a
+  barrier's wait is noise no policy can foresee;
+- **prints** one table shape (rows of ``policy × metric`` per setting, shares
+  in %: :mod:`hetsync.benches.common`), built from :func:`tta_row`,
+  :func:`speedup_row`, :func:`final_row` and :func:`share_rows`;
+- **fills a page template** (:func:`fill_page`): the prose and the paper's
+  claims live in a ``.md.in`` file next to the bench, with ``$name``
+  placeholders that the bench fills with measured figures.
+
+Nothing here knows a paper: the claims and the plots stay in the benches.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import statistics
+import string
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hetsync import report
+from hetsync.benches.common import Row, fmt_metric, mean_or_none, pct, short_metric, spread, target_text, with_sd
+from hetsync.errors import BadInput
+from hetsync.scenario import Scenario, load_scenario
+
+Run = dict[str, Any]
+"""One run's summary record (``hetsync compare``'s ``summary.json`` entry)."""
+RunsBySeed = dict[int, list[Run]]
+
+
+# ------------------------------------------------------------------ declaring
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """One scenario to run every policy on: written under ``out/key`` (``key``
+    empty: under ``out`` itself); ``sweep`` marks a point of a parameter sweep."""
+
+    key: str
+    scenario: str  # built-in name or YAML path
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    sweep: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Experiment:
+    """Cases × policies × seeds, with the overrides of ``--set`` applied to every case.
+
+    ``policies`` None runs each scenario's own list. ``baseline`` is the policy
+    (name, not label) the paired speed-ups are measured against. Runs of a case
+    go to ``out/key/seed-<s>``, or to ``out/key`` when there is one seed and
+    ``seed_dirs`` is false."""
+
+    cases: tuple[Case, ...]
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...] | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    baseline: str | None = None
+    seed_dirs: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.cases:
+            raise BadInput("an experiment needs at least one scenario (--scenarios)")
+        if not self.seeds:
+            raise BadInput("--seeds must name at least one seed")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise BadInput(f"--seeds repeats a seed: {','.join(map(str, self.seeds))}")
+        if self.policies is not None and not self.policies:
+            raise BadInput("--policies must name at least one policy")
+
+    def scenario(self, case: Case, seed: int | None = None, **extra: Any) -> Scenario:
+        """The case's scenario with the overrides (``--set``, the case's, then ``extra``)."""
+        seeded = {} if seed is None else {"seed": seed}
+        return load_scenario(case.scenario, **{**self.overrides, **case.overrides, **seeded, **extra})
+
+    def validate(self) -> None:
+        """Load every case once: a bad name or key fails before the first run."""
+        for case in self.cases:
+            self.scenario(case)
+
+    def folder(self, out: Path, case: Case, seed: int) -> Path:
+        where = out / case.key if case.key else out
+        return where / f"seed-{seed}" if self.seed_dirs or len(self.seeds) > 1 else where
+
+    def specs(self, sc: Scenario) -> list[str]:
+        return list(self.policies) if self.policies is not None else list(sc.policies)
+
+    def run_case(
+        self,
+        case: Case,
+        out: Path,
+        *,
+        progress: Callable[[Run], str] | None = None,
+        after: Callable[[list[Run], Path, Scenario], None] | None = None,
+    ) -> tuple[Scenario, RunsBySeed]:
+        """Every policy on the case, for every seed (simulator). ``progress``
+        gives a run's figures for its progress line; ``after`` sees each seed's
+        runs, folder and scenario (to annotate the runs or draw plots).
+        Returns the last seed's scenario and the runs by seed."""
+        from hetsync.runner import compare
+
+        con = report.terminal_console()
+        runs_by_seed: RunsBySeed = {}
+        sc: Scenario | None = None
+        for seed in self.seeds:
+            sc = self.scenario(case, seed)
+            where = self.folder(out, case, seed)
+            clock = [time.perf_counter()]
+
+            def done(s: Run, _clock: list[float] = clock) -> None:
+                now = time.perf_counter()
+                figures = progress(s) if progress is not None else default_progress(s)
+                con.print(
+                    f"  {s['scenario']} seed {s['seed']} · {s['label']}: {figures} ({now - _clock[0]:.1f} s real)"
+                )
+                _clock[0] = now
+
+            runs = compare(sc, self.specs(sc), where, on_result=done)
+            if after is not None:
+                after(runs, where, sc)
+            runs_by_seed[seed] = runs
+        assert sc is not None
+        return sc, runs_by_seed
+
+    def calm_runs(self, case: Case, out: Path, families: Iterable[str]) -> list[Run]:
+        """The diagnosis: the policies of ``families`` (policy names) once more on
+        the first seed without step-time noise (``jitter: 0``), under ``out``.
+        None when the scenario has no noise or runs none of them."""
+        from hetsync.runner import compare
+
+        sc = self.scenario(case, self.seeds[0])
+        wanted = set(families)
+        specs = [spec for spec in self.specs(sc) if spec.split(":")[0] in wanted]
+        if sc.jitter <= 0 or not specs:
+            return []
+        report.terminal_console().print(
+            f"  {case.key or sc.name} diagnosis: seed {self.seeds[0]} without step-time noise (jitter 0)"
+        )
+        return compare(self.scenario(case, self.seeds[0], jitter=0.0), specs, out)
+
+
+def default_progress(s: Run) -> str:
+    """A run's progress figures: time to target, final metric, compute and wait shares."""
+    metric = s["target_metric"]
+    return (
+        f"TTA {_secs(s['time_to_target_s'])}, final {short_metric(metric)} {fmt_metric(metric, s['final_metric'])}, "
+        f"compute {100 * s['compute_share']:.1f}%, wait {100 * s['wait_share']:.1f}%"
+    )
+
+
+# ------------------------------------------------------------------ aggregating
+def labels_of(runs_by_seed: RunsBySeed) -> list[str]:
+    """The run labels, in the order of the first seed."""
+    return [r["label"] for r in next(iter(runs_by_seed.values()))]
+
+
+def by_label(runs_by_seed: RunsBySeed, label: str) -> list[Run]:
+    """The label's run of every seed, in seed order."""
+    return [next(r for r in runs if r["label"] == label) for runs in runs_by_seed.values()]
+
+
+def baseline_value(policy: str, key: str = "time_to_target_s") -> Callable[[list[Run]], float | None]:
+    """The reference of :func:`paired_ratios`: ``key`` of the first run of ``policy`` among a seed's runs."""
+
+    def value(runs: list[Run]) -> float | None:
+        base = next((r for r in runs if r["policy"] == policy), None)
+        return None if base is None else base[key]
+
+    return value
+
+
+def paired_ratios(
+    runs_by_seed: RunsBySeed,
+    label: str,
+    reference: Callable[[list[Run]], float | None],
+    *,
+    key: str = "time_to_target_s",
+    inverse: bool = False,
+) -> list[float | None]:
+    """Per seed, the reference's ``key`` (from that seed's runs) over the label's
+    (a speed-up); ``inverse``: the label's over the reference's. None where
+    either is missing (the target not reached) or zero."""
+    out: list[float | None] = []
+    for runs in runs_by_seed.values():
+        ref, mine = reference(runs), next(r for r in runs if r["label"] == label)[key]
+        num, den = (mine, ref) if inverse else (ref, mine)
+        out.append(num / den if num is not None and den else None)
+    return out
+
+
+def means(runs: Sequence[Run], keys: Mapping[str, str]) -> dict[str, float | None]:
+    """``{out_name: mean of run[key]}`` over the runs (None values left out)."""
+    return {name: mean_or_none([r[key] for r in runs if r.get(key) is not None]) for name, key in keys.items()}
+
+
+def speedup_stats(
+    label: str, runs_by_seed: RunsBySeed, baseline: str, name: str = "speedup"
+) -> dict[str, float | int | None]:
+    """Mean/min/max of the label's speed-ups over the baseline, paired by seed, and how many pairs."""
+    ratios = [x for x in paired_ratios(runs_by_seed, label, baseline_value(baseline)) if x is not None]
+    return {**spread(name, ratios), "speedup_pairs": len(ratios)}
+
+
+def tta_stats(runs: Sequence[Run]) -> dict[str, Any]:
+    """``reached``, ``seeds`` and ``tta_mean_s`` / ``_min_s`` / ``_max_s`` over the seeds that reached it."""
+    ttas = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
+    return {"reached": len(ttas), "seeds": len(runs), **spread("tta", ttas, "_s")}
+
+
+def final_stats(runs: Sequence[Run]) -> dict[str, float]:
+    """Mean and standard deviation (0 for one seed) of the final metric."""
+    finals = [r["final_metric"] for r in runs]
+    return {
+        "final_metric_mean": statistics.fmean(finals),
+        "final_metric_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+    }
+
+
+def lite(run: Run, keys: Iterable[str]) -> Run:
+    """The figures of a run a ``results.json`` keeps."""
+    return {k: run.get(k) for k in keys}
+
+
+# ------------------------------------------------------------------ rows
+def fmt_range(lo: float | None, hi: float | None, digits: int = 3) -> str:
+    """``lo–hi`` with ``digits`` significant digits; empty when either is missing."""
+    return "" if lo is None or hi is None else f"{lo:.{digits}g}–{hi:.{digits}g}"
+
+
+def _secs(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g} s"
+
+
+def fmt_sig(v: float | None, digits: int = 3) -> str:
+    """``v`` with ``digits`` significant digits, ``—`` for None."""
+    return "—" if v is None else f"{v:.{digits}g}"
+
+
+def tta_row(a: Mapping[str, Any], *, target: Mapping[str, Any], max_time_s: float | None, keys: Row) -> Row:
+    """Time to target over the seeds (:func:`tta_stats`): the mean, with the range
+    and how many seeds reached it when there are several; ``not in T s`` for none."""
+    several = a["seeds"] > 1
+    if a["tta_mean_s"] is None:
+        shown: str | None = f"not in {max_time_s or 0:g} s"
+    elif several:
+        spread_text = f" [{fmt_range(a['tta_min_s'], a['tta_max_s'])}]" if a["reached"] > 1 else ""
+        shown = f"{a['tta_mean_s']:.3g}{spread_text} ({a['reached']}/{a['seeds']})"
+    else:
+        shown = None
+    return {"metric": f"time to {target_text(target)}", "value": a["tta_mean_s"], "unit": "s", "shown": shown, **keys}
+
+
+def speedup_row(a: Mapping[str, Any], *, baseline: str, prefix: str = "speedup", keys: Row) -> Row:
+    """The paired speed-up over the baseline (1 for the baseline itself), with its range over several pairs."""
+    is_base = a["policy"] == baseline
+    speed = 1.0 if is_base else a[f"{prefix}_mean"]
+    shown = None
+    if not is_base and speed is not None and a["speedup_pairs"] > 1:
+        shown = f"{speed:.3g} [{fmt_range(a[f'{prefix}_min'], a[f'{prefix}_max'])}]"
+    return {"metric": f"speed-up over {baseline}", "value": speed, "unit": "x", "shown": shown, **keys}
+
+
+def final_row(metric: str, finals: Sequence[float], mean: float, keys: Row) -> Row:
+    """The final metric: the seeds' mean, shown with ``± sd`` when there are several."""
+    shown = with_sd(list(finals) or [mean], lambda v: fmt_metric(metric, v))
+    return {"metric": f"final {metric}", "value": mean, "unit": "", "shown": shown, **keys}
+
+
+def share_rows(shares: Mapping[str, float | None], keys: Row) -> list[Row]:
+    """``{"compute": 0.52, ...}`` → ``compute share`` rows in %."""
+    return [{"metric": f"{name} share", "value": pct(v), "unit": "%", **keys} for name, v in shares.items()]
+
+
+# ------------------------------------------------------------------ pages
+def command_line(bench: str, args: Any, options: Sequence[tuple[str, Any]]) -> str:
+    """The command that reproduces a run: ``hetsync bench NAME`` and each
+    ``(dest, default)`` of ``options`` whose value differs from its default
+    (a flag when the default is False), in that order; then ``--set`` for
+    each override."""
+    parts = ["hetsync", "bench", bench]
+    for dest, default in options:
+        value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
+        if default is False:
+            parts += [flag] if value else []
+        elif value != default:
+            parts += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for o in args.overrides:
+        parts += ["--set", o]
+    return shlex.join(parts)
+
+
+def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], align: str | None = None) -> list[str]:
+    """A markdown table; ``align`` the separator row (default ``|---|`` per column)."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+    return [line(header), align or "|" + "---|" * len(header), *(line(cells) for cells in lines)]
+
+
+Column = tuple[str, Callable[[Mapping[str, Any]], str]]
+"""A page table's column: its header and the cell of one aggregate."""
+
+
+def aggregate_table(aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> list[str]:
+    """A markdown table with one line per aggregate (a policy) and the declared columns."""
+    return md_table([h for h, _ in columns], ([cell(a) for _, cell in columns] for a in aggregates))
+
+
+def pct_cell(share: float | None) -> str:
+    """A share (0–1) as a page cell: ``52.3%``."""
+    return "—" if share is None else f"{100 * share:.1f}%"
+
+
+def tta_cell(a: Mapping[str, Any]) -> str:
+    """Time to target over the seeds (:func:`tta_stats`): ``2.41 [2.1–2.8]``, ``—`` if none reached it."""
+    if a["tta_mean_s"] is None:
+        return "—"
+    return f"{a['tta_mean_s']:.2f}" + (f" [{fmt_range(a['tta_min_s'], a['tta_max_s'])}]" if a["reached"] > 1 else "")
+
+
+def speedup_cell(a: Mapping[str, Any], baseline: str, prefix: str = "speedup") -> str:
+    """A paired speed-up (:func:`speedup_stats`): ``1.31× [1.2–1.4]``; ``1 (baseline)`` for the baseline."""
+    if a["policy"] == baseline:
+        return "1 (baseline)"
+    if a[f"{prefix}_mean"] is None:
+        return "—"
+    rng = f" [{fmt_range(a[f'{prefix}_min'], a[f'{prefix}_max'])}]" if a["speedup_pairs"] > 1 else ""
+    return f"{a[f'{prefix}_mean']:.2f}×{rng}"
+
+
+_BLOCK = re.compile(r"^<!-- block: ([a-z_]+) -->$", re.MULTILINE)
+
+
+def page_blocks(bench_file: str, name: str) -> dict[str, string.Template]:
+    """The templates of the ``.md.in`` file ``name`` next to the bench module
+    ``bench_file``: ``page`` (the text before the first marker), then one per
+    ``<!-- block: NAME -->`` line (a section repeated per scenario, a paragraph
+    that depends on the outcome)."""
+    parts = _BLOCK.split(Path(bench_file).with_name(name).read_text(encoding="utf-8"))
+    blocks = {"page": parts[0], **dict(zip(parts[1::2], parts[2::2], strict=True))}
+    return {key: string.Template(text.strip("\n") + "\n") for key, text in blocks.items()}
+
+
+def fill_page(template: string.Template, values: Mapping[str, Any] | None = None, **more: Any) -> str:
+    """The template with every ``$name`` replaced (a missing one is an error:
+    a placeholder without a figure is a bug); runs of blank lines left by empty
+    placeholders collapse into one, and the page ends with one newline."""
+    given = {**(values or {}), **more}
+    text = template.substitute({k: "\n".join(v) if isinstance(v, list) else v for k, v in given.items()})
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n") + "\n"
+
+
+def copy_plots(src: Path, img: Path, names: Mapping[str, str]) -> dict[str, str]:
+    """Copy ``src/<file>`` to ``img/<new name>`` for each ``{file: new name}`` that
+    exists; returns ``{file: "img/<new name>"}`` for the page."""
+    import shutil
+
+    img.mkdir(parents=True, exist_ok=True)
+    copied = {}
+    for file, new in names.items():
+        if (src / file).is_file():
+            shutil.copyfile(src / file, img / new)
+            copied[file] = f"img/{new}"
+    return copied

@@ -1,0 +1,330 @@
+"""The driver core: what both drivers do with a policy, written once.
+
+A driver moves bytes and keeps time — the simulator on a virtual clock and a
+fluid network (:mod:`hetsync.sim.engine`), the runtime with gloo messages
+between real processes (:mod:`hetsync.runtime.server`,
+:mod:`hetsync.runtime.coordinator`). Everything around the policy is the
+same in both and lives here:
+
+- **Commands.** :meth:`DriverCore.check` refuses every command the policy
+  may not give (one set of messages); :meth:`DriverCore.start_step` decides
+  whether a step starts (the step budget) and refuses one the worker cannot
+  take. The driver then only dispatches the command onto its data plane.
+- **Facts.** Each data-plane fact — a step computed, a push arrived, a pull
+  done, a model copy arrived, an all-reduce done, a worker gone — is one call
+  that writes the trace record, updates the counters and returns the event
+  for the policy. The driver delivers it when its data plane says (the
+  simulator pushes before it delivers ``ComputeDone``, for instance).
+- **Schedules.** The evaluation interval (:func:`eval_interval_s`), the
+  progress fraction and the step budget.
+
+The ledger (:mod:`hetsync.ledger`) holds the global model and the
+accounting; this module turns facts into its calls. Bytes of all-reduce
+chunks are the one count left to the drivers: the simulator sees each chunk
+move, the runtime only hears that a ring has ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hetsync.errors import BadInput, PolicyError
+from hetsync.ledger import ExchangeStats, Ledger
+from hetsync.policies import PolicyContext, make_policy
+from hetsync.policies.base import (
+    AllReduce,
+    AllReduceDone,
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Drop,
+    ModelArrived,
+    Multicast,
+    Policy,
+    Pull,
+    PullDone,
+    Push,
+    PushArrived,
+    SetTimer,
+    WorkerLeft,
+)
+from hetsync.scenario import Scenario
+
+EVALS_PER_RUN = 40  # evaluations of a run whose scenario sets no eval_every_s
+
+
+def policy_context(scenario: Scenario, model_bytes: int = 0) -> PolicyContext:
+    """What a policy knows of the run it drives (the same on both drivers)."""
+    return PolicyContext(
+        workers=scenario.workers,
+        batch_size=scenario.batch_size,
+        lr=scenario.lr,
+        rng=np.random.default_rng([scenario.seed, 0x9017]),
+        max_batch=scenario.max_batch,
+        model_bytes=model_bytes,
+    )
+
+
+def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
+    """``--policies a,b:k=v`` as a list, or the scenario's own list without it."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.policies)
+
+
+def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
+    """Validate the specs up front (before any run starts) and return labels."""
+    ctx = policy_context(scenario)
+    labels = [make_policy(spec, ctx).label for spec in specs]
+    seen: set[str] = set()
+    for spec, label in zip(specs, labels, strict=True):
+        if label in seen:
+            raise BadInput(f"policy {spec!r} appears twice in the comparison (as {label})")
+        seen.add(label)
+    return labels
+
+
+def eval_interval_s(sc: Scenario, *, floor_s: float = 1e-9) -> float:
+    """The scenario's ``eval_every_s``; else 1/40 of ``max_time_s``; else 1/40
+    of the run's nominal length (``max_steps`` of the slowest worker's nominal
+    step), at least ``floor_s`` — the runtime sets a floor because an
+    evaluation there takes real time from the run it measures."""
+    if sc.eval_every_s is not None:
+        return sc.eval_every_s
+    if sc.max_time_s is not None:
+        return sc.max_time_s / EVALS_PER_RUN
+    assert sc.max_steps is not None  # a scenario sets one of the two (Scenario validates it)
+    slowest = max(sc.nominal_step_s(w, sc.batch_size) for w in range(sc.workers))
+    return max(sc.max_steps * slowest / EVALS_PER_RUN, floor_s)
+
+
+class DriverCore:
+    """One policy's run, seen from the driver's side of the policy: command
+    checks, step budget, trace records, counters and events. ``computing``
+    holds the workers with a step in progress (from :meth:`start_step` to
+    :meth:`computed`, or until they leave)."""
+
+    def __init__(self, policy: Policy, ledger: Ledger, scenario: Scenario) -> None:
+        self.policy = policy
+        self.ledger = ledger
+        self.trace = ledger.trace
+        self.label = policy.label
+        self.n = scenario.workers
+        self.p2p = policy.topology == "p2p"
+        self.max_batch = scenario.max_batch
+        self.max_time_s = scenario.max_time_s
+        self.budget = scenario.max_steps * self.n if scenario.max_steps is not None else None
+        self.computing: set[int] = set()
+        self.stats = ExchangeStats()  # peer-to-peer exchanges (summary fields)
+
+    # ------------------------------------------------------------ commands
+    def check(self, cmd: Command) -> None:
+        """Refuse (PolicyError) a command that this policy may not give:
+        unknown, naming a worker that does not exist, or of the other
+        topology; an all-reduce of fewer than two workers or of one that is
+        computing. A step is checked again when it starts (:meth:`start_step`)."""
+        if isinstance(cmd, Compute):
+            self._worker(cmd, cmd.worker)
+        elif isinstance(cmd, (Push, Pull)):
+            if self.p2p:
+                raise PolicyError(f"{self.label}: {type(cmd).__name__} in a peer-to-peer run (there is no server)")
+            self._worker(cmd, cmd.worker)
+        elif isinstance(cmd, (Multicast, AllReduce)):
+            if not self.p2p:
+                raise PolicyError(f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'")
+            workers = (cmd.worker, *cmd.receivers) if isinstance(cmd, Multicast) else cmd.workers
+            for w in workers:
+                self._worker(cmd, w)
+            if isinstance(cmd, AllReduce):
+                if len(cmd.workers) < 2:
+                    raise PolicyError(f"{self.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
+                for w in cmd.workers:
+                    if w in self.computing:
+                        raise PolicyError(f"{self.label}: AllReduce includes worker {w}, which is computing")
+        elif not isinstance(cmd, (Apply, Drop, SetTimer)):
+            raise PolicyError(f"{self.label}: unknown command {cmd!r}")
+
+    def _worker(self, cmd: Command, index: int) -> None:
+        if not 0 <= index < self.n:
+            raise PolicyError(f"{self.label}: {type(cmd).__name__} names worker {index}, not in 0..{self.n - 1}")
+
+    def start_step(self, cmd: Compute) -> bool:
+        """The step ``cmd`` starts now: False when the step budget is spent
+        (the worker stays idle and the run drains); PolicyError when the
+        worker is computing already, when a peer-to-peer step has no
+        ``local_lr``, or when the batch is above the worker's memory cap."""
+        w = cmd.worker
+        self._worker(cmd, w)  # (a Pull's ``then`` is first checked here)
+        if w in self.computing:
+            raise PolicyError(f"{self.label}: worker {w} is already computing")
+        if self.p2p and cmd.local_lr is None:
+            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
+        if self.max_batch and cmd.batch_size > self.max_batch[w]:
+            raise PolicyError(
+                f"{self.label}: worker {w} asked for batch {cmd.batch_size} above its memory cap "
+                f"max_batch={self.max_batch[w]}"
+            )
+        if self.spent():
+            return False
+        self.ledger.started_steps += 1
+        self.computing.add(w)
+        return True
+
+    def spent(self) -> bool:
+        """The step budget (``max_steps`` per worker) is spent."""
+        return self.budget is not None and self.ledger.started_steps >= self.budget
+
+    # --------------------------------------------------------------- facts
+    def computed(
+        self,
+        worker: int,
+        *,
+        start_s: float,
+        end_s: float,
+        now_s: float,
+        step: int,
+        batch_size: int,
+        base_version: int,
+        replaced: bool = False,
+        committed: int = 0,
+        load: float = 1.0,
+        uplink_Bps: float = float("inf"),
+        downlink_Bps: float = float("inf"),
+    ) -> ComputeDone:
+        """A step ran on ``worker`` from ``start_s`` to ``end_s``; ``replaced``:
+        its gradient replaced an unpushed one; ``committed``: local steps it
+        made the worker's model (peer-to-peer: the step is the update)."""
+        led = self.ledger
+        self.computing.discard(worker)
+        led.steps += 1
+        led.samples += batch_size
+        led.applied_steps += committed
+        if replaced:
+            led.overwritten(worker, 1, now_s)
+        self.trace.write(
+            {
+                "t": start_s,
+                "ev": "compute",
+                "w": worker,
+                "end": end_s,
+                "step": step,
+                "batch": batch_size,
+                "base": base_version,
+            }
+        )
+        return ComputeDone(
+            now_s=now_s,
+            worker=worker,
+            step=step,
+            batch_size=batch_size,
+            base_version=base_version,
+            duration_s=end_s - start_s,
+            load=load,
+            uplink_Bps=uplink_Bps,
+            downlink_Bps=downlink_Bps,
+        )
+
+    def push_arrived(self, push_id: int, *, start_s: float, now_s: float, nbytes: int) -> PushArrived:
+        """The push ``push_id`` (held by the ledger) has arrived at the server."""
+        rec = self.ledger.pushes[push_id]
+        self.ledger.bytes_sent += nbytes
+        self.trace.write(
+            {
+                "t": start_s,
+                "ev": "push",
+                "w": rec.worker,
+                "end": now_s,
+                "id": push_id,
+                "kind": rec.kind,
+                "nbytes": nbytes,
+                "steps": rec.steps,
+            }
+        )
+        return PushArrived(
+            now_s=now_s,
+            worker=rec.worker,
+            push_id=push_id,
+            kind=rec.kind,  # type: ignore[arg-type]
+            base_version=rec.base_version,
+            steps=rec.steps,
+            samples=rec.samples,
+        )
+
+    def pulled(
+        self, worker: int, *, start_s: float, end_s: float, now_s: float, version: int, nbytes: int, overwritten: int
+    ) -> PullDone:
+        """``worker`` has the global model of ``version``; ``overwritten``:
+        local steps the pull replaced before they were pushed."""
+        led = self.ledger
+        led.bytes_sent += nbytes
+        if overwritten:
+            led.overwritten(worker, overwritten, now_s)
+        self.trace.write({"t": start_s, "ev": "pull", "w": worker, "end": end_s, "version": version, "nbytes": nbytes})
+        return PullDone(now_s=now_s, worker=worker, version=version)
+
+    def copy_arrived(
+        self, sender: int, receiver: int, *, start_s: float, end_s: float, now_s: float, nbytes: int
+    ) -> ModelArrived:
+        """A multicast's copy of ``sender``'s model has arrived at ``receiver``."""
+        self.ledger.bytes_sent += nbytes
+        self.trace.write({"t": start_s, "ev": "send", "w": sender, "to": receiver, "end": end_s, "nbytes": nbytes})
+        return ModelArrived(now_s=now_s, worker=receiver, sender=sender)
+
+    def reduced(self, worker: int, *, start_s: float, end_s: float, nbytes: int, members: int) -> None:
+        """``worker``'s part of an all-reduce of ``members`` workers is done."""
+        self.trace.write(
+            {"t": start_s, "ev": "allreduce", "w": worker, "end": end_s, "nbytes": nbytes, "workers": members}
+        )
+
+    def exchange_done(self, start_s: float, now_s: float) -> None:
+        """A multicast (all its copies) or an all-reduce has ended: one update."""
+        self.stats.finished(now_s - start_s)
+        self.ledger.version += 1
+
+    def allreduce_done(self, workers: tuple[int, ...], *, start_s: float, now_s: float) -> AllReduceDone:
+        self.exchange_done(start_s, now_s)
+        return AllReduceDone(now_s=now_s, workers=workers)
+
+    def left(self, worker: int, now_s: float, reason: str) -> WorkerLeft:
+        """``worker`` is gone (its process died, or its own loop ended)."""
+        self.computing.discard(worker)
+        self.ledger.left.append({"worker": worker, "t": now_s, "reason": reason})
+        self.trace.write({"t": now_s, "ev": "left", "w": worker, "reason": reason})
+        return WorkerLeft(now_s=now_s, worker=worker)
+
+    # ------------------------------------------------------ run boundaries
+    def started(self, t_s: float, *, model_nbytes: int, scenario: Scenario, **extra: Any) -> None:
+        """The trace's first record."""
+        self.trace.write(
+            {
+                "t": t_s,
+                "ev": "start",
+                "workers": self.n,
+                "policy": self.label,
+                "scenario": scenario.name,
+                "seed": scenario.seed,
+                "model_nbytes": model_nbytes,
+                **extra,
+            }
+        )
+
+    def ended(self, t_s: float, reason: str) -> None:
+        """The trace's last record: the run stopped at ``t_s`` for ``reason``."""
+        self.trace.write({"t": t_s, "ev": "end", "wall_time_s": t_s, "reason": reason})
+
+    def fraction(self, now_s: float) -> float:
+        """How far the run is, 0..1: the larger of its time and its step budget spent."""
+        parts = []
+        if self.max_time_s is not None:
+            parts.append(now_s / self.max_time_s)
+        if self.budget is not None:
+            parts.append(self.ledger.started_steps / self.budget)
+        return min(1.0, max(parts)) if parts else 0.0
+
+    def p2p_summary(self, wall_s: float) -> dict[str, Any]:
+        """The peer-to-peer summary fields (none for a parameter-server run)."""
+        if not self.p2p:
+            return {}
+        return self.stats.summary(steps=self.ledger.steps, workers=self.n, wall_s=wall_s)

@@ -1,0 +1,141 @@
+"""The experiment layer of the paper benches: pairing by seed, aggregates, rows, page templates."""
+
+from __future__ import annotations
+
+import argparse
+import string
+from pathlib import Path
+
+import pytest
+
+from hetsync.benches import experiment as ex
+from hetsync.errors import BadInput
+
+BENCHES = Path(ex.__file__).parent
+
+
+def _run(label: str, tta: float | None, *, rate: float = 100.0, final: float = 0.9) -> dict:
+    return {
+        "label": label,
+        "policy": label.split("(")[0],
+        "time_to_target_s": tta,
+        "samples_per_s": rate,
+        "final_metric": final,
+        "compute_share": 0.5,
+    }
+
+
+RUNS = {  # seed -> runs; bsp reaches the target on seeds 0 and 1 only
+    0: [_run("bsp", 10.0, rate=100.0), _run("asp", 5.0, rate=300.0, final=0.8)],
+    1: [_run("bsp", 6.0, rate=120.0), _run("asp", None, rate=240.0, final=0.6)],
+    2: [_run("bsp", None, rate=110.0), _run("asp", 4.0, rate=330.0, final=0.7)],
+}
+
+
+def test_speed_ups_are_paired_by_seed_and_skip_seeds_where_either_missed_the_target():
+    ratios = ex.paired_ratios(RUNS, "asp", ex.baseline_value("bsp"))
+    assert ratios == [2.0, None, None]
+    rates = ex.paired_ratios(RUNS, "asp", ex.baseline_value("bsp", "samples_per_s"), key="samples_per_s", inverse=True)
+    assert rates == pytest.approx([3.0, 2.0, 3.0])
+    stats = ex.speedup_stats("asp", RUNS, "bsp")
+    assert stats == {"speedup_mean": 2.0, "speedup_min": 2.0, "speedup_max": 2.0, "speedup_pairs": 1}
+    assert ex.speedup_stats("bsp", RUNS, "bsp", "speedup_vs_bsp")["speedup_vs_bsp_mean"] == 1.0
+
+
+def test_seed_aggregates_count_the_seeds_that_reached_the_target():
+    runs = ex.by_label(RUNS, "asp")
+    assert [r["final_metric"] for r in runs] == [0.8, 0.6, 0.7]
+    tta = ex.tta_stats(runs)
+    assert tta == {"reached": 2, "seeds": 3, "tta_mean_s": 4.5, "tta_min_s": 4.0, "tta_max_s": 5.0}
+    finals = ex.final_stats(runs)
+    assert finals["final_metric_mean"] == pytest.approx(0.7) and finals["final_metric_sd"] == pytest.approx(0.1)
+    assert ex.final_stats(runs[:1])["final_metric_sd"] == 0.0
+    assert ex.means(runs, {"rate": "samples_per_s", "tta": "time_to_target_s"}) == {"rate": 290.0, "tta": 4.5}
+    assert ex.labels_of(RUNS) == ["bsp", "asp"]
+
+
+def test_rows_show_means_with_ranges_and_seeds_reached_or_the_run_length():
+    target = {"target_metric": "accuracy", "target_value": 0.9, "target_direction": "max"}
+    keys = {"policy": "asp", "setting": "s"}
+    a = {"policy": "asp", **ex.tta_stats(ex.by_label(RUNS, "asp")), **ex.speedup_stats("asp", RUNS, "bsp")}
+    row = ex.tta_row(a, target=target, max_time_s=30.0, keys=keys)
+    assert (row["metric"], row["value"], row["shown"]) == ("time to accuracy 0.9", 4.5, "4.5 [4–5] (2/3)")
+    none = {**a, "tta_mean_s": None, "reached": 0}
+    assert ex.tta_row(none, target=target, max_time_s=30.0, keys=keys)["shown"] == "not in 30 s"
+    one = {**a, "seeds": 1, "reached": 1}
+    assert ex.tta_row(one, target=target, max_time_s=30.0, keys=keys)["shown"] is None
+    speed = ex.speedup_row(a, baseline="bsp", keys=keys)
+    assert (speed["metric"], speed["value"], speed["shown"]) == ("speed-up over bsp", 2.0, None)  # one pair
+    assert ex.speedup_row({**a, "policy": "bsp"}, baseline="bsp", keys=keys)["value"] == 1.0
+    assert ex.final_row("accuracy", [0.9, 0.8], 0.85, keys)["shown"] == "0.850 ± 0.071"
+    assert ex.share_rows({"compute": 0.5, "wait": None}, keys)[0] | {"x": 1} == {
+        "metric": "compute share",
+        "value": 50.0,
+        "unit": "%",
+        **keys,
+        "x": 1,
+    }
+    assert ex.speedup_cell({**a, "speedup_pairs": 2}, "bsp") == "2.00× [2–2]"
+    assert ex.tta_cell(a) == "4.50 [4–5]" and ex.pct_cell(0.123) == "12.3%"
+
+
+def test_an_experiment_rejects_repeated_seeds_and_lays_out_its_folders(tmp_path):
+    case = ex.Case(key="h1", scenario="wbsp-h1")
+    with pytest.raises(BadInput, match="--seeds repeats"):
+        ex.Experiment(cases=(case,), seeds=(0, 0))
+    with pytest.raises(BadInput, match="--scenarios"):
+        ex.Experiment(cases=(), seeds=(0,))
+    one = ex.Experiment(cases=(case,), seeds=(3,), seed_dirs=False)
+    assert one.folder(tmp_path, case, 3) == tmp_path / "h1"
+    several = ex.Experiment(cases=(case, ex.Case(key="", scenario="elastic-4")), seeds=(3, 4), seed_dirs=False)
+    assert several.folder(tmp_path, case, 4) == tmp_path / "h1" / "seed-4"
+    assert several.folder(tmp_path, several.cases[1], 4) == tmp_path / "seed-4"
+    with pytest.raises(BadInput, match="nope"):
+        ex.Experiment(cases=(ex.Case(key="x", scenario="nope"),), seeds=(0,)).validate()
+
+
+def test_the_diagnosis_runs_nothing_when_the_scenario_has_no_noise(tmp_path):
+    exp = ex.Experiment(cases=(ex.Case(key="", scenario="elastic-4"),), seeds=(0,), overrides={"jitter": 0.0})
+    assert exp.scenario(exp.cases[0], 7).seed == 7
+    assert exp.calm_runs(exp.cases[0], tmp_path, ("bsp",)) == []
+    assert not tmp_path.joinpath("trace-bsp.jsonl").exists()
+
+
+def test_run_case_runs_every_policy_and_seed_under_its_folder(tmp_path, capsys):
+    exp = ex.Experiment(
+        cases=(ex.Case(key="c", scenario="elastic-4"),),
+        seeds=(0, 1),
+        policies=("bsp", "asp"),
+        overrides={"max_time_s": 0.3, "workload": "digits-logreg"},
+    )
+    seen: list[Path] = []
+    sc, runs = exp.run_case(exp.cases[0], tmp_path, after=lambda r, where, s: seen.append(where))
+    assert sc.seed == 1 and list(runs) == [0, 1] and ex.labels_of(runs) == ["bsp", "asp"]
+    assert seen == [tmp_path / "c" / "seed-0", tmp_path / "c" / "seed-1"]
+    assert (tmp_path / "c" / "seed-1" / "summary.json").is_file()
+    assert "elastic-4 seed 1 · asp: TTA" in capsys.readouterr().out
+
+
+def test_page_templates_fill_named_placeholders_and_refuse_missing_ones(tmp_path):
+    (tmp_path / "bench.md.in").write_text("# $title\n\n$body\n\n\n\n$tail\n<!-- block: note -->\nnote: $what\n")
+    blocks = ex.page_blocks(str(tmp_path / "bench.py"), "bench.md.in")
+    assert set(blocks) == {"page", "note"}
+    page = ex.fill_page(blocks["page"], title="T", body=["a", "b"], tail="")
+    assert page == "# T\n\na\nb\n"  # lists join by lines; blank runs collapse; one final newline
+    assert ex.fill_page(blocks["note"], what="x") == "note: x\n"
+    with pytest.raises(KeyError):
+        ex.fill_page(blocks["page"], title="T")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in BENCHES.glob("*.md.in")))
+def test_every_shipped_template_parses(name):
+    blocks = ex.page_blocks(str(BENCHES / "x.py"), name)
+    assert "page" in blocks
+    for template in blocks.values():
+        assert isinstance(template, string.Template) and template.is_valid()
+
+
+def test_the_command_line_names_the_options_that_differ_from_their_defaults():
+    args = argparse.Namespace(quick=True, seeds="0,1", policies="bsp", runtime=False, overrides=["max_time_s=2"])
+    options = [("quick", False), ("seeds", "0"), ("policies", "bsp"), ("runtime", False)]
+    assert ex.command_line("paper-x", args, options) == "hetsync bench paper-x --quick --seeds 0,1 --set max_time_s=2"

@@ -1,0 +1,48 @@
+"""The compute timing model both drivers use: the simulator's step
+durations and a runtime worker's extra sleep (hetsync.driver.timing). The
+memory cap is checked by the driver core (tests/driver/test_core.py)."""
+
+import pytest
+
+from hetsync.driver.timing import TimingModel
+from hetsync.scenario import scenario_from_dict
+from tests.sim.conftest import make_scenario
+
+
+def test_gpu_curve_is_flat_then_linear():
+    sc = scenario_from_dict(
+        {
+            "workers": 1,
+            "max_steps": 1,
+            "device": "gpu",
+            "fixed_s": 0.1,
+            "per_sample_s": 0.01,
+            "saturation_batch": 32,
+            "max_batch": 128,
+        }
+    )
+    tm = TimingModel(sc)
+    assert tm.step_duration_s(0, 8, 0.0) == pytest.approx(0.1)
+    assert tm.step_duration_s(0, 32, 0.0) == pytest.approx(0.1)
+    assert tm.step_duration_s(0, 64, 0.0) == pytest.approx(0.1 + 0.32)
+
+
+def test_noise_has_mean_one_and_stragglers_and_delay_apply():
+    sc = make_scenario(workers=1, jitter=0.3, straggler_prob=0.1, straggler_factor=5.0, delay_s=0.5)
+    tm = TimingModel(sc)
+    base = sc.per_sample_s * sc.batch_size
+    d = [tm.step_duration_s(0, sc.batch_size, 0.0) - 0.5 for _ in range(20000)]
+    mean = sum(d) / len(d)
+    assert mean == pytest.approx(base * (0.9 + 0.1 * 5.0), rel=0.05)
+    assert min(d) > 0
+
+
+def test_background_load_square_wave():
+    sc = make_scenario(
+        workers=2, background_load={"workers": [1], "period_s": 10, "on_s": 4, "factor": 3, "random_phase": False}
+    )
+    tm = TimingModel(sc)
+    base = sc.per_sample_s * sc.batch_size
+    assert tm.step_duration_s(1, sc.batch_size, 1.0) == pytest.approx(3 * base)
+    assert tm.step_duration_s(1, sc.batch_size, 5.0) == pytest.approx(base)
+    assert tm.step_duration_s(0, sc.batch_size, 1.0) == pytest.approx(base)

@@ -1,0 +1,57 @@
+"""hetsync profile --script: the user's own training loop (examples/own_loop_cnn.py)
+timed on real processes with an emulated 2-worker cluster, fitted into a
+scenario the simulator runs, and the same raw.json fitted again with --from-raw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hetsync.cli import main
+from hetsync.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.dist
+
+CLUSTER = """\
+description: "2 workers, the second 20 ms slower per step; 1 MB/s links"
+workers: 2
+workload: digits-mlp
+batch_size: 16
+lr: 0.5
+max_time_s: 20
+fixed_s: 0.0
+per_sample_s: 0.00001
+delay_s: [0.005, 0.025]
+jitter: 0.0
+bandwidth_Bps: 1.0e6
+latency_s: 0.0005
+"""
+
+
+def test_profile_your_own_loop(tmp_path, capsys):
+    cluster = tmp_path / "two.yaml"
+    cluster.write_text(CLUSTER)
+    out = tmp_path / "prof"
+    script = ROOT / "examples" / "own_loop_cnn.py"
+    argv = ["profile", "--script", str(script), "--nproc", "2", "--emulate", str(cluster)]
+    argv += ["--compute-s", "2", "--link-reps", "2", "-o", str(out), "--no-plots", "--", "--policy", "bsp"]
+    assert main(argv) == 0, capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert "next: hetsync advise -s" in printed
+    raw = json.loads((out / "raw.json").read_text())
+    assert raw["model"] == "SignalCNN" and raw["job"]["name"] == "hetero-4"  # the script's own scenario
+    sc = load_scenario(str(out / "cluster.yaml"))
+    assert sc.workers == 2 and sc.model_bytes == raw["model_bytes"]  # transfers cost the user's model
+    prof = json.loads((out / "profile.json").read_text())
+    steps = [len(r["compute"]["steps"]) for r in raw["per_rank"][1:]]
+    assert min(steps) > 10, steps
+    # worker 1 sleeps 20 ms more per step than worker 0: its loop is clearly slower
+    slow, fast = sc.nominal_step_s(1, sc.batch_size), sc.nominal_step_s(0, sc.batch_size)
+    assert slow > fast + 0.010, (fast, slow, prof)
+    assert all(0.8e6 <= b <= 1.2e6 for b in sc.bandwidth_Bps), sc.bandwidth_Bps  # 1 MB/s links
+    again = tmp_path / "again"
+    assert main(["profile", "--from-raw", str(out / "raw.json"), "-o", str(again), "--no-plots"]) == 0
+    assert load_scenario(str(again / "cluster.yaml")).model_bytes == raw["model_bytes"]
