@@ -486,3 +486,12 @@ def test_every_page_highlights_each_best_time_to_target(tmp_path: Path) -> None:
     table = summary_table(runs)
     styled = [cell.spans for cell in table.columns[1]._cells]
     assert [bool(s) for s in styled] == [False, True, True, False]
+
+
+def test_long_labels_wrap_after_commas_in_panel_titles():
+    from hetsync.report import _wrap_label
+
+    label = "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.05)"
+    lines = _wrap_label(label, width=36).split("\n")
+    assert "".join(lines) == label and len(lines) == 2 and all(len(x) <= 36 for x in lines)
+    assert _wrap_label("bsp") == "bsp"

@@ -8,6 +8,30 @@
   server (local SGD); the steps accumulate until a delta push carries them, or
   a pull overwrites them (dropped).
 
+Peer to peer, by default (``p2p_mixing: equal``): a receiver replaces its
+model by the equal-weight average of its own and the copies that arrived.
+With ``p2p_mixing: push-sum`` (``push_sum=True``): push-sum mixing (Kempe et al., "Gossip-based computation of
+aggregate information", FOCS 2003; as in SGP, Assran et al., ICML 2019).
+Every worker holds a ``weight`` w_i (1.0 when a run starts) beside its model
+x_i. A multicast to k receivers splits the weight: each copy carries
+w_i/(k+1) and the sender keeps w_i/(k+1) (:meth:`LocalModel.split_weight`).
+A receiver mixes the copies that arrived into its model with
+:func:`push_sum_mix`: x_i ← (w_i·x_i + Σ w_j·x_j)/(w_i + Σ w_j),
+w_i ← w_i + Σ w_j. Local SGD steps work on x_i and leave w_i alone.
+
+Invariant: splitting and mixing keep Σ w·x and Σ w over the workers and the
+copies in flight, so the push-sum average Σ w_i·x_i / Σ w_i (what is
+evaluated, :func:`weighted_average`) is unchanged by every exchange, whatever
+the fan-out — equal-weight averaging with unequal fan-out drifts toward the
+models sent to the most receivers. An all-reduce gives its participants the
+exact weighted average and the mean of their weights (which keeps both
+sums). A copy that is lost (its sender or receiver died) takes its mass
+with it, as does a worker that dies; the surviving average is then that of
+the rest. While every weight is equal (an all-reduce only, or equal fan-out:
+every sender k receivers and every receiver k copies a round) the result is
+exactly the equal-weight average, and then it is computed as before
+(sum / count), bit for bit.
+
 Tensors are never modified in place, so a model handed out by the server can
 be shared by reference. With ``math`` off (the simulator's event-loop
 benchmark) the tensors are ``None`` and only the counting happens.
@@ -15,11 +39,51 @@ benchmark) the tensors are ``None`` and only the counting happens.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from hetsync.optim import Stepper
+
+
+def push_sum_mix(
+    own: torch.Tensor, own_weight: float, received: list[tuple[torch.Tensor, float]]
+) -> tuple[torch.Tensor, float]:
+    """Push-sum: the weighted average of ``own`` and the ``received`` (model,
+    weight) copies, and the sum of the weights. Equal weights give the plain
+    average, computed as (own + Σ received) / count."""
+    if not received:
+        return own, own_weight
+    weights = [own_weight, *(w for _, w in received)]
+    for w in weights:
+        if not w > 0.0:
+            raise ValueError(f"push-sum weight must be > 0, got {w}")
+    total_w = math.fsum(weights)
+    if all(w == own_weight for w in weights):
+        total = own
+        for model, _ in received:
+            total = total + model
+        return total / len(weights), total_w
+    total = own * (own_weight / total_w)
+    for model, w in received:
+        total = total + model * (w / total_w)
+    return total, total_w
+
+
+def weighted_average(models: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
+    """Σ w_i·x_i / Σ w_i (the push-sum average); equal weights give
+    ``torch.stack(models).mean(dim=0)`` exactly."""
+    if not models or len(models) != len(weights):
+        raise ValueError(
+            f"weighted_average needs one weight per model, got {len(models)} models, {len(weights)} weights"
+        )
+    if all(w == weights[0] for w in weights):
+        return torch.stack(models).mean(dim=0)
+    total_w = math.fsum(weights)
+    coef = torch.tensor([w / total_w for w in weights], dtype=models[0].dtype)
+    out: torch.Tensor = torch.tensordot(coef, torch.stack(models), dims=1)
+    return out
 
 
 @dataclass(slots=True)
@@ -35,6 +99,7 @@ class LocalModel:
     __slots__ = (
         "local",
         "ref",
+        "push_sum",
         "base_version",
         "grad",
         "has_grad",
@@ -45,14 +110,21 @@ class LocalModel:
         "local_base",
         "stepper",
         "local_clock",
+        "weight",
     )
 
-    def __init__(self, model: torch.Tensor | None, version: int = 0, stepper: Stepper | None = None) -> None:
+    def __init__(
+        self, model: torch.Tensor | None, version: int = 0, stepper: Stepper | None = None, *, push_sum: bool = False
+    ) -> None:
         self.local = self.ref = model
+        # peer to peer: push-sum mixing (the scenario's p2p_mixing: push-sum), or
+        # the equal-weight average of its own and the copies (every weight stays 1)
+        self.push_sum = push_sum
         # the worker's optimizer for local steps; None: plain SGD. Its state
         # survives pulls (a pull replaces the parameters, not the optimizer).
         self.stepper = stepper
         self.local_clock = 0  # local steps taken so far: the worker's schedule clock
+        self.weight = 1.0  # peer to peer: the push-sum weight (module docstring)
         self.base_version = version
         self.grad: torch.Tensor | None = None
         self.has_grad = False
@@ -109,19 +181,39 @@ class LocalModel:
         self.local_steps = self.local_samples = 0
         return steps
 
-    def mix(self, received: list[torch.Tensor | None]) -> None:
-        """Peer to peer: replace the model by the equal-weight average of its
-        own and the received ones."""
-        if self.local is None or not received:
-            return
-        total = self.local
-        for model in received:
-            total = total + model  # type: ignore[operator]
-        self.local = self.ref = total / (1 + len(received))
+    def split_weight(self, receivers: int) -> float:
+        """Peer to peer: a multicast to ``receivers`` starts; the sender keeps
+        w/(k+1) and returns the same share, which every copy carries."""
+        if receivers < 1:
+            raise ValueError(f"a multicast needs at least one receiver, got {receivers}")
+        if not self.push_sum:
+            return self.weight  # equal mixing: the weight stays 1 everywhere
+        self.weight = share = self.weight / (receivers + 1)
+        return share
 
-    def replace(self, model: torch.Tensor | None) -> None:
-        """Peer to peer: take the result of an all-reduce as the model."""
+    def mix(self, received: list[tuple[torch.Tensor | None, float]]) -> None:
+        """Peer to peer: push-sum mix the received (model, weight) copies into
+        the model (:func:`push_sum_mix`); the weights add up."""
+        if not received:
+            return
+        if not self.push_sum:  # the equal-weight average of its own and the copies; the weight stays 1
+            received = [(model, self.weight) for model, _ in received]
+            if self.local is not None:
+                self.local, _ = push_sum_mix(self.local, self.weight, received)  # type: ignore[arg-type]
+                self.ref = self.local
+            return
+        if self.local is None:  # counting only: the weights still move
+            self.weight = math.fsum([self.weight, *(w for _, w in received)])
+            return
+        self.local, self.weight = push_sum_mix(self.local, self.weight, received)  # type: ignore[arg-type]
+        self.ref = self.local
+
+    def replace(self, model: torch.Tensor | None, weight: float | None = None) -> None:
+        """Peer to peer: take the result of an all-reduce as the model, and
+        ``weight`` (the mean of the participants' weights) if given."""
         self.local = self.ref = model
+        if weight is not None:
+            self.weight = weight
 
     def load(self, model: torch.Tensor | None, version: int) -> int:
         """Replace the model with a pulled one; returns the local steps it overwrote."""

@@ -580,6 +580,7 @@ class _LoopWorker(WorkerProcess):
             return
         rep = P.header()
         rep[P.R_TYPE] = P.R_LEAVING
+        P.put_float(rep, P.R_WEIGHT, self.model.weight)  # p2p: the push-sum weight of the model it leaves
         self._send(rep, self.model.local if self.model.local is not None else self.flat.flat())
         self.pending = None
         while True:

@@ -404,6 +404,17 @@ def _tta_note(run: dict[str, Any]) -> str:
     return f"target at {_fmt_seconds(tta)} s" if _finite(tta) else "target not reached"
 
 
+def _wrap_label(label: str, width: int = 36) -> str:
+    """A long policy label on lines of at most ``width`` characters, broken
+    after commas (small-multiple panel titles would run into each other)."""
+    lines = [""]
+    for part in label.replace(",", ",\0").split("\0"):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
 def _draw_curve(ax: Axes, run: dict[str, Any], color: str, *, label: str | None, linewidth: float = 1.8) -> None:
     """One run's metric curve, and a dot where it first reached the target."""
     curve = _curve(run)
@@ -559,7 +570,7 @@ def _plot_metric_panels(runs: list[dict[str, Any]], path: str | Path) -> Path:
         _draw_curve(ax, runs[i], colors[i], label=None, linewidth=2.0)
         shape.style(ax, label_targets=False)
         ax.set_title(
-            f"{runs[i].get('label', '?')}\n{_tta_note(runs[i])}",
+            f"{_wrap_label(str(runs[i].get('label', '?')))}\n{_tta_note(runs[i])}",
             loc="left",
             fontsize=9,
             color=colors[i],

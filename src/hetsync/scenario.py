@@ -92,6 +92,10 @@ class Scenario:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     clip_norm: float | None = None
     label_skew: float = 0.0
+    # peer to peer: how a receiver mixes the models that arrived — "equal"
+    # (equal-weight average with its own) or "push-sum" (weights travel with
+    # the copies, so the network's weighted average is kept; hetsync.localmodel)
+    p2p_mixing: str = "equal"
     # the target (YAML `target: {metric, value, direction}`, or the shorthand
     # `target_accuracy: v`); direction None: the workload's for that metric
     target_metric: str = "accuracy"
@@ -138,6 +142,7 @@ class Scenario:
         _check_range("lr", self.lr, 0, L.MAX_LR, low_open=True)
         _check(0 <= self.seed <= L.MAX_SEED, "seed", self.seed, f"must be in 0..{L.MAX_SEED}")
         _check(0 <= self.label_skew <= 1, "label_skew", self.label_skew, "must be in [0, 1]")
+        _check(self.p2p_mixing in P2P_MIXING, "p2p_mixing", self.p2p_mixing, f"must be one of {', '.join(P2P_MIXING)}")
         _check(
             isinstance(self.target_metric, str) and bool(self.target_metric),
             "target.metric",
@@ -380,6 +385,9 @@ def _few(values: list[Any], most: int = 6) -> str:
     return f"[{shown}{more}]"
 
 
+P2P_MIXING = ("equal", "push-sum")  # how peer-to-peer receivers mix (Scenario.p2p_mixing)
+
+
 def _check(ok: bool, key: str, value: Any, rule: str) -> None:
     if not ok:
         shown = "" if value is None else f", got {value!r}"
@@ -537,6 +545,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "batch_size": (int,),
     "lr": (int, float),
     "label_skew": (int, float),
+    "p2p_mixing": (str,),
     "max_time_s": (int, float),
     "max_steps": (int,),
     "eval_every_s": (int, float),

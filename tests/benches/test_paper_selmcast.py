@@ -15,7 +15,7 @@ def test_tiny_run_prints_rows_writes_results_and_docs(tmp_path, capsys):
     out, docs, rows_json = tmp_path / "out", tmp_path / "docs", tmp_path / "rows.json"
     argv = ["bench", "paper-selmcast", "--out", str(out), "--docs", str(docs), "--json", str(rows_json)]
     argv += ["--policies", "p2p-random,selmcast,selmcast:sync=ssp,p2p-random:sync=ssp"]
-    argv += ["--set", "workers=6", "--set", "max_time_s=60", "--set", "model_bytes=20000000"]
+    argv += ["--set", "workers=6", "--set", "max_time_s=60", "--set", "model_bytes=20000000", "--windows", "0,0.05"]
     assert main(argv) == 0
     assert "paper-selmcast" in BENCHES
     results = json.loads((out / "results.json").read_text())
@@ -41,6 +41,24 @@ def test_tiny_run_prints_rows_writes_results_and_docs(tmp_path, capsys):
     for kind in ("accuracy", "exchange", "shares"):
         assert (docs / "img" / f"selmcast-p2p-bw-sim-{kind}.png").stat().st_size > 0
     assert "p2p-bw seed 0 · selmcast(sync=bsp" in capsys.readouterr().out
+    # the ssp window sweep: p2p-random, then selmcast at each window, ratios to random's receivers
+    sweep = json.loads((out / "windows.json").read_text())
+    assert sweep["baseline"]["label"] == "p2p-random(sync=ssp,s=3,p=2)"
+    assert [p["window_s"] for p in sweep["windows"]] == [0.0, 0.05]
+    assert sweep["windows"][1]["label"] == "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.05)"
+    for p in sweep["windows"]:
+        assert p["receivers_ratio"] == pytest.approx(p["mean_receivers"] / sweep["baseline"]["mean_receivers"])
+    assert "## SSP planning window (p2p-bw, simulator, seeds 0)" in text
+    assert "| selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.05) | 0.05 s |" in text
+    assert any(r["metric"] == "receivers vs random" for r in rows)
+
+
+@pytest.mark.parametrize("bad", ["x", "-1", "inf", "0,nan"])
+def test_bad_windows_exit_2_naming_the_option(bad, tmp_path, capsys):
+    argv = ["bench", "paper-selmcast", "--out", str(tmp_path), "--windows", bad, "--scenarios", "p2p-bw"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--windows" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sync_per_step_is_the_time_not_computing_per_step():

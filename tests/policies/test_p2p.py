@@ -17,6 +17,8 @@ from hetsync.policies.base import (
     ModelArrived,
     Multicast,
     PolicyContext,
+    SetTimer,
+    TimerFired,
     WorkerLeft,
 )
 from tests.policies.helpers import ctx
@@ -157,6 +159,14 @@ def test_labels_and_bad_params():
         make_policy("selmcast:bandwidth=best", ctx())
     with pytest.raises(BadInput, match="'p' must be >= 1"):
         make_policy("p2p-random:p=0", ctx())
+    # the window shows where it acts: ssp, non-zero
+    assert make_policy("selmcast:sync=ssp:window_s=0.5", ctx()).label == (
+        "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.5)"
+    )
+    assert make_policy("selmcast:sync=ssp:window_s=0", ctx()).label == "selmcast(sync=ssp,s=3,p=2,bandwidth=worst)"
+    assert make_policy("selmcast:window_s=0.5", ctx()).label == "selmcast(sync=bsp,p=2,bandwidth=worst)"
+    with pytest.raises(BadInput, match="'window_s' must be >= 0"):
+        make_policy("selmcast:sync=ssp:window_s=-1", ctx())
 
 
 def test_selmcast_plans_on_the_worst_bandwidth_it_has_seen():
@@ -176,3 +186,64 @@ def test_selmcast_plans_on_the_worst_bandwidth_it_has_seen():
     assert sum(map(len, plans["worst"].values())) == 4
     # planned as fast: equal links, no room for extras
     assert sum(map(len, plans["latest"].values())) == 3
+
+
+# ------------------------------------------------------------ selmcast's ssp window
+def window_ctx(workers: int) -> PolicyContext:
+    return PolicyContext(workers=workers, batch_size=8, lr=0.1, model_bytes=1_000_000)
+
+
+def test_selmcast_ssp_window_plans_the_senders_that_end_within_it_together():
+    pol = make_policy("selmcast:sync=ssp:s=5:p=1:window_s=0.5", window_ctx(4))
+    pol.start(0.0)
+    fast, slow = 1e9, 1e6
+    (timer,) = pol.on_event(done(3, t=1.0, up=slow, down=slow))  # a slow sender opens the window
+    assert isinstance(timer, SetTimer) and timer.at_s == 1.5
+    assert pol.on_event(done(0, t=1.2, up=fast, down=fast)) == []  # joins it: no second timer
+    assert pol.on_event(TimerFired(now_s=1.4, tag="another")) == []  # not this window's timer
+    plan = pol.on_event(TimerFired(now_s=1.5, tag=timer.tag))
+    by_sender = {m.worker: m.receivers for m in plan}
+    assert sorted(by_sender) == [0, 3]  # one plan for both
+    assert len(by_sender[3]) == 1  # the slow uplink sends only what it must ...
+    assert len(by_sender[0]) == 3  # ... and the fast sender fills its makespan with extras
+    assert pol.on_event(TimerFired(now_s=1.5, tag=timer.tag)) == []  # fired once: nothing more
+
+
+def test_selmcast_ssp_window_alone_matches_no_window():
+    """A sender whose window nobody joins gets the plan it gets without one."""
+    plans = []
+    for spec in ("selmcast:sync=ssp:p=1", "selmcast:sync=ssp:p=1:window_s=2"):
+        pol = make_policy(spec, window_ctx(4))
+        pol.start(0.0)
+        cmds = pol.on_event(done(2, t=1.0, up=1e8, down=1e7))
+        if cmds and isinstance(cmds[0], SetTimer):
+            cmds = pol.on_event(TimerFired(now_s=cmds[0].at_s, tag=cmds[0].tag))
+        plans.append(cmds)
+    assert plans[0] == plans[1] and len(plans[0]) == 1
+
+
+def test_selmcast_ssp_window_closes_early_when_nobody_is_computing():
+    pol = make_policy("selmcast:sync=ssp:s=5:p=1:window_s=10", window_ctx(3))
+    pol.start(0.0)
+    (timer,) = pol.on_event(done(0, t=1.0))
+    assert pol.on_event(done(1, t=1.1)) == []
+    plan = pol.on_event(done(2, t=1.2))  # the last one computing: nobody else can join
+    assert sorted(m.worker for m in plan) == [0, 1, 2]
+    assert pol.on_event(TimerFired(now_s=11.0, tag=timer.tag)) == []  # the stale timer does nothing
+    # the rounds go on: each sender steps again once its own copies have landed
+    stepped = [w for ev in arrivals(plan) for w in computes(pol.on_event(ev))]
+    assert sorted(stepped) == [0, 1, 2]
+
+
+def test_selmcast_ssp_window_survives_its_senders_leaving():
+    pol = make_policy("selmcast:sync=ssp:s=5:p=1:window_s=1", window_ctx(3))
+    pol.start(0.0)
+    (timer,) = pol.on_event(done(0, t=1.0))
+    # the only sender held leaves: the window closes with nothing to send
+    assert pol.on_event(WorkerLeft(now_s=1.2, worker=0)) == []
+    assert pol.on_event(TimerFired(now_s=2.0, tag=timer.tag)) == []
+    (timer,) = pol.on_event(done(1, t=3.0))  # a new window
+    # the last worker still computing leaves: the window closes at once, and with
+    # nobody left to send to, 1's round is its step alone
+    assert computes(pol.on_event(WorkerLeft(now_s=3.1, worker=2))) == [1]
+    assert pol.on_event(TimerFired(now_s=4.0, tag=timer.tag)) == []

@@ -26,6 +26,7 @@ from hetsync.workloads import make_workload
 pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
 P2P_SPECS = [f"{name}:sync={sync}" for name in ("p2p-allreduce", "p2p-random", "selmcast") for sync in ("bsp", "ssp")]
+UNEQUAL = "p2p-random:sync=bsp:p=1"  # one random receiver each: unequal fan-in, so push-sum weights differ
 FAST = {"jitter": "0", "max_time_s": "null"}
 STEPS = 20
 
@@ -44,19 +45,28 @@ def traced(out: Path, run: dict, ev: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def p2p_runs(tmp_path_factory) -> tuple[Path, list[dict]]:
-    """Every p2p policy under bsp and ssp, and a parameter-server policy,
-    in one ``hetsync run`` on 3 workers."""
+    """Every p2p policy under bsp and ssp, a parameter-server policy, and
+    p2p-random with one receiver per sender, in one ``hetsync run`` on 3 workers."""
     out = tmp_path_factory.mktemp("p2p")
-    argv = ["run", "--nproc", "3", "--scenario", "homogeneous-8", *overrides(max_steps=str(STEPS))]
-    argv += ["--policies", ",".join([*P2P_SPECS, "bsp"]), "--no-plots", "--out", str(out)]
+    # push-sum mixing: its weights travel in the copy headers (equal mixing, the default, is
+    # what the other runtime runs use); every weight stays 1 under all-reduce and equal fan-out
+    argv = [
+        "run",
+        "--nproc",
+        "3",
+        "--scenario",
+        "homogeneous-8",
+        *overrides(max_steps=str(STEPS), p2p_mixing="push-sum"),
+    ]
+    argv += ["--policies", ",".join([*P2P_SPECS, "bsp", UNEQUAL]), "--no-plots", "--out", str(out)]
     assert main(argv) == 0, server_log_tail(out)
     return out, json.loads((out / "summary.json").read_text())
 
 
 def test_every_p2p_policy_runs_to_completion(p2p_runs):
     out, runs = p2p_runs
-    assert [r["policy"] for r in runs] == [s.split(":")[0] for s in P2P_SPECS] + ["bsp"]
-    for r in runs[:-1]:
+    assert [r["policy"] for r in runs] == [s.split(":")[0] for s in P2P_SPECS] + ["bsp", "p2p-random"]
+    for r in runs[:-2]:
         label = r["label"]
         assert r["driver"] == "dist" and r["workers"] == 3 and r["stop_reason"] == "max_steps", label
         assert r["steps"] == 3 * STEPS and r["applied_steps"] == r["steps"] and r["outstanding_steps"] == 0, label
@@ -77,7 +87,7 @@ def test_every_p2p_policy_runs_to_completion(p2p_runs):
             sends = traced(out, r, "send")
             assert len(sends) == pytest.approx(r["multicasts"] * r["mean_receivers"]), label
             assert all(s["w"] != s["to"] and s["end"] >= s["t"] for s in sends), label
-    ps = runs[-1]  # the parameter-server run on the same workers, after the p2p ones
+    ps = runs[-2]  # the parameter-server run on the same workers, after the p2p ones
     assert ps["stop_reason"] == "max_steps" and ps["updates"] == STEPS and "topology" not in ps
 
 
@@ -87,7 +97,9 @@ def test_p2p_allreduce_bsp_equals_the_simulator(p2p_runs):
     out, runs = p2p_runs
     run = next(r for r in runs if r["label"] == "p2p-allreduce(sync=bsp)")
     saved = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)  # a state_dict
-    sc = load_scenario("homogeneous-8", jitter=0, max_time_s=None, max_steps=STEPS).with_workers(3)
+    sc = load_scenario("homogeneous-8", jitter=0, max_time_s=None, max_steps=STEPS, p2p_mixing="push-sum").with_workers(
+        3
+    )
     sim = simulate(sc, "p2p-allreduce:sync=bsp")
     module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
     module.load_state_dict(saved)
@@ -95,6 +107,31 @@ def test_p2p_allreduce_bsp_equals_the_simulator(p2p_runs):
     assert run["allreduces"] == sim.summary["allreduces"] == STEPS
     assert (ours - sim.params).abs().max().item() <= 1e-5
     assert ours.abs().max().item() > 0.1  # a trained model, not two zero vectors
+
+
+def test_push_sum_with_unequal_fan_in_equals_the_simulator(p2p_runs):
+    """One random receiver per sender: some workers get two copies a round,
+    some none, so the push-sum weights differ. The weights travel in the
+    copy headers, and the final model is the weighted average of the fetched
+    models: the runtime must land on the simulator's model."""
+    out, runs = p2p_runs
+    run = runs[-1]
+    saved = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)
+    sc = load_scenario("homogeneous-8", jitter=0, max_time_s=None, max_steps=STEPS, p2p_mixing="push-sum").with_workers(
+        3
+    )
+    sim = simulate(sc, UNEQUAL)
+    module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
+    module.load_state_dict(saved)
+    ours = torch.cat([p.detach().reshape(-1) for p in module.parameters() if p.requires_grad])
+    sends = traced(out, run, "send")
+    assert len({s["to"] for s in sends}) == 3 and len(sends) == 3 * STEPS
+    fan_in = defaultdict(int)
+    for s in sends:
+        fan_in[s["to"]] += 1
+    assert max(fan_in.values()) > min(fan_in.values())  # unequal: equal weights would not reproduce it
+    assert (ours - sim.params).abs().max().item() <= 1e-5
+    assert ours.abs().max().item() > 0.1
 
 
 def test_throttled_exchanges_follow_the_links(tmp_path):

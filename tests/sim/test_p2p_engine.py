@@ -133,3 +133,26 @@ def test_topologies_do_not_mix():
     sim = Simulation(sc, "bsp", math=False)
     with pytest.raises(PolicyError, match="peer-to-peer command"):
         sim._execute([Multicast(worker=0, receivers=(1,))])
+
+
+@pytest.mark.parametrize("spec", ["p2p-random:p=2", "selmcast:p=2", "selmcast:sync=ssp:p=2"])
+def test_push_sum_weights_are_conserved(spec):
+    """Every copy carries its share of the sender's weight: once the run has
+    drained, the workers' weights and those of the copies not yet mixed add
+    up to N, while unequal fan-out has made them unequal."""
+    n = 6
+    sc = make_scenario(
+        workers=n, bandwidth_Bps=[1e6, 4e6, 1.6e7] * 2, model_bytes=MB, max_steps=8, seed=3, p2p_mixing="push-sum"
+    )
+    sim = Simulation(sc, spec, math=False)
+    sim.run()
+    held = [w.model.weight + sum(wt for _, wt in w.inbox) for w in sim.workers]
+    assert sum(held) == pytest.approx(n, rel=1e-12)
+    assert max(w.model.weight for w in sim.workers) > 1.01 * min(w.model.weight for w in sim.workers)
+
+
+def test_an_allreduce_keeps_weights_at_one():
+    sc = make_scenario(workers=4, workload="digits-mlp", max_steps=3)
+    sim = Simulation(sc, "p2p-allreduce")
+    sim.run()
+    assert [w.model.weight for w in sim.workers] == [1.0] * 4

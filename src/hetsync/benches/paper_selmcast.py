@@ -15,6 +15,12 @@ random baseline under the same rounds, which is what the paper claims
 
 ``--runtime`` runs the same comparison on real processes (4 workers, links
 throttled in the sender and the receiver to unequal bandwidths).
+
+``--windows`` sweeps SELMCAST's SSP planning window (``window_s``: how long
+the coordinator holds a sender whose step ended for others to plan with it)
+on ``p2p-bw`` against ``p2p-random`` under the same rounds: receivers per
+sender, their ratio to random's, the exchange and the round it costs, and
+time to target.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from hetsync.benches.common import (
     split_list,
     target_text,
 )
+from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
@@ -50,6 +57,10 @@ QUICK_MAX_TIME_S = 120.0
 TIMELINE_S = 60.0  # window of the timelines (simulator)
 RUNTIME_TIMELINE_S = 8.0  # real steps are short: a shorter window
 TIMELINE_POLICIES = ("p2p-random", "selmcast")
+# the ssp planning-window sweep: selmcast's window_s values against p2p-random, same rounds
+WINDOW_SCENARIO = "p2p-bw"
+WINDOWS_S = (0.0, 0.01, 0.05, 0.3)
+WINDOW_BASELINE = "p2p-random:sync=ssp:p=2"
 # the runtime comparison: 4 real workers, slow links throttled, a smaller model
 RUNTIME_SCENARIO = "p2p-bw"
 RUNTIME_OVERRIDES: dict[str, Any] = {
@@ -72,6 +83,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
     p.add_argument("--policies", default=None, help="comma-separated specs (default: each scenario's list)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds; several give means (default: 0)")
+    p.add_argument(
+        "--windows",
+        default=",".join(f"{w:g}" for w in WINDOWS_S),
+        help=f"selmcast's ssp window_s values to sweep on {WINDOW_SCENARIO}; 'none' skips (default: %(default)s)",
+    )
     add_override_argument(p, "workers=8")
     p.add_argument(
         "--runtime",
@@ -94,18 +110,45 @@ def run(args: argparse.Namespace) -> list[Row]:
     )
     exp.validate()  # every scenario before the first run
     out = Path(args.out)
+    windows = parse_windows(args.windows)
     results = [bench_scenario(exp, case, out) for case in exp.cases]
+    sweep = bench_windows(windows, exp, out / "windows") if windows else None
     if args.runtime:
         results.append(bench_runtime(list(exp.policies) if exp.policies else None, out / "runtime"))
     write_json_atomic(out / "results.json", results)
+    if sweep is not None:
+        write_json_atomic(out / "windows.json", sweep)
     for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
         if where is not None:
-            write_docs(results, where, command=_command(args))
-    return rows_of(results)
+            write_docs(results, where, command=_command(args), sweep=sweep)
+    return rows_of(results) + window_rows(sweep)
+
+
+def parse_windows(text: str) -> list[float]:
+    """``--windows``: comma-separated seconds >= 0 (``none``: no sweep)."""
+    if text.strip().lower() == "none":
+        return []
+    out = []
+    for item in split_list(text, "--windows"):
+        try:
+            w = float(item)
+        except ValueError:
+            raise BadInput(f"--windows: {item!r} is not a number of seconds; give e.g. 0,0.01,0.05") from None
+        if not w >= 0 or w == float("inf"):
+            raise BadInput(f"--windows: {item!r} must be finite and >= 0")
+        out.append(w)
+    return out
 
 
 def _command(args: argparse.Namespace) -> str:
-    options = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": None, "seeds": "0", "runtime": False}
+    options = {
+        "quick": False,
+        "scenarios": ",".join(SCENARIOS),
+        "policies": None,
+        "seeds": "0",
+        "windows": ",".join(f"{w:g}" for w in WINDOWS_S),
+        "runtime": False,
+    }
     return ex.command_line(NAME, args, list(options.items()))
 
 
@@ -127,6 +170,50 @@ def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path) -> dict[str, An
     sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=_after)
     where = exp.folder(out, case, exp.seeds[-1])  # the plots the page shows: the last seed's
     return {**_aggregate(sc.name, "sim", runs_by_seed, where), "setup": scenario_setup(sc)}
+
+
+def window_spec(window_s: float) -> str:
+    return f"selmcast:sync=ssp:p=2:window_s={window_s:g}"
+
+
+def bench_windows(windows: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:
+    """SELMCAST under ssp with each planning window, and p2p-random, on
+    ``WINDOW_SCENARIO`` for every seed (simulator); means over seeds per window."""
+    sweep = ex.Experiment(
+        cases=(ex.Case(key="", scenario=WINDOW_SCENARIO),),
+        policies=(WINDOW_BASELINE, *(window_spec(w) for w in windows)),
+        seeds=exp.seeds,
+        overrides=exp.overrides,
+        seed_dirs=False,
+    )
+    sc, runs_by_seed = sweep.run_case(sweep.cases[0], out, progress=_progress)
+    base_label, *labels = ex.labels_of(runs_by_seed)
+    base = _window_point(ex.by_label(runs_by_seed, base_label))
+    points = []
+    for w, label in zip(windows, labels, strict=True):
+        point = _window_point(ex.by_label(runs_by_seed, label))
+        point["window_s"] = w
+        point["receivers_ratio"] = _ratio(point["mean_receivers"], base["mean_receivers"])
+        point["tta_speedup"] = _ratio(base["time_to_target_s"], point["time_to_target_s"])
+        points.append(point)
+    first = next(iter(runs_by_seed.values()))[0]
+    return {
+        "scenario": sc.name,
+        "seeds": sorted(runs_by_seed),
+        "baseline": {"label": base_label, **base},
+        "windows": points,
+        **{k: first[k] for k in ("target_metric", "target_value", "target_direction")},
+    }
+
+
+def _window_point(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "label": rs[0]["label"],
+        **ex.means(rs, {m: m for m in METRICS}),
+        "sync_s": mean_or_none([sync_per_step_s(r) for r in rs]),
+        "reached": sum(r["time_to_target_s"] is not None for r in rs),
+        "seeds": len(rs),
+    }
 
 
 def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
@@ -301,6 +388,26 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
     return rows
 
 
+def window_rows(sweep: dict[str, Any] | None) -> list[Row]:
+    """The window sweep: per window (and the baseline) receivers, their ratio
+    to random's, exchange, round, time to target, final metric."""
+    if sweep is None:
+        return []
+    rows: list[Row] = []
+    setting = f"{sweep['scenario']} (sim), ssp window sweep, seeds {','.join(map(str, sweep['seeds']))}"
+    metric = sweep["target_metric"]
+    for p in [sweep["baseline"], *sweep["windows"]]:
+        keys = {"policy": p["label"], "setting": setting, "scenario": sweep["scenario"]}
+        rows.append({"metric": "receivers per sender", "value": p["mean_receivers"], "unit": "", **keys})
+        if "receivers_ratio" in p:
+            rows.append({"metric": "receivers vs random", "value": p["receivers_ratio"], "unit": "x", **keys})
+        rows.append({"metric": "mean exchange", "value": p["mean_exchange_s"], "unit": "s", **keys})
+        rows.append({"metric": "mean round", "value": p["mean_round_s"], "unit": "s", **keys})
+        rows.append({"metric": f"time to {target_text(sweep)}", "value": p["time_to_target_s"], "unit": "s", **keys})
+        rows.append({"metric": f"final {metric}", "value": p["final_metric"], "unit": "", **keys})
+    return rows
+
+
 # -------------------------------------------------------------------- docs
 def _secs(x: float | None) -> str:
     return "—" if x is None else f"{x:.3g} s"
@@ -325,7 +432,7 @@ def _timelines(where: Path) -> list[Path]:
     return [png for png in sorted(where.glob("timeline-*.png")) if png.stem.startswith(names)]
 
 
-def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Path:
+def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str, sweep: dict[str, Any] | None = None) -> Path:
     """Write ``results-selmcast.md`` and copy the plots to ``img/selmcast-*``."""
     img = docs / "img"
     img.mkdir(parents=True, exist_ok=True)
@@ -336,7 +443,7 @@ def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Pa
         for png in _timelines(src):
             shutil.copyfile(png, img / _img(res, png.stem))
     path = docs / "results-selmcast.md"
-    path.write_text(render_markdown(results, command=command))
+    path.write_text(render_markdown(results, command=command, sweep=sweep))
     return path
 
 
@@ -392,7 +499,37 @@ def _section(res: dict[str, Any]) -> str:
     )
 
 
-def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
+def _window_table(sweep: dict[str, Any]) -> list[str]:
+    header = ["policy", "window", "receivers / sender", "vs random", "exchange", "sync / step", "round"]
+    header += ["time to target", "faster to target", f"final {short_metric(sweep['target_metric'])}"]
+    lines = []
+    for p in [sweep["baseline"], *sweep["windows"]]:
+        reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+        window = "—" if "window_s" not in p else f"{p['window_s']:g} s"
+        lines.append(
+            [
+                *(p["label"], window, f"{p['mean_receivers']:.2f}", _x(p.get("receivers_ratio", 1.0))),
+                *(_secs(p["mean_exchange_s"]), _secs(p["sync_s"]), _secs(p["mean_round_s"])),
+                *(f"{_secs(p['time_to_target_s'])}{reached}", _x(p.get("tta_speedup", 1.0))),
+                fmt_metric(sweep["target_metric"], p["final_metric"]),
+            ]
+        )
+    return ex.md_table(header, lines, "|---|" + "---:|" * (len(header) - 1))
+
+
+def _windows_section(sweep: dict[str, Any] | None) -> str:
+    if sweep is None:
+        return ""
+    return ex.fill_page(
+        PAGE["windows"],
+        scenario=sweep["scenario"],
+        seeds=", ".join(map(str, sweep["seeds"])),
+        target=target_text(sweep),
+        table="\n".join(_window_table(sweep)),
+    )
+
+
+def render_markdown(results: list[dict[str, Any]], *, command: str, sweep: dict[str, Any] | None = None) -> str:
     import platform
 
     import torch
@@ -406,5 +543,6 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
             "date": time.strftime("%Y-%m-%d"),
             "machine": f"{platform.machine()}, {_cpus()} CPUs, torch {torch.__version__}",
             "sections": "\n".join(_section(res) for res in results),
+            "windows": _windows_section(sweep),
         },
     )

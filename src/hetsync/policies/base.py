@@ -37,8 +37,8 @@ data. Workers compute with ``local_lr`` (the step is the update), and:
 - ``Multicast(worker, receivers)``: the worker sends a copy of its model as
   it is now to each receiver, point to point (one flow per receiver, all
   through the sender's uplink). Each arrival is answered by ``ModelArrived``.
-  A receiver keeps what arrives and, at the start of its next step, replaces
-  its model by the equal-weight average of its own and the received ones.
+  A receiver keeps what arrives and, at the start of its next step, mixes
+  it into its model with push-sum weights (:mod:`hetsync.localmodel`).
 - ``AllReduce(workers)``: ring all-reduce of those workers' models; each
   ends with the exact average. Answered by ``AllReduceDone``. No participant
   may be computing while it runs.

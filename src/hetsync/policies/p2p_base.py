@@ -6,8 +6,8 @@ doi 10.1109/TSC.2024.3506480, and Epidemic Learning (de Vos et al., NeurIPS
 
 There is no server. Every worker takes an SGD step on its own model
 (``Compute(local_lr=lr)``), then sends its model to a set of receivers
-(``Multicast``); a receiver averages its own model with what it received, with
-equal weights, at the start of its next step. The subclasses differ only in
+(``Multicast``); a receiver mixes what it received into its own model, with
+push-sum weights (:mod:`hetsync.localmodel`), at the start of its next step. The subclasses differ only in
 whom a sender sends to (:meth:`PeerPolicy.receivers`); the rounds are one of:
 
 - ``sync=bsp``: a round is a step on every live worker, then one exchange
@@ -15,7 +15,8 @@ whom a sender sends to (:meth:`PeerPolicy.receivers`); the rounds are one of:
   of the exchange has arrived. Planning the whole exchange at the barrier is
   what lets SELMCAST minimize the round's communication makespan.
 - ``sync=ssp`` (bound ``s``): a worker's round is its step and then its own
-  multicast, planned for it alone when its step ends; the round completes
+  multicast, planned for it alone when its step ends (SELMCAST's
+  ``window_s`` may hold it briefly to plan it with others); the round completes
   when its last copy has arrived. A worker may start round r only while
   r − (the fewest rounds any live worker has completed) ≤ s; otherwise it
   waits until the slowest catches up. A sender waits for its own multicast
@@ -184,10 +185,7 @@ class PeerPolicy(Policy):
             if self.sync == "bsp":
                 self.stepped.add(w)
                 return self._bsp_barrier(event.now_s)
-            cmds = self._multicast([w], event.now_s)
-            if not cmds:  # nobody to send to: the round is the step alone
-                return self._ssp_round_done(w, event.now_s)
-            return cmds
+            return self.ssp_step_done(w, event.now_s)
         if isinstance(event, ModelArrived):
             if not self._landed(event.sender, event.worker, event.now_s):
                 return []
@@ -224,6 +222,22 @@ class PeerPolicy(Policy):
         return [self._step(w) for w in sorted(self.alive)]
 
     # --------------------------------------------------------------- ssp
+    def ssp_step_done(self, w: int, now_s: float) -> list[Command]:
+        """A live worker's step ended under ssp: its multicast, planned for it
+        alone (a subclass may hold it back and plan several senders at once
+        with :meth:`ssp_send`)."""
+        return self.ssp_send([w], now_s)
+
+    def ssp_send(self, senders: list[int], now_s: float) -> list[Command]:
+        """One plan for ``senders`` (live, their steps ended); a sender with
+        nobody to send to completes its round with the step alone."""
+        cmds = self._multicast(senders, now_s)
+        sent = {c.worker for c in cmds if isinstance(c, Multicast)}
+        for w in senders:
+            if w not in sent:
+                cmds += self._ssp_round_done(w, now_s)
+        return cmds
+
     def _ssp_round_done(self, w: int, now_s: float) -> list[Command]:
         if w not in self.alive:
             return []

@@ -15,9 +15,16 @@ Only the abstract of the paper could be read; the cost model (link time =
 backlog + copies × model bytes / bandwidth, the bottleneck bound of a fluid
 network), the exact-p-then-extras search and the round structure (see
 :mod:`hetsync.policies.p2p_base`) are ours. Under ``sync=bsp`` the plan
-covers all senders of the round at once; under ``sync=ssp`` it is made for
-one sender when its step ends, with the coordinator's estimate of the
-backlog still on every link.
+covers all senders of the round at once. Under ``sync=ssp`` a plan made for
+one sender alone is bounded by that sender's uplink, so extra receivers
+rarely fit; with ``window_s > 0`` the coordinator, when a step ends and no
+window is open, opens one: it holds the senders whose steps end within
+``window_s`` (a ``SetTimer``, never a clock) and then plans them together,
+with the coordinator's estimate of the backlog still on every link. The
+window closes early once no live worker is still computing (nobody else
+can join), and a sender waits at most ``window_s`` before its multicast
+starts, so rounds lengthen by at most that. ``window_s=0`` plans each
+sender alone when its step ends.
 
 Optimizer state: each worker keeps its own (``optimizer``/``local_optimizer``) across
 exchanges, which average parameters only (see p2p_base).
@@ -30,7 +37,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetsync.algos.selmcast import select_receivers
-from hetsync.policies.base import Command, ComputeDone, Event, PolicyContext, param, state_list
+from hetsync.policies.base import (
+    Command,
+    ComputeDone,
+    Event,
+    PolicyContext,
+    SetTimer,
+    TimerFired,
+    WorkerLeft,
+    param,
+    state_list,
+)
 from hetsync.policies.p2p_base import MulticastConfig, PeerPolicy
 
 
@@ -40,6 +57,12 @@ class SelmcastConfig(MulticastConfig):
         "worst",
         help="plan on each link's latest reported bandwidth, or the worst it has reported",
         choices=("latest", "worst"),
+    )
+    window_s: float = param(
+        0.0,
+        help="ssp: wait up to this long after a step ends for other senders, then plan them together (0: alone)",
+        ge=0.0,
+        le=3600.0,
     )
 
 
@@ -53,6 +76,18 @@ class Selmcast(PeerPolicy):
         super().__init__(ctx, **params)
         self.worst_up_Bps = [math.inf] * self.n
         self.worst_down_Bps = [math.inf] * self.n
+        # ssp planning window: senders held back, and the tag of the open window's timer
+        self.window_s = self.config.window_s if self.sync == "ssp" else 0.0
+        self.waiting: list[int] = []
+        self.windows = 0  # windows opened; the open one's timer carries this count
+        self.window_open = False
+
+    @property
+    def label(self) -> str:
+        shown = super().label
+        if self.sync == "ssp" and self.window_s > 0:
+            return shown
+        return shown.replace(f",window_s={self.config.window_s!r}", "")
 
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):
@@ -61,7 +96,42 @@ class Selmcast(PeerPolicy):
             self.worst_up_Bps[w] = event.uplink_Bps if first else min(self.worst_up_Bps[w], event.uplink_Bps)
             first = self.worst_down_Bps[w] == math.inf
             self.worst_down_Bps[w] = event.downlink_Bps if first else min(self.worst_down_Bps[w], event.downlink_Bps)
-        return super().on_event(event)
+        if isinstance(event, TimerFired):
+            if self.window_open and event.tag == self._tag():
+                return self._close_window(event.now_s)
+            return []
+        cmds = super().on_event(event)
+        if isinstance(event, WorkerLeft) and self.window_open:
+            self.waiting = [w for w in self.waiting if w in self.alive]
+            if not self.waiting or not self._computing():
+                cmds += self._close_window(event.now_s)
+        return cmds
+
+    # ------------------------------------------------------- ssp window
+    def _tag(self) -> str:
+        return f"selmcast-window-{self.windows}"
+
+    def _computing(self) -> set[int]:
+        """Live workers whose step may still end (neither held, blocked nor sending)."""
+        return self.alive - set(self.waiting) - self.blocked - set(self.out)
+
+    def ssp_step_done(self, w: int, now_s: float) -> list[Command]:
+        if self.window_s <= 0:
+            return super().ssp_step_done(w, now_s)
+        self.waiting.append(w)
+        if not self._computing():  # nobody else can join: plan now
+            return self._close_window(now_s)
+        if self.window_open:
+            return []
+        self.window_open = True
+        self.windows += 1
+        return [SetTimer(at_s=now_s + self.window_s, tag=self._tag())]
+
+    def _close_window(self, now_s: float) -> list[Command]:
+        senders = sorted(w for w in self.waiting if w in self.alive)
+        self.waiting = []
+        self.window_open = False  # its timer, if still pending, is ignored when it fires
+        return self.ssp_send(senders, now_s) if senders else []
 
     # checkpoints: the worst bandwidth each link has reported (None: none yet)
     def state_dict(self) -> dict[str, Any]:

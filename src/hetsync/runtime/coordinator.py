@@ -15,8 +15,9 @@ arrival) or while it takes part in an all-reduce, and not computing. The
 coordinator collects those intervals from the reports and the compute
 intervals from the step reports, and books ``|comm ∖ compute|``.
 
-Evaluation: the accuracy of a peer-to-peer run is that of the average of the
-workers' models. Every ``eval_every_s`` the coordinator sends ``FETCH`` to
+Evaluation: the accuracy of a peer-to-peer run is that of the push-sum
+average Σw·x/Σw of the workers' models (:mod:`hetsync.localmodel`; each
+``FETCHED`` report carries its model's weight). Every ``eval_every_s`` the coordinator sends ``FETCH`` to
 every live worker; the control thread answers at once with the model as it
 is (a step in progress is not in it yet, as in the simulator) and the
 coordinator evaluates the average at the time it asked. The fetched bytes are
@@ -40,6 +41,7 @@ from typing import Protocol
 import torch
 
 from hetsync.driver import DriverCore
+from hetsync.localmodel import weighted_average
 from hetsync.policies.base import AllReduce, Event, Multicast
 from hetsync.runtime import protocol as P
 
@@ -89,6 +91,7 @@ class _Fetch:
     at_s: float
     waiting: set[int]
     models: list[torch.Tensor] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)  # push-sum weights, one per model
 
 
 def measure(intervals: list[tuple[float, float]], minus: list[tuple[float, float]], lo: float, hi: float) -> float:
@@ -131,8 +134,8 @@ class Coordinator:
         self.compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(n)]
         self.fetch: _Fetch | None = None
-        # models of workers whose own training loop ended (hetsync.loop): part of the final average
-        self.finished: dict[int, torch.Tensor] = {}
+        # (model, push-sum weight) of workers whose own training loop ended (hetsync.loop): part of the final average
+        self.finished: dict[int, tuple[torch.Tensor, float]] = {}
 
     # ------------------------------------------------------------ commands
     def multicast(self, cmd: Multicast, now: float) -> None:
@@ -176,7 +179,7 @@ class Coordinator:
     def report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
         kind = int(hdr[P.R_TYPE])
         if kind & P.R_FETCHED:
-            self._fetched(w, payload, now)
+            self._fetched(w, hdr, payload, now)
             return
         e = int(hdr[P.R_EXCH])
         ex = self.exchanges.get(e)
@@ -272,7 +275,7 @@ class Coordinator:
             hdr[P.H_TYPE] = P.C_FETCH
             self.host.post(w, hdr, owes=True)
 
-    def _fetched(self, w: int, payload: torch.Tensor | None, now: float) -> None:
+    def _fetched(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
         f = self.fetch
         if f is None or w not in f.waiting:
             return
@@ -280,6 +283,7 @@ class Coordinator:
         self.host.paid(w, now)
         if payload is not None:
             f.models.append(payload)
+            f.weights.append(P.weight_of(hdr))
         if not f.waiting:
             self._evaluate_fetched()
 
@@ -288,8 +292,13 @@ class Coordinator:
         assert f is not None
         if f.models:
             led = self.core.ledger
-            led.theta = torch.stack(f.models).mean(dim=0)
+            led.theta = weighted_average(f.models, f.weights)
             led.evaluate(f.at_s)
+
+    def _add_finished(self, f: _Fetch) -> None:
+        for model, weight in self.finished.values():
+            f.models.append(model)
+            f.weights.append(weight)
 
     def final_evaluation(self, wall: float) -> None:
         """After STOP: fetch every live worker's model (nothing else is in
@@ -300,11 +309,11 @@ class Coordinator:
         self.evaluate(wall)
         if self.fetch is None and self.finished:  # nobody left to ask
             self.fetch = _Fetch(at_s=wall, waiting=set())
-            self.fetch.models.extend(self.finished.values())
+            self._add_finished(self.fetch)
             self._evaluate_fetched()
             return
         if self.fetch is not None:
-            self.fetch.models.extend(self.finished.values())
+            self._add_finished(self.fetch)
         f = self.fetch
         deadline = host.now() + host.worker_timeout_s
         while self.fetch is f and f is not None:
@@ -317,7 +326,7 @@ class Coordinator:
             if error is not None:
                 host.left(w, error)
             elif hdr is not None and int(hdr[P.R_TYPE]) & P.R_FETCHED:
-                self._fetched(w, payload, host.now())
+                self._fetched(w, hdr, payload, host.now())
         if self.fetch is f:
             self.fetch = None
 

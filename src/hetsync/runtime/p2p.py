@@ -15,12 +15,19 @@ Messages (:mod:`hetsync.runtime.protocol`), for a ``Multicast(i, R)``: the
 coordinator sends ``EXPECT(e, sender=i)`` to every receiver and
 ``MULTICAST(e)`` + the receiver list (a small int64 tensor) to ``i``. The
 sender posts one ``isend`` per receiver of a snapshot of its model as it is
-then, each behind a small copy header; every receiver has posted an
+then, each behind a small copy header that also carries the copy's push-sum
+weight (:mod:`hetsync.localmodel`: the sender splits its weight among the
+copies and itself when the multicast starts); every receiver has posted an
 ``irecv`` from ``i`` as soon as its EXPECT arrived, and a waiter thread
 reports ``ARRIVED(e, i)`` when the copy is in (``ModelArrived`` on the
 coordinator). An ``AllReduce(W)`` sends ``ALLREDUCE(e)`` + the ring to every
 member; each runs the ring in a thread and reports ``REDUCED(e)``; the
-coordinator delivers ``AllReduceDone`` when all members have.
+coordinator delivers ``AllReduceDone`` when all members have. The ring
+reduces w·x and w (one more float32 element), so every member ends with the
+weighted average Σw·x/Σw and the mean weight Σw/k (exactly x̄ and 1 while
+every weight is 1). A step mixes the copies that arrived with push-sum
+weights (:meth:`PeerComm.mix_arrived`); a copy that is lost (its sender or
+receiver died) loses its weight with it.
 
 Threads on a worker (:class:`PeerComm`): the main thread executes steps one
 after another, as in parameter-server runs; a control thread reads the
@@ -86,7 +93,7 @@ if TYPE_CHECKING:
 # a model copy is one float32 message: this many int64 header fields, then the model
 COPY_HDR = 8
 _COPY_F32 = 2 * COPY_HDR
-CP_EXCH, CP_SENDER, CP_START_US, CP_COPY_US, CP_UP_END_US = range(5)
+CP_EXCH, CP_SENDER, CP_START_US, CP_COPY_US, CP_UP_END_US, CP_WEIGHT = range(6)  # CP_WEIGHT: float bits
 
 
 def link_Bps(sc: Scenario, worker: int, t: float, throttle: bool) -> float:
@@ -126,7 +133,7 @@ class PeerComm:
     """A worker's peer-to-peer data plane (see the module docstring).
 
     Called from the control thread (``multicast``, ``expect``, ``allreduce``,
-    ``abort``) and the main thread (``take_inbox``, ``reset``, ``quiesce``);
+    ``abort``, ``fetch``) and the main thread (``mix_arrived``, ``reset``, ``quiesce``);
     its own threads wait for ops. ``lock`` guards its state and is held
     while a report is sent, so that after ``quiesce`` or ``reset`` (which bump
     the generation under it) nothing from before is reported or applied.
@@ -157,7 +164,7 @@ class PeerComm:
         self.aborted: set[int] = set()
         self.up_free_s = 0.0  # when the uplink has sent the copies queued on it
         self.down_busy: list[tuple[float, float]] = []  # the downlink's booked slots
-        self.inbox: list[torch.Tensor] = []
+        self.inbox: list[tuple[torch.Tensor, float]] = []  # (model, push-sum weight) copies not yet mixed
         self.sends: list[tuple[Any, torch.Tensor]] = []  # isends not known complete (with their buffers)
 
     # ----------------------------------------------------------- lifecycle
@@ -181,10 +188,19 @@ class PeerComm:
         with self.lock:
             self.aborted.add(exchange)
 
-    def take_inbox(self) -> list[torch.Tensor]:
+    def mix_arrived(self) -> None:
+        """A step starts: push-sum mix the copies that have arrived into the
+        model (under ``lock``, so a multicast's weight split never interleaves)."""
         with self.lock:
-            out, self.inbox = self.inbox, []
-            return out
+            arrived, self.inbox = self.inbox, []
+            if arrived:
+                self.model().mix(arrived)  # type: ignore[arg-type]
+
+    def fetch(self) -> tuple[torch.Tensor | None, float]:
+        """The model as it is and its push-sum weight (evaluation's ``FETCH``)."""
+        with self.lock:
+            m = self.model()
+            return m.local, m.weight
 
     def _reap(self) -> None:
         self.sends = [(work, buf) for work, buf in self.sends if not work.is_completed()]
@@ -207,9 +223,10 @@ class PeerComm:
     def multicast(self, exchange: int, receivers: tuple[int, ...]) -> None:
         """Send a snapshot of the model as it is now to every receiver."""
         now = self.clock()
-        model = self.model().local
-        assert model is not None
         with self.lock:
+            model = self.model().local
+            assert model is not None
+            share = self.model().split_weight(len(receivers))  # push-sum: every copy and the sender keep w/(k+1)
             self._reap()
             t = max(now, self.up_free_s)
             plan = []
@@ -228,6 +245,7 @@ class PeerComm:
             hdr[CP_START_US] = P.to_us(now)
             hdr[CP_COPY_US] = P.to_us(start)
             hdr[CP_UP_END_US] = P.to_us(end)
+            P.put_float(hdr, CP_WEIGHT, share)
             buf[_COPY_F32:].copy_(model)
             try:
                 work = dist.isend(buf, dst=r + 1, tag=tag)
@@ -265,6 +283,7 @@ class PeerComm:
         start = P.from_us(int(hdr[CP_START_US]))
         copy_start = P.from_us(int(hdr[CP_COPY_US]))
         up_end = P.from_us(int(hdr[CP_UP_END_US]))
+        weight = P.get_float(hdr, CP_WEIGHT)
         arrive = real
         if self.throttle:
             with self.lock:
@@ -287,7 +306,7 @@ class PeerComm:
         rep[P.R_X_END_US] = P.to_us(max(arrive, self.clock()))
         with self.lock:
             if gen == self.gen and exchange not in self.aborted:
-                self.inbox.append(buf[_COPY_F32:])  # mixable from now on
+                self.inbox.append((buf[_COPY_F32:], weight))  # mixable from now on
                 self._report_now(gen, exchange, rep)
 
     # ----------------------------------------------------------- all-reduce
@@ -296,7 +315,7 @@ class PeerComm:
 
     def _ring(self, gen: int, exchange: int, ring: tuple[int, ...], start: float) -> None:
         try:
-            mean = self.ring_mean(exchange, ring)
+            mean, weight = self.ring_mean(exchange, ring)
         except Exception:  # a member died
             rep = P.header()
             rep[P.R_TYPE] = P.R_LOST
@@ -309,24 +328,30 @@ class PeerComm:
         rep[P.R_X_START_US] = P.to_us(start)
         with self.lock:
             if gen == self.gen and exchange not in self.aborted:
-                self.model().replace(mean)
+                self.model().replace(mean, weight)
                 rep[P.R_X_END_US] = P.to_us(self.clock())
                 self._report_now(gen, exchange, rep)
 
-    def ring_mean(self, exchange: int, ring: tuple[int, ...]) -> torch.Tensor:
+    def ring_mean(self, exchange: int, ring: tuple[int, ...]) -> tuple[torch.Tensor, float]:
         """Ring all-reduce (Patarasuk & Yuan): 2(k−1) phases, each sending
         1/k of the model to the ring successor and receiving 1/k from the
-        predecessor — k−1 of reduce-scatter, then k−1 of all-gather. Works on
-        a copy; the model is replaced only when all of it is done."""
+        predecessor — k−1 of reduce-scatter, then k−1 of all-gather. Reduces
+        w·x and w (push-sum weights; the weight in float32) and returns the
+        weighted average Σw·x/Σw and the mean weight Σw/k. Works on a copy;
+        the model is replaced only when all of it is done."""
         k = len(ring)
         j = ring.index(self.w)
         succ, pred = ring[(j + 1) % k] + 1, ring[(j - 1) % k] + 1
-        model = self.model().local
+        with self.lock:
+            model, own_w = self.model().local, self.model().weight
         assert model is not None
         n = model.numel()
-        c = -(-n // k)
+        c = -(-(n + 1) // k)
         flat = torch.zeros(k * c, dtype=torch.float32)
         flat[:n].copy_(model)
+        if own_w != 1.0:
+            flat[:n].mul_(own_w)
+        flat[n] = own_w
         chunks = flat.view(k, c)
         incoming = torch.empty(c, dtype=torch.float32)
         chunk_bytes = -(-self.nbytes // k)
@@ -351,4 +376,5 @@ class PeerComm:
                 chunks[recv_i].add_(incoming)
             else:
                 chunks[recv_i].copy_(incoming)
-        return flat[:n] / k
+        total_w = float(flat[n])
+        return flat[:n] / total_w, total_w / k

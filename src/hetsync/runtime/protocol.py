@@ -105,7 +105,8 @@ R_LEAVING = 512  # the worker's own training loop has ended (hetsync.loop): it l
     R_X_COPY_US,  # R_ARRIVED: when this copy began to leave the sender's uplink
     R_X_END_US,  # R_ARRIVED: arrival; R_REDUCED: the end of the ring here
     R_LR_SCALE,  # float bits, with a push: the worker's schedule factor (hetsync.loop); 0 bits: none (1.0)
-) = range(26)
+    R_WEIGHT,  # float bits, R_FETCHED / R_LEAVING (p2p): the model's push-sum weight; 0 bits: none (1.0)
+) = range(27)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -121,6 +122,11 @@ def put_float(h: torch.Tensor, index: int, value: float) -> None:
 
 def get_float(h: torch.Tensor, index: int) -> float:
     return struct.unpack("<d", struct.pack("<q", int(h[index])))[0]
+
+
+def weight_of(h: torch.Tensor) -> float:
+    """A p2p report's push-sum weight (``R_WEIGHT``; 1.0 when unset)."""
+    return get_float(h, R_WEIGHT) if int(h[R_WEIGHT]) else 1.0
 
 
 def to_us(seconds: float) -> int:

@@ -427,7 +427,7 @@ class _Run:
             return
         if kind & P.R_LEAVING:  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
-                self.p2p.finished[w] = payload  # its model stays in the final average
+                self.p2p.finished[w] = (payload, P.weight_of(hdr))  # its model stays in the final average
             self.left(w, "its training loop ended")
             bye = P.header()
             bye[P.H_TYPE] = P.C_EXIT

@@ -16,7 +16,7 @@ peer-to-peer commands (:class:`~hetsync.runtime.p2p.PeerComm`) and the
 evaluation's ``FETCH`` — and hands everything else to the main thread.
 
 In a peer-to-peer run (``RESET`` says so) a step first mixes the models
-that have arrived (equal-weight average with its own), then takes the SGD
+that have arrived (push-sum weighted average with its own), then takes the SGD
 step locally and commits it: the step is the update.
 """
 
@@ -144,7 +144,9 @@ class WorkerProcess:
                 elif kind & P.C_FETCH:
                     rep = P.header()
                     rep[P.R_TYPE] = P.R_FETCHED
-                    self._send(rep, self.model.local)  # the model as it is: a step in progress is not in it
+                    model, weight = self.comm.fetch()
+                    P.put_float(rep, P.R_WEIGHT, weight)
+                    self._send(rep, model)  # the model as it is: a step in progress is not in it
                 else:
                     self.commands.put((hdr, payload))
                     if kind & P.C_EXIT:
@@ -154,7 +156,12 @@ class WorkerProcess:
 
     def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
         self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
-        self.model = LocalModel(model, int(hdr[P.H_VERSION]), stepper=self._stepper(int(hdr[P.H_RUN])))
+        self.model = LocalModel(
+            model,
+            int(hdr[P.H_VERSION]),
+            stepper=self._stepper(int(hdr[P.H_RUN])),
+            push_sum=self.sc.p2p_mixing == "push-sum",
+        )
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
         self.steps = int(hdr[P.H_FIRST_STEP])  # 0, or where a resumed run's checkpoint left this worker
         self.model.local_clock = self.steps
@@ -241,9 +248,7 @@ class WorkerProcess:
         """A step starts: in a peer-to-peer run the models that arrived are
         mixed in first. Returns its start time and the version it computes on."""
         if self.p2p:
-            arrived = self.comm.take_inbox()
-            if arrived:
-                self.model.mix(arrived)  # type: ignore[arg-type]
+            self.comm.mix_arrived()  # push-sum weights (hetsync.localmodel)
         return self._now_s(), self.model.base_version
 
     def _end_step(

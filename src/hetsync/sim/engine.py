@@ -22,7 +22,7 @@ Peer-to-peer policies (``topology = "p2p"``) run on the same loop: a
 ``Multicast`` is one flow per receiver from the sender's node, an
 ``AllReduce`` is a ring of 2(k−1) phases of k flows of 1/k of the model each,
 and a step is applied to the worker's own model as it ends. The accuracy is
-that of the average of the workers' models. ``link_load`` in the scenario
+that of the push-sum average of the workers' models (hetsync.localmodel). ``link_load`` in the scenario
 changes the workers' link capacities over time, for both topologies.
 
 Batched math (the default): a step's gradient depends only on the worker's
@@ -51,7 +51,7 @@ import torch
 from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
-from hetsync.localmodel import LocalModel
+from hetsync.localmodel import LocalModel, weighted_average
 from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
@@ -98,7 +98,8 @@ class _Worker:
     inflight_grad: torch.Tensor | None = None
     inflight_start_s: float = 0.0
     inflight_base: int = 0
-    inbox: list[torch.Tensor | None] = field(default_factory=list)  # p2p: models received, not yet mixed
+    # p2p: (model, push-sum weight) copies received, not yet mixed
+    inbox: list[tuple[torch.Tensor | None, float]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -119,6 +120,7 @@ class _Transfer:
     nbytes: int
     push_id: int = -1
     snapshot: torch.Tensor | None = None
+    weight: float = 1.0  # send: the push-sum weight the copy carries
     version: int = 0
     then: Compute | None = None
     peer: int = -1  # send / ring: the receiving worker
@@ -193,7 +195,7 @@ class Simulation:
             global_batch=n * scenario.batch_size,
         )
         self.workers = [
-            _Worker(index=i, model=LocalModel(theta, stepper=stepper))
+            _Worker(index=i, model=LocalModel(theta, stepper=stepper, push_sum=scenario.p2p_mixing == "push-sum"))
             for i, stepper in enumerate(local_steppers(scenario, self.policy, n))
         ]
         self.core = DriverCore(self.policy, self.ledger, scenario)
@@ -406,6 +408,7 @@ class Simulation:
         w = self.workers[cmd.worker]
         ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
         self.core.stats.multicast(len(cmd.receivers))
+        share = w.model.split_weight(len(cmd.receivers))  # push-sum: every copy and the sender keep w/(k+1)
         for r in cmd.receivers:
             self._transfer(
                 _Transfer(
@@ -414,6 +417,7 @@ class Simulation:
                     start_s=self.now,
                     nbytes=self.nbytes,
                     snapshot=w.model.local,
+                    weight=share,
                     peer=r,
                     exchange=ex,
                 )
@@ -423,7 +427,7 @@ class Simulation:
         peer = self.workers[tr.peer]
         self._settle(peer)
         peer.comm -= 1
-        peer.inbox.append(tr.snapshot)
+        peer.inbox.append((tr.snapshot, tr.weight))
         ex = tr.exchange
         assert ex is not None
         now = self.now
@@ -466,10 +470,16 @@ class Simulation:
             return
         t0 = time.perf_counter()
         models = [self.workers[i].model for i in ex.workers]
+        weights = [m.weight for m in models]
+        # push-sum: the weighted average, and the mean weight (both sums kept); equal weights stay as they are
+        weight = None if all(x == weights[0] for x in weights) else math.fsum(weights) / len(weights)
         if models[0].local is not None:
-            mean = torch.stack([m.local for m in models]).mean(dim=0)  # type: ignore[misc]
+            mean = weighted_average([m.local for m in models], weights)  # type: ignore[misc]
             for m in models:
-                m.replace(mean)
+                m.replace(mean, weight)
+        elif weight is not None:
+            for m in models:
+                m.weight = weight
         self.ledger.math_time_s += time.perf_counter() - t0
         for i in ex.workers:
             w = self.workers[i]
@@ -479,9 +489,13 @@ class Simulation:
         self._deliver(self.core.allreduce_done(ex.workers, start_s=ex.start_s, now_s=self.now))
 
     def _average_model(self) -> None:
-        """p2p: what is evaluated is the average of the workers' models."""
+        """p2p: what is evaluated is the push-sum average of the workers'
+        models, Σ w·x / Σ w (hetsync.localmodel)."""
         if self.p2p and self.math:
-            self.ledger.theta = torch.stack([w.model.local for w in self.workers]).mean(dim=0)  # type: ignore[misc]
+            self.ledger.theta = weighted_average(
+                [w.model.local for w in self.workers],  # type: ignore[misc]
+                [w.model.weight for w in self.workers],
+            )
 
     def _evaluate(self, at_s: float) -> None:
         t0 = time.perf_counter()
