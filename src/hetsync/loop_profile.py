@@ -53,7 +53,7 @@ from torch import nn
 
 from hetsync.errors import BadInput
 from hetsync.optim import OptimizerView
-from hetsync.profile_job import RAW_JSON, _link_phase, link_sizes
+from hetsync.profile_job import RAW_JSON, link_sizes, links_and_gather, raw_record
 from hetsync.scenario import Scenario
 
 PROFILE_ENV = "HETSYNC_PROFILE"
@@ -182,13 +182,10 @@ class Profiler:
         self._links_and_gather(compute)
 
     def _links_and_gather(self, compute: dict[str, Any]) -> list[Any]:
-        dist.barrier()  # every loop has ended
-        links = _link_phase(self.rank, self.workers, self.emulated, self._link_bytes, self.settings.link_reps)
-        gathered: list[Any] = [None] * (self.workers + 1) if self.rank == 0 else []
-        dist.gather_object(
-            {"rank": self.rank, "compute": compute, "links": links}, gathered if self.rank == 0 else None, dst=0
+        """After every loop has ended: the links, then everything to rank 0."""
+        return links_and_gather(
+            self.rank, self.workers, self.emulated, self._link_bytes, self.settings.link_reps, compute
         )
-        return gathered
 
     def _coordinate(self, model_name: str, model_nbytes: int) -> None:
         """Rank 0: wait for the loops, time the links, write ``raw.json``, exit."""
@@ -200,14 +197,10 @@ class Profiler:
         sc = self.scenario
         job = dict(sc.source) if sc.source is not None else sc.to_dict()
         job.update(name=sc.name, workers=sc.workers, model_bytes=model_nbytes)
-        raw = {
-            "workers": self.workers,
-            "host": os.uname().nodename,
-            "batch_sizes": self.sizes,
-            "link_bytes": self._link_bytes,
-            "compute_s": self.settings.compute_s,
-            "emulate": self.settings.emulate,
-            "per_rank": sorted(gathered, key=lambda g: g["rank"]),
+        raw = raw_record(
+            self.workers, self.sizes, self._link_bytes, self.settings.compute_s, self.settings.emulate, gathered
+        )
+        raw |= {
             "job": job,
             "model": model_name,
             "model_bytes": model_nbytes,

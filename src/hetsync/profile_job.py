@@ -76,27 +76,46 @@ def main(argv: list[str] | None = None) -> int:
     link_bytes = [int(b) for b in args.link_bytes.split(",")]
     dist.barrier()
     compute = _compute_phase(rank - 1, job, emulated, sizes, args.compute_s) if rank > 0 else {}
-    dist.barrier()
-    links = _link_phase(rank, n, emulated, link_bytes, args.link_reps)
-    gathered: list[Any] = [None] * world if rank == 0 else []
-    dist.gather_object({"rank": rank, "compute": compute, "links": links}, gathered if rank == 0 else None, dst=0)
+    gathered = links_and_gather(rank, n, emulated, link_bytes, args.link_reps, compute)
     if rank == 0:
         out = Path(args.out)
-        raw = {
-            "workers": n,
-            "host": os.uname().nodename,
-            "batch_sizes": sizes,
-            "link_bytes": link_bytes,
-            "compute_s": args.compute_s,
-            "emulate": args.emulate,
-            "per_rank": sorted(gathered, key=lambda g: g["rank"]),
-        }
+        raw = raw_record(n, sizes, link_bytes, args.compute_s, args.emulate, gathered)
         tmp = out / (RAW_JSON + ".tmp")
         tmp.write_text(json.dumps(raw) + "\n")
         os.replace(tmp, out / RAW_JSON)
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def links_and_gather(
+    rank: int, n: int, emulated: Any, link_bytes: list[int], reps: int, compute: dict[str, Any]
+) -> list[Any]:
+    """Every rank, once its timed steps are over: time the links (after a
+    barrier), then send its steps and transfers to rank 0, which gets them
+    all (one dict per rank); the other ranks get an empty list."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    links = _link_phase(rank, n, emulated, link_bytes, reps)
+    gathered: list[Any] = [None] * (n + 1) if rank == 0 else []
+    dist.gather_object({"rank": rank, "compute": compute, "links": links}, gathered if rank == 0 else None, dst=0)
+    return gathered
+
+
+def raw_record(
+    n: int, sizes: list[int], link_bytes: list[int], compute_s: float, emulate: str | None, gathered: list[Any]
+) -> dict[str, Any]:
+    """``raw.json``'s common fields (what :func:`hetsync.profile.fit_profile` reads)."""
+    return {
+        "workers": n,
+        "host": os.uname().nodename,
+        "batch_sizes": sizes,
+        "link_bytes": link_bytes,
+        "compute_s": compute_s,
+        "emulate": emulate,
+        "per_rank": sorted(gathered, key=lambda g: g["rank"]),
+    }
 
 
 def _scenarios(job_name: str, emulate: str | None, n: int) -> tuple[Any, Any]:
