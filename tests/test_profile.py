@@ -117,6 +117,61 @@ def test_link_fit_recovers_latency_and_bandwidth():
     assert fit.latency_s == pytest.approx(0.0002, rel=0.01) and fit.Bps == pytest.approx(1e7, rel=0.01)
 
 
+def test_a_constant_cost_per_message_is_latency_not_a_slower_link():
+    # a throttled transfer's sleep wakes 0.1 ms late every time: that is per message, the bandwidth is unchanged
+    rows = []
+    for nb in (4, 5000, 20000, 40000):
+        overshoot_s = 0.0001 if nb > 4 else 0.0
+        rows.append([nb, 0.0001 + nb / 1.25e8 + overshoot_s + 0.0001])
+    fit = profile.fit_link(0, 1, rows)
+    assert fit.Bps == pytest.approx(1.25e8, rel=0.01)
+    assert fit.wire_latency_s == pytest.approx(0.0001, rel=1e-3) and fit.latency_s == pytest.approx(0.0002, rel=0.01)
+    # noise that puts the intercept under the wire latency: the slope goes through the wire latency
+    noisy = [[4, 0.001], [5000, 0.00105], [20000, 0.0013], [40000, 0.0016]]
+    assert profile.fit_link(0, 1, noisy).latency_s == pytest.approx(0.0005)
+    # every try of the smallest size stalled: the fastest round trip of any size bounds the wire latency
+    stalled = [[4, 0.003], [5000, 0.00028], [20000, 0.0004], [40000, 0.00056], [160000, 0.00152]]
+    fit = profile.fit_link(0, 1, stalled)
+    assert fit.wire_latency_s == pytest.approx(0.00014) and fit.Bps == pytest.approx(1.25e8, rel=0.05)
+
+
+def test_exchange_fit_is_what_a_message_costs_beyond_its_bytes():
+    # a 19 kB model over 125 MB/s: 0.154 ms each way; every round trip 1 ms more, one of them 21 ms more
+    wire_s = 2 * 19240 / 1.25e8
+    rows = [[0.01 * i, wire_s + (0.021 if i == 5 else 0.001)] for i in range(12)]
+    rows[0][1] = 1.0  # a first round trip sets up its connection: left out
+    x = profile.fit_exchange(0, rows, 19240, 1.25e8)
+    assert x is not None and x.count == 10
+    assert x.median_s == pytest.approx(0.0005) and x.mean_s == pytest.approx((9 * 0.0005 + 0.0105) / 10)
+    assert profile.fit_exchange(0, rows[:2], 19240, 1.25e8) is None
+    assert profile.fit_exchange(0, rows, 19240, math.inf).median_s == pytest.approx((wire_s + 0.001) / 2)
+
+
+def test_the_server_link_is_measured_only_where_it_held_the_incast_back():
+    to_server = [profile.LinkFit(a=0, b=w + 1, latency_s=0.0001, Bps=1e7, table=()) for w in range(4)]
+    # 4 copies of 40 kB: each link alone takes 4 ms; all arrived in 4.2 ms: the server kept up with every link
+    assert profile.fit_server_link([[40000, 0.0043], [40000, 0.009]], to_server) == pytest.approx(4e7)
+    # all arrived after 16 ms: the server's link moved 160 kB in 16 ms
+    assert profile.fit_server_link([[40000, 0.0161]], to_server) == pytest.approx(1e7, rel=1e-6)
+    # one slow link (1 MB/s: 40 ms alone) holds the incast back, not the server
+    slow = [*to_server[:3], profile.LinkFit(a=0, b=4, latency_s=0.0001, Bps=1e6, table=())]
+    assert profile.fit_server_link([[40000, 0.041]], slow) == pytest.approx(3.1e7)
+    assert profile.fit_server_link([], to_server) is None
+
+
+def test_delays_make_the_simulated_mean_step_the_measured_mean():
+    # a 0.5 ms gradient and a 10 ms sleep that wakes late: 1 step in 4 by 4 ms (below the outlier ratio)
+    steps = steps_of([(32, 0.0105 + (0.004 if i % 4 == 0 else 0.0)) for i in range(400)])
+    d = profile.mean_matched_delays([steps], 32, 0.0005, [1.0], [0.010], (0.0, 1.0), None)
+    assert d == pytest.approx([0.011])
+    # transient stragglers of the base already count in the simulator's mean: only the rest is added
+    d = profile.mean_matched_delays([steps], 32, 0.0005, [1.0], [0.010], (0.1, 11.0), None)
+    assert d == pytest.approx([0.0105])
+    # a model whose mean is above the measured one lowers the delay, never below 0
+    assert profile.mean_matched_delays([steps], 32, 0.0005, [1.0], [0.010], (0.5, 101.0), None) == [0.0]
+    assert profile.mean_matched_delays([[]], 32, 0.0005, [1.0], [0.010], (0.0, 1.0), None) == [0.010]
+
+
 # ---------------------------------------------------------------- real job
 EMULATED = """\
 name: emu
@@ -162,6 +217,11 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
         assert bw == pytest.approx(emulated.bandwidth_Bps[w], rel=LINK_TOLERANCE), (w, prof["bandwidth_Bps"])
     pair = next(lk for lk in prof["links"] if (lk["a"], lk["b"]) == (2, 3))  # workers 1 and 2: the slower end
     assert pair["Bps"] == pytest.approx(2.5e5, rel=LINK_TOLERANCE)
+    # every worker's round trips with the server while it stepped: the scenario's latency is what they cost
+    assert [x["worker"] for x in prof["exchanges"]] == [0, 1, 2] and all(x["count"] > 0 for x in prof["exchanges"])
+    assert prof["latency_s"] == pytest.approx(statistics.median(x["mean_s"] for x in prof["exchanges"]))
+    assert prof["latency_s"] >= prof["link_latency_s"]
+    assert prof["server_bandwidth_Bps"] is not None and prof["server_bandwidth_Bps"] > 0
     # the written scenario runs as it is, and keeps the job's keys
     cluster = load_scenario(str(out / "cluster.yaml"))
     assert cluster.workers == 3 and cluster.workload == "digits-mlp" and cluster.policies == ("bsp", "asp")

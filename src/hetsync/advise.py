@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput
+from hetsync.runtime.config import RunConfig
 from hetsync.scenario import Scenario
 
 BASELINE = "bsp"
@@ -1045,15 +1046,15 @@ class Verification:
 
 def verify_args(
     scenario_arg: str, overrides: Sequence[str], seed: int | None, specs: Sequence[str], out: Path
-) -> list[str]:
-    """The runtime's arguments, as ``hetsync run`` forwards them; ``--throttle``
+) -> RunConfig:
+    """The runtime's run config, as ``hetsync run`` writes it; ``throttle``
     so that transfers last at least the scenario's bytes / bandwidth."""
-    args = ["--scenario", scenario_arg, "--policies", ",".join(specs), "--out", str(out), "--throttle", "--no-plots"]
-    for o in overrides:
-        args += ["--set", o]
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    return args
+    from hetsync.runtime.config import ProcessOptions
+    from hetsync.scenario import parse_override
+
+    given = dict(parse_override(o) for o in overrides) | ({} if seed is None else {"seed": seed})
+    process = ProcessOptions(out=out, throttle=True)
+    return RunConfig(scenario=scenario_arg, overrides=given, policies=tuple(specs), process=process, plots=False)
 
 
 def check_verifiable(scenario: Scenario) -> None:
@@ -1076,14 +1077,14 @@ def check_verifiable(scenario: Scenario) -> None:
 def verify(
     advice: Advice,
     out: Path,
-    forwarded: Sequence[str],
+    forwarded: RunConfig,
     *,
     host: str = "127.0.0.1",
     on_progress: Callable[[str, float], None] | None = None,
 ) -> Verification:
     """Run the shortlist (winner, runner-up, BSP) on the real runtime, as
-    ``hetsync run`` does, in ``out/verify``; ``forwarded`` are the runtime's
-    arguments (:func:`verify_args`, whose ``--out`` must be ``out/verify``).
+    ``hetsync run`` does, in ``out/verify``; ``forwarded`` is the runtime's
+    run config (:func:`verify_args`, whose ``--out`` must be ``out/verify``).
     RuntimeError if the runs failed."""
     import json
 
@@ -1097,10 +1098,9 @@ def verify(
     start_clean(folder)
     sc = advice.scenario
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
-    code = launch.launch(
+    code = launch.launch_run(
+        forwarded,
         sc.workers,
-        list(forwarded),
-        folder,
         host=host,
         on_progress=on_progress,
         timeout_s=3 * per_run_s * len(specs) + 300,

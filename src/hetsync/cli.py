@@ -492,18 +492,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     specs = runner.policy_specs(args.policies, scenario)
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
-    forwarded = ["--scenario", args.scenario, "--policies", ",".join(specs), "--out", str(out)]
-    for o in args.overrides:
-        forwarded += ["--set", o]
-    if args.seed is not None:
-        forwarded += ["--seed", str(args.seed)]
-    for flag in ("worker_timeout_s", "startup_timeout_s", "checkpoint_dir", "checkpoint_every_s"):
-        value = getattr(args, flag, None)
-        if value is not None:
-            forwarded += [f"--{flag.replace('_', '-')}", str(value)]
-    for flag in ("resume", "throttle", "no_plots"):
-        if getattr(args, flag, False):
-            forwarded.append(f"--{flag.replace('_', '-')}")
+    config = _run_config(args, specs, out)
     con = report.terminal_console()
     con.print(
         f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
@@ -526,7 +515,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
             bar.update(tasks[label], completed=fraction)
 
         try:
-            code = launch.launch(nproc, forwarded, out, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
+            code = launch.launch_run(config, nproc, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
         except KeyboardInterrupt:  # the launcher has stopped every process it started
             interrupted, code = True, EXIT_INTERRUPTED
         if code == 0:
@@ -545,6 +534,31 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     written = _finish(con, args, runs, out, plots=False)
     _say(con, "wrote " + ", ".join(str(p) for p in written) + f" and {out}/logs/")
     return 0
+
+
+def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
+    """What every rank of ``run`` / ``compare --runtime dist`` is given (written to ``OUT/run-config.json``)."""
+    from hetsync.runtime.config import ProcessOptions, RunConfig
+    from hetsync.scenario import parse_override
+
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    return RunConfig(
+        scenario=args.scenario,
+        overrides=overrides,
+        policies=tuple(specs),
+        process=ProcessOptions(
+            out=out,
+            worker_timeout_s=args.worker_timeout_s,
+            startup_timeout_s=args.startup_timeout_s,
+            checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir is not None else None,
+            checkpoint_every_s=args.checkpoint_every_s,
+            resume=args.resume,
+            throttle=args.throttle,
+        ),
+        plots=not args.no_plots,
+    )
 
 
 def _launch_failed(con: Any, out: Path, code: int) -> int:

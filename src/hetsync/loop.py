@@ -84,7 +84,7 @@ from hetsync.errors import BadInput
 from hetsync.optim import OptimizerView
 from hetsync.runtime import protocol as P
 from hetsync.runtime.launch import OUT_ENV
-from hetsync.runtime.worker import WorkerProcess
+from hetsync.runtime.worker import OUTBOX_MAX, Done, WorkerProcess
 from hetsync.scenario import Scenario, load_scenario, resolve_scenario, scenario_from_dict
 
 KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
@@ -236,7 +236,7 @@ class Sync:
             return int(self._profiler.batch_size)
         w = self._worker
         if w is not None and w.pending is not None:
-            return int(w.pending[0][P.H_BATCH])
+            return w.pending[0].batch_size
         return self.scenario.batch_size
 
     @property
@@ -318,6 +318,7 @@ class Sync:
             raise BadInput("sync.finish() before sync.optimizer(model, opt): there is nothing to finish")
         else:
             w.leave()
+            w.flush()
         dist.destroy_process_group()
         _active = None
 
@@ -485,7 +486,11 @@ class ModuleStepper:
 class _LoopWorker(WorkerProcess):
     """A runtime worker whose steps are the user's code: it executes the
     server's commands up to the next step, hands control back to the loop,
-    and finishes that step when ``opt.step()`` is called."""
+    and finishes that step when ``opt.step()`` is called. Its transfers run
+    in order with the steps (no background lanes): the user's module holds
+    the live model while the loop runs, so a pull may not replace it mid-step."""
+
+    background = False
 
     def __init__(
         self, worker: int, scenario: Scenario, flat: ModuleModel, optimizer: torch.optim.Optimizer, *, throttle: bool
@@ -493,7 +498,7 @@ class _LoopWorker(WorkerProcess):
         super().__init__(worker, scenario, flat, throttle=throttle)  # type: ignore[arg-type]
         self.flat = flat
         self.opt = optimizer
-        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, float, int] | None = None
+        self.pending: tuple[P.StepOrder, Done, torch.Tensor | None, float, int] | None = None
         self.done = False
         self._exited = False
         self._in_module: torch.Tensor | None = None  # the flat model last copied into the module
@@ -521,74 +526,79 @@ class _LoopWorker(WorkerProcess):
             self.flat.load(self.model.local)
             self._in_module = self.model.local
 
-    def _next(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _next(self) -> tuple[P.Command, torch.Tensor | None]:
         item = self.commands.get()
         if isinstance(item, BaseException):
             raise RuntimeError(f"worker {self.w}: lost the server (rank 0): {item}") from item
         return item
 
-    def _advance(self) -> None:
-        """Execute commands until the next step is allowed (or the run ends)."""
+    def _advance(self, repeat: P.StepOrder | None = None) -> None:
+        """Execute commands until the next step is allowed (or the run ends).
+        ``repeat``: the continuous step the last one came from; it goes on at
+        once once the commands already here are done, until HaltCmd."""
         while True:
             self.free_since_s = self._now_s()
-            hdr, payload = self._next()
-            kind = int(hdr[P.H_TYPE])
-            if kind & P.C_EXIT:
+            if repeat is not None and self.commands.empty():
+                self.outbox.wait_below(OUTBOX_MAX)  # backpressure (runtime.worker.serve)
+                self._pend(repeat, Done(), None)
+                return
+            cmd, payload = self._next()
+            if not isinstance(cmd, P.WorkCmd):
+                repeat = None
+            if isinstance(cmd, P.ExitCmd):
                 self.done = self._exited = True
                 return
-            if kind & P.C_RESET:
+            if isinstance(cmd, P.ResetCmd):
                 assert payload is not None
-                self._reset(hdr, payload)
+                self._reset(cmd, payload)
                 self._sync_module()
-                continue
-            if kind & P.C_STOP:
+            elif isinstance(cmd, P.StopCmd):
                 self._bye()
                 self.done = True
-                continue
-            rep = P.header()
-            P.put_float(rep, P.R_LR_SCALE, self._lr_scale())
-            out = self._transfers(hdr, kind, payload, rep)
-            if kind & P.C_COMPUTE:
-                start, base = self._begin_step()
-                self._sync_module()
-                self.pending = (hdr, rep, out, start, base)
-                return
-            self._send(rep, out)
+            elif isinstance(cmd, P.WorkCmd):
+                done, out = self._transfers(cmd, payload, free_since_s=self.free_since_s)
+                if cmd.step is not None:
+                    self._pend(cmd.step, done, out)
+                    return
+                self._send_report(done, out)
+
+    def _pend(self, step: P.StepOrder, done: Done, out: torch.Tensor | None) -> None:
+        """The next step may start: the user's loop computes it."""
+        start, base = self._begin_step()
+        self._sync_module()
+        self.pending = (step, done, out, start, base)
 
     def step(self) -> None:
         """The user's step is done: finish it as the command said, then go on to the next."""
         if self.pending is None:
             return
-        hdr, rep, out, start, base = self.pending
+        order, done, out, start, base = self.pending
         self.pending = None
         measured_s = self._now_s() - start
-        if int(hdr[P.H_HAS_LR]):  # a local step: the user's optimizer takes it
+        if order.local_lr is not None:  # a local step: the user's optimizer takes it
             self.opt.step()
             self.model.local = self._in_module = self.flat.flat()
             grad = None
         else:
             grad = self.flat.flat_grad()
-        P.put_float(rep, P.R_LR_SCALE, self._lr_scale())
-        after = self._end_step(hdr, rep, grad, start, base, measured_s)
+        after = self._end_step(order, done, grad, start, base, measured_s)
         out = after if after is not None else out
-        self._send(rep, out)
-        self._advance()
+        self._send_report(done, out)
+        self._advance(order if order.continuous else None)
 
     def leave(self) -> None:
         """Tell the server this worker's loop has ended, and wait for its ``EXIT``."""
         if self._exited:
             return
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_LEAVING
-        P.put_float(rep, P.R_WEIGHT, self.model.weight)  # p2p: the push-sum weight of the model it leaves
-        self._send(rep, self.model.local if self.model.local is not None else self.flat.flat())
+        # p2p: the push-sum weight of the model it leaves
+        model = self.model.local if self.model.local is not None else self.flat.flat()
+        self._send(P.Leaving(weight=self.model.weight), model)
         self.pending = None
         while True:
-            hdr, _ = self._next()
-            kind = int(hdr[P.H_TYPE])
-            if kind & P.C_EXIT:
+            cmd, _ = self._next()
+            if isinstance(cmd, P.ExitCmd):
                 break
-            if kind & P.C_STOP:  # the run ended before the server saw us leave
+            if isinstance(cmd, P.StopCmd):  # the run ended before the server saw us leave
                 self._bye()
         self.done = self._exited = True
 

@@ -83,6 +83,13 @@ class Stepper:
             self._opt.load_state_dict(state)
 
 
+def warm_up() -> None:
+    """Build one throwaway ``torch.optim`` optimizer: the first one a process
+    builds imports ``torch._dynamo`` (1 s here, 6.5 s on a loaded machine),
+    which must not land inside the first run's clock on real processes."""
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+
+
 def build_optimizer(cfg: OptimizerConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     """The ``torch.optim`` optimizer ``cfg`` names (learning rate set per step)."""
     if cfg.name == "adamw":

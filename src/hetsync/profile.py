@@ -266,6 +266,38 @@ def step_ratios(steps: Sequence[Sequence[float]], delay_s: float) -> list[float]
     return out
 
 
+def mean_matched_delays(
+    per_worker: Sequence[Sequence[Sequence[float]]],
+    batch: int,
+    base_s: float,
+    slowdowns: Sequence[float],
+    delays: Sequence[float],
+    straggler: tuple[float, float],
+    load: LoadFit | None,
+) -> list[float]:
+    """Per worker, the delay that makes the simulator's *mean* step at
+    ``batch`` the measured mean. The fits above are medians, and the
+    simulator's noise, stragglers and load scale only the base part of a
+    step; on a machine whose steps are mostly a constant part (an emulated
+    delay, a sleep that wakes late under load, a data loader) the spread of
+    that part is lost, and the mean step — what a run's throughput pays —
+    comes out short. The difference goes into the constant part (never
+    below 0). ``straggler`` is (probability, factor)."""
+    prob, factor = straggler
+    out = []
+    for w, steps in enumerate(per_worker):
+        times = [float(r[2]) for r in steps if int(r[1]) == batch]
+        if not times:
+            out.append(float(delays[w]))
+            continue
+        mult = 1 + prob * (factor - 1)
+        if load is not None and w in load.workers and load.period_s > 0:
+            mult *= 1 + min(1.0, load.on_s / load.period_s) * (load.factor - 1)
+        expected_s = base_s * slowdowns[w] * mult + delays[w]
+        out.append(max(0.0, float(delays[w] + statistics.fmean(times) - expected_s)))
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadFit:
     workers: tuple[int, ...]
@@ -351,15 +383,17 @@ def fit_jitter(per_worker: Sequence[Sequence[Sequence[float]]], delays: Sequence
 class LinkFit:
     a: int  # rank (0: the server)
     b: int
-    latency_s: float
+    latency_s: float  # per message of a realistic size (the fit's intercept)
     Bps: float  # inf: too fast to tell at these sizes
-    table: tuple[tuple[int, float], ...]  # (bytes, median one-way seconds)
+    table: tuple[tuple[int, float], ...]  # (bytes, fastest one-way seconds)
+    wire_latency_s: float = 0.0  # half the smallest size's round trip
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "a": self.a,
             "b": self.b,
             "latency_s": self.latency_s,
+            "wire_latency_s": self.wire_latency_s,
             "Bps": self.Bps if math.isfinite(self.Bps) else None,
             "table": [list(r) for r in self.table],
         }
@@ -367,10 +401,14 @@ class LinkFit:
 
 def fit_link(a: int, b: int, transfers: Sequence[Sequence[float]]) -> LinkFit:
     """From round trips of (bytes there, one element back), the fastest of
-    each size's repetitions: the smallest
-    size's round trip is two latencies; every size's one-way time is its
-    round trip less one latency; ``one-way = latency_s + bytes / Bps``, the
-    slope fitted through that latency."""
+    each size's repetitions: the smallest size's round trip is two wire
+    latencies; every size's one-way time is its round trip less one of them;
+    ``one-way = latency_s + bytes / Bps`` is fitted to the larger sizes with
+    its own intercept, so that a cost every message of a realistic size pays
+    (a sleep that wakes late, a copy, a protocol's framing) is per-message
+    latency, not a slower link. Where the intercept comes out below the wire
+    latency, or only one size is larger, the slope is fitted through the
+    wire latency instead."""
     from hetsync.steptime import fit_step_cost
 
     groups: dict[int, list[float]] = {}
@@ -379,11 +417,87 @@ def fit_link(a: int, b: int, transfers: Sequence[Sequence[float]]) -> LinkFit:
     # the fastest repetition: what else runs on the machine slows a transfer down, never speeds it up
     med = {nb: min(v) for nb, v in sorted(groups.items())}
     smallest = min(med)
-    latency_s = med[smallest] / 2
-    table = tuple((nb, max(0.0, s - latency_s)) for nb, s in med.items())
-    # the latency from the smallest transfer, the slope through it (least squares: the largest sizes weigh most)
-    _, per_byte_s = fit_step_cost(table, fixed_s=latency_s)
-    return LinkFit(a=a, b=b, latency_s=latency_s, Bps=1.0 / per_byte_s if per_byte_s > 0 else math.inf, table=table)
+    # no round trip is shorter than the smallest message's: one that was (every try of it stalled) sets the floor
+    wire_s = min(med.values()) / 2
+    table = tuple((nb, max(0.0, s - wire_s)) for nb, s in med.items())
+    larger = [(nb, s) for nb, s in table if nb > smallest]
+    latency_s, per_byte_s = wire_s, 0.0
+    if len(larger) >= 2:
+        latency_s, per_byte_s = fit_step_cost(larger)
+    if latency_s < wire_s or len(larger) < 2:
+        latency_s = wire_s
+        _, per_byte_s = fit_step_cost(table, fixed_s=wire_s)
+    Bps = 1.0 / per_byte_s if per_byte_s > 0 else math.inf
+    return LinkFit(a=a, b=b, latency_s=latency_s, Bps=Bps, table=table, wire_latency_s=wire_s)
+
+
+SERVER_SLACK = 1.25  # an incast within this many times the slowest worker's own transfer: the server kept up
+
+
+def fit_server_link(rows: Sequence[Sequence[float]], to_server: Sequence[LinkFit]) -> float | None:
+    """The server's bandwidth from the incast (rows: bytes per worker,
+    seconds until every worker's copy arrived; the fastest repetition).
+    Where all of them arrived about as soon as the slowest worker's own link
+    lets its copy arrive (:data:`SERVER_SLACK`), the server's link was not
+    the bottleneck: it took every worker's link at once, their sum.
+    Otherwise the bytes of all copies over the time they took. None without
+    an incast (one worker, or a profile from before it was timed)."""
+    if not rows or not to_server:
+        return None
+    nbytes, seconds = int(rows[0][0]), min(float(r[1]) for r in rows)
+    latency_s = statistics.median(lk.latency_s for lk in to_server)
+    slowest_s = max(nbytes / lk.Bps if math.isfinite(lk.Bps) else 0.0 for lk in to_server)
+    total_Bps = sum(lk.Bps for lk in to_server)
+    spent_s = seconds - latency_s
+    if spent_s <= SERVER_SLACK * slowest_s or spent_s <= 0:
+        return total_Bps
+    return min(total_Bps, len(to_server) * nbytes / spent_s)
+
+
+EXCHANGE_WARMUP = 2  # a worker's first round trips with the server are left out (connections, allocations)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeFit:
+    """One worker's round trips with the server during the compute phase
+    (a model-sized message there and back after every step, while the
+    others step): what each message cost beyond bytes / the link's fitted
+    bandwidth."""
+
+    worker: int
+    count: int
+    nbytes: int
+    mean_s: float  # mean extra per message (half a round trip's extra)
+    median_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "count": self.count,
+            "nbytes": self.nbytes,
+            "mean_s": self.mean_s,
+            "median_s": self.median_s,
+        }
+
+
+def fit_exchange(worker: int, rows: Sequence[Sequence[float]], nbytes: int, Bps: float) -> ExchangeFit | None:
+    """Per message, ``(round trip − 2 · bytes / Bps) / 2`` (at least 0) over
+    the worker's round trips (rows: start_s, seconds, ...), the first
+    :data:`EXCHANGE_WARMUP` left out; None without any. The mean is what a
+    run's throughput pays (a message that waits for a busy machine counts
+    in full); the median is shown beside it."""
+    kept = [float(r[1]) for r in rows[EXCHANGE_WARMUP:]]
+    if not kept:
+        return None
+    wire_s = 2 * nbytes / Bps if math.isfinite(Bps) and Bps > 0 else 0.0
+    extra = [max(0.0, s - wire_s) / 2 for s in kept]
+    return ExchangeFit(
+        worker=worker,
+        count=len(kept),
+        nbytes=nbytes,
+        mean_s=statistics.fmean(extra),
+        median_s=statistics.median(extra),
+    )
 
 
 # ----------------------------------------------------------------- profile
@@ -406,6 +520,9 @@ class Profile:
     load: LoadFit | None
     links: tuple[LinkFit, ...]
     raw: dict[str, Any] = field(repr=False)
+    exchanges: tuple[ExchangeFit, ...] = ()
+    server_Bps: float | None = None  # None: not timed
+    median_delay_s: tuple[float, ...] = ()  # the delays fitted to the median steps, before mean_matched_delays
 
     @property
     def server_links(self) -> list[LinkFit]:
@@ -417,9 +534,19 @@ class Profile:
         return [by_worker.get(w, math.inf) for w in range(self.workers)]
 
     @property
-    def latency_s(self) -> float:
+    def link_latency_s(self) -> float:
+        """The median worker↔server link's per-message latency, timed one pair at a time."""
         lats = [lk.latency_s for lk in self.server_links]
         return statistics.median(lats) if lats else 0.0
+
+    @property
+    def latency_s(self) -> float:
+        """The scenario's per-message latency: the median worker's mean
+        extra per message in the round trips taken while training-like
+        traffic ran (:func:`fit_exchange`), else the links' own."""
+        if self.exchanges:
+            return max(self.link_latency_s, statistics.median(x.mean_s for x in self.exchanges))
+        return self.link_latency_s
 
     def step_s(self, worker: int, batch: int | None = None) -> float:
         """The fitted nominal step (base · slowdown + delay) of a worker."""
@@ -436,6 +563,7 @@ class Profile:
             "per_sample_s": self.per_sample_s,
             "slowdown": list(self.slowdown),
             "delay_s": list(self.delay_s),
+            "median_delay_s": list(self.median_delay_s),
             "reference_worker": self.reference,
             "step_s": [self.step_s(w) for w in range(self.workers)],
             "jitter": self.jitter,
@@ -445,6 +573,9 @@ class Profile:
             "background_load": self.load.to_yaml() if self.load is not None else None,
             "bandwidth_Bps": [b if math.isfinite(b) else None for b in self.bandwidth_Bps],
             "latency_s": self.latency_s,
+            "link_latency_s": self.link_latency_s,
+            "exchanges": [x.to_dict() for x in self.exchanges],
+            "server_bandwidth_Bps": _finite_or_none(self.server_Bps),
             "workers_fit": [f.to_dict() for f in self.fits],
             "links": [lk.to_dict() for lk in self.links],
             "emulate": self.raw.get("emulate"),
@@ -463,7 +594,20 @@ def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
     fixed_s, per_sample_s, slowdowns, delays, ref = decompose(fits, batch_size)
     load = fit_load(per_worker, delays)
     prob, factor, count, _ = fit_transients(per_worker, delays)
+    jitter = fit_jitter(per_worker, delays)
+    knee = fits[ref].knee_batch
+    base_s = fixed_s + per_sample_s * (max(0, batch_size - knee) if knee is not None else batch_size)
+    median_delays = delays
+    delays = mean_matched_delays(per_worker, batch_size, base_s, slowdowns, delays, (prob, factor), load)
     links = tuple(fit_link(int(lk["a"]), int(lk["b"]), lk["transfers"]) for r in raw["per_rank"] for lk in r["links"])
+    to_server = {lk.b - 1: lk.Bps for lk in links if lk.a == 0}
+    exchanges = []
+    for w in range(n):
+        compute = per_rank[w + 1]["compute"]
+        if compute.get("exchanges"):
+            x = fit_exchange(w, compute["exchanges"], int(compute["exchange_bytes"]), to_server.get(w, math.inf))
+            if x is not None:
+                exchanges.append(x)
     return Profile(
         workers=n,
         batch_size=batch_size,
@@ -473,14 +617,21 @@ def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
         slowdown=tuple(slowdowns),
         delay_s=tuple(delays),
         reference=ref,
-        jitter=fit_jitter(per_worker, delays),
+        jitter=jitter,
         straggler_prob=prob,
         straggler_factor=factor,
         transient_steps=count,
         load=load,
         links=tuple(sorted(links, key=lambda lk: (lk.a, lk.b))),
         raw=raw,
+        exchanges=tuple(exchanges),
+        median_delay_s=tuple(median_delays),
+        server_Bps=fit_server_link(per_rank[0].get("incast", []), [lk for lk in links if lk.a == 0]),
     )
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def _round(values: Sequence[float], digits: int = 6) -> list[float]:
@@ -517,6 +668,8 @@ def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, An
         raw["background_load"] = prof.load.to_yaml()
     bw = prof.bandwidth_Bps
     raw["bandwidth_Bps"] = [float(f"{b:.4g}") if math.isfinite(b) else float("inf") for b in bw]
+    if prof.server_Bps is not None:
+        raw["server_bandwidth_Bps"] = float(f"{prof.server_Bps:.4g}") if math.isfinite(prof.server_Bps) else math.inf
     raw["latency_s"] = float(f"{prof.latency_s:.4g}")
     return raw
 
@@ -544,6 +697,7 @@ def job_arguments(
     link_bytes: Sequence[int],
     link_reps: int,
     out: Path,
+    exchange_bytes: int = 0,
 ) -> list[str]:
     args = [
         "--scenario",
@@ -559,6 +713,8 @@ def job_arguments(
         "--out",
         str(out),
     ]
+    if exchange_bytes > 0:
+        args += ["--exchange-bytes", str(exchange_bytes)]
     return args + (["--emulate", emulate] if emulate else [])
 
 
@@ -598,12 +754,14 @@ def measure(
     return its ``raw.json``: steps at ``batch_sizes`` for ``compute_s``, then
     every link ``link_reps`` times at sizes around the model's."""
     nproc = job.workers
+    nbytes = job.model_bytes if job.model_bytes is not None else model_nbytes
     job_args = job_arguments(
         scenario=job_name,
         emulate=emulate,
         batch_sizes=list(batch_sizes),
         compute_s=compute_s,
-        link_bytes=link_sizes(job.model_bytes if job.model_bytes is not None else model_nbytes),
+        link_bytes=link_sizes(nbytes),
+        exchange_bytes=nbytes,
         link_reps=link_reps,
         out=out,
     )
@@ -802,6 +960,13 @@ def summary_lines(prof: Profile) -> list[str]:
         )
     else:
         lines.append("transient stragglers: none seen")
+    if prof.exchanges:
+        means = [x.mean_s for x in prof.exchanges]
+        lines.append(
+            f"per message, beyond bytes / bandwidth, in round trips with the server while every worker stepped: "
+            f"{_fmt_ms(min(means))} to {_fmt_ms(max(means))} on average (median worker: latency_s "
+            f"{_fmt_ms(prof.latency_s)}; the links alone, one pair at a time: {_fmt_ms(prof.link_latency_s)})"
+        )
     if prof.load is not None:
         ld = prof.load
         lines.append(
@@ -818,6 +983,15 @@ def summary_lines(prof: Profile) -> list[str]:
         finite = [lk.Bps for lk in pairs if math.isfinite(lk.Bps)]
         rng = f"{_fmt_bps(min(finite))} to {_fmt_bps(max(finite))}" if finite else "too fast to tell"
         lines.append(f"worker↔worker links ({len(pairs)}): {rng}")
+    if prof.server_Bps is not None:
+        lines.append(
+            f"server's link (every worker sending to it at once): {_fmt_bps(prof.server_Bps)}"
+            + (
+                " — it kept up with every worker's link at once"
+                if prof.server_Bps >= 0.999 * sum(prof.bandwidth_Bps)
+                else ""
+            )
+        )
     return lines
 
 

@@ -10,13 +10,29 @@ Two phases, each started together after a barrier:
    every step then sleeps the extra the emulated scenario gives this worker
    (:meth:`hetsync.driver.timing.TimingModel.extra_sleep_s`, exactly as the
    runtime's workers do), so one machine can play a heterogeneous cluster.
-   A batch size that runs out of memory is dropped and recorded.
+   A batch size that runs out of memory is dropped and recorded. After
+   each step a worker sends a model-sized message to the server and waits
+   for one back (``--exchange-bytes``: the model's size), as a push and a pull do in
+   training; the server applies each one to its model (one ``add_``) and
+   answers in arrival order. The round trips, taken while every worker
+   steps and the server works, hold what a model transfer costs in a run
+   beyond bytes / bandwidth: the processes' scheduling on a busy machine,
+   the server's turn, copies. With ``--emulate`` each direction lasts at
+   least bytes / the worker's emulated bandwidth, as ``--throttle`` makes
+   the runtime's pushes and pulls last.
 2. **Links.** One pair of ranks at a time (every worker with the server,
    then every two workers), the lower rank sends a tensor of each size and
-   waits for a one-element acknowledgement, a few times per size. With
+   waits for a one-element acknowledgement, a few times per size (each
+   repetition goes round all pairs). With
    ``--emulate`` a round trip lasts at least ``bytes / bandwidth`` of the
    emulated link (the slower end's, as the runtime's ``--throttle`` does)
    plus the smallest size's round trip (the link's own two latencies).
+   Then the server's own link: every worker sends two models to the
+   server at once (the incast of a BSP round), a few times; the server
+   times how long it takes until all have arrived. With ``--emulate`` each
+   worker's copy lasts at least bytes / its emulated bandwidth and the
+   server's link is not throttled (the runtime's ``--throttle`` shapes the
+   workers' links only).
 
 Rank 0 gathers everything and writes ``raw.json`` in ``--out``;
 :mod:`hetsync.profile` fits the scenario to it. The same module runs under
@@ -40,10 +56,18 @@ ACK_ELEMENTS = 1
 WARMUP_STEPS = 2  # untimed steps per batch size first
 
 
+LARGE_LINK_BYTES = 1 << 20  # a small model's links are also timed with a transfer up to this size (8 models at most)
+
+
 def link_sizes(model_bytes: int) -> list[int]:
-    """Transfer sizes: one element (the latency), a quarter model, the model, two models."""
+    """Transfer sizes: one element (the latency), a quarter model, the model,
+    two models, and for a small model one of up to 8 models (at most
+    :data:`LARGE_LINK_BYTES`): a transfer of a fraction of a millisecond
+    tells a link's bandwidth poorly on a busy machine, where a sleep or a
+    wake-up is late by tens of microseconds."""
     nb = max(16, model_bytes - model_bytes % 4)
-    return sorted({4, max(8, (nb // 4) - (nb // 4) % 4), nb, 2 * nb})
+    large = min(8 * nb, max(2 * nb, LARGE_LINK_BYTES))
+    return sorted({4, max(8, (nb // 4) - (nb // 4) % 4), nb, 2 * nb, large - large % 4})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-s", type=float, required=True, help="seconds of timed steps per worker")
     p.add_argument("--link-bytes", required=True, help="comma-separated transfer sizes in bytes")
     p.add_argument("--link-reps", type=int, default=5, help="transfers per size and link")
+    p.add_argument(
+        "--exchange-bytes",
+        type=int,
+        default=0,
+        help="size of the message sent to the server (and back) after every timed step: the model's (default 0: none)",
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--timeout-s", type=float, default=120.0, help="gloo's timeout for every collective")
     return p
@@ -74,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     job, emulated = _scenarios(args.scenario, args.emulate, n)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     link_bytes = [int(b) for b in args.link_bytes.split(",")]
+    exchange_bytes = args.exchange_bytes
     dist.barrier()
-    compute = _compute_phase(rank - 1, job, emulated, sizes, args.compute_s) if rank > 0 else {}
+    if rank > 0:
+        compute = _compute_phase(rank - 1, job, emulated, sizes, args.compute_s, exchange_bytes)
+    else:
+        compute = _serve_exchanges(n, exchange_bytes)
     gathered = links_and_gather(rank, n, emulated, link_bytes, args.link_reps, compute)
     if rank == 0:
         out = Path(args.out)
@@ -98,8 +132,10 @@ def links_and_gather(
 
     dist.barrier()
     links = _link_phase(rank, n, emulated, link_bytes, reps)
+    incast = _incast_phase(rank, n, emulated, max(link_bytes), reps)
     gathered: list[Any] = [None] * (n + 1) if rank == 0 else []
-    dist.gather_object({"rank": rank, "compute": compute, "links": links}, gathered if rank == 0 else None, dst=0)
+    record = {"rank": rank, "compute": compute, "links": links} | ({"incast": incast} if rank == 0 else {})
+    dist.gather_object(record, gathered if rank == 0 else None, dst=0)
     return gathered
 
 
@@ -126,9 +162,63 @@ def _scenarios(job_name: str, emulate: str | None, n: int) -> tuple[Any, Any]:
     return job, emulated
 
 
-def _compute_phase(w: int, job: Any, emulated: Any, sizes: list[int], compute_s: float) -> dict[str, Any]:
-    """Timed steps of worker ``w``: ``steps`` as [start_s, batch, seconds, measured_s] rows."""
+def _exchange_tensor(nbytes: int) -> Any:
     import torch
+
+    return torch.zeros(max(2, nbytes // 4), dtype=torch.float32)
+
+
+EXCHANGE_DONE = -1.0  # a worker's last message of the compute phase (first element)
+
+
+def _serve_exchanges(n: int, nbytes: int) -> dict[str, Any]:
+    """Rank 0 during the compute phase: answer every worker's message with
+    the model, in arrival order, after applying it (one ``add_``), until
+    every worker has said it is done. Returns how many it answered."""
+    import torch.distributed as dist
+
+    if nbytes <= 0:
+        return {}
+    model, buf = _exchange_tensor(nbytes), _exchange_tensor(nbytes)
+    done, answered = 0, 0
+    while done < n:
+        src = dist.recv(buf)
+        if float(buf[0]) == EXCHANGE_DONE:
+            done += 1
+            continue
+        model.add_(buf, alpha=-0.01)
+        dist.send(model, dst=src)
+        answered += 1
+    return {"exchanges_answered": answered}
+
+
+def _exchange(payload: Any, reply: Any, Bps: float) -> tuple[float, float]:
+    """One push and pull with the server: each direction lasts at least
+    ``bytes / Bps`` (the push sleeps before it is sent, the pull after it
+    arrived, as the runtime's throttled worker does). Returns (seconds,
+    the throttle's floor for both directions)."""
+    import torch.distributed as dist
+
+    one_way_s = payload.numel() * 4 / Bps if math.isfinite(Bps) else 0.0
+    start = time.perf_counter()
+    if one_way_s > 0:
+        time.sleep(one_way_s)
+    payload[0] = 1.0
+    dist.send(payload, dst=0)
+    dist.recv(reply, src=0)
+    if one_way_s > 0:
+        time.sleep(one_way_s)
+    return time.perf_counter() - start, 2 * one_way_s
+
+
+def _compute_phase(
+    w: int, job: Any, emulated: Any, sizes: list[int], compute_s: float, exchange_bytes: int = 0
+) -> dict[str, Any]:
+    """Timed steps of worker ``w``: ``steps`` as [start_s, batch, seconds, measured_s] rows,
+    and (``exchange_bytes`` > 0) after each a round trip with the server: ``exchanges`` as
+    [start_s, seconds, throttle floor s] rows."""
+    import torch
+    import torch.distributed as dist
 
     from hetsync.driver.timing import TimingModel
     from hetsync.workloads import make_workload
@@ -151,6 +241,10 @@ def _compute_phase(w: int, job: Any, emulated: Any, sizes: list[int], compute_s:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
     steps: list[list[float]] = []
+    exchanges: list[list[float]] = []
+    payload = reply = None
+    if exchange_bytes > 0:
+        payload, reply = _exchange_tensor(exchange_bytes), _exchange_tensor(exchange_bytes)
     t0 = time.perf_counter()
     k = 0
     while alive and time.perf_counter() - t0 < compute_s:
@@ -165,7 +259,17 @@ def _compute_phase(w: int, job: Any, emulated: Any, sizes: list[int], compute_s:
             if extra > 0:
                 time.sleep(extra)
         steps.append([start - t0, b, time.perf_counter() - start, measured])
-    return {"steps": steps, "failed_batches": {str(b): why for b, why in failed.items()}}
+        if payload is not None:
+            at = time.perf_counter() - t0
+            seconds, floor_s = _exchange(payload, reply, _link_floor_Bps(emulated, 0, w + 1, at))
+            exchanges.append([at, seconds, floor_s])
+    if payload is not None:
+        payload[0] = EXCHANGE_DONE
+        dist.send(payload, dst=0)
+    out = {"steps": steps, "failed_batches": {str(b): why for b, why in failed.items()}}
+    if payload is not None:
+        out |= {"exchanges": exchanges, "exchange_bytes": payload.numel() * 4}
+    return out
 
 
 def _pairs(n: int) -> list[tuple[int, int]]:
@@ -185,47 +289,75 @@ def _link_floor_Bps(emulated: Any, a: int, b: int, now_s: float) -> float:
 
 
 def _link_phase(rank: int, n: int, emulated: Any, link_bytes: list[int], reps: int) -> list[dict[str, Any]]:
-    """Timed transfers; the initiator of each pair records [bytes, seconds] rows."""
+    """Timed transfers, one pair at a time; the initiator of each pair
+    records [bytes, seconds] rows. Each repetition goes round every pair
+    (the first round untimed: a pair's first transfer sets up its
+    connection), so that a stall of a busy machine costs one repetition of
+    a few pairs, not every repetition of one."""
     import torch
     import torch.distributed as dist
 
     ack = torch.zeros(ACK_ELEMENTS, dtype=torch.float32)
     payloads = {nb: torch.zeros(max(1, nb // 4), dtype=torch.float32) for nb in link_bytes}
+    smallest = min(payloads)
+    pairs = _pairs(n)
+    tiny_s = dict.fromkeys(pairs, math.inf)  # per pair, the fastest round trip of the smallest size: two latencies
+    rows: dict[tuple[int, int], list[list[float]]] = {pair: [] for pair in pairs}
     t0 = time.perf_counter()
-    out = []
-    for a, b in _pairs(n):
-        if rank == a:
-            rows = []
-            smallest = min(payloads)
-            tiny_s = math.inf  # the fastest round trip of the smallest size: two latencies
-            for nb, t in payloads.items():  # untimed: the first transfer of a pair sets up its connection
-                start = time.perf_counter()
-                dist.send(t, dst=b)
-                dist.recv(ack, src=b)
-                if nb == smallest:
-                    tiny_s = time.perf_counter() - start
-            for _ in range(reps):
+    for rep in range(reps + 1):
+        for a, b in pairs:
+            if rank == a:
                 for nb, t in payloads.items():
                     start = time.perf_counter()
                     dist.send(t, dst=b)
                     dist.recv(ack, src=b)
                     if nb == smallest:
-                        tiny_s = min(tiny_s, time.perf_counter() - start)
+                        tiny_s[(a, b)] = min(tiny_s[(a, b)], time.perf_counter() - start)
+                    if rep == 0:
+                        continue
                     # an emulated link: latency (this one's) + bytes / bandwidth there, latency back
-                    floor_s = nb / _link_floor_Bps(emulated, a, b, start - t0) + (tiny_s if nb > smallest else 0.0)
+                    extra_s = tiny_s[(a, b)] if nb > smallest else 0.0
+                    floor_s = nb / _link_floor_Bps(emulated, a, b, start - t0) + extra_s
                     left = floor_s - (time.perf_counter() - start)
                     if left > 0:
                         time.sleep(left)
-                    rows.append([t.numel() * 4, time.perf_counter() - start])
-            out.append({"a": a, "b": b, "transfers": rows})
-        elif rank == b:
-            for _ in range(reps + 1):
+                    rows[(a, b)].append([t.numel() * 4, time.perf_counter() - start])
+            elif rank == b:
                 for t in payloads.values():
                     buf = torch.empty_like(t)
                     dist.recv(buf, src=a)
                     dist.send(ack, dst=a)
+            dist.barrier()
+    return [{"a": a, "b": b, "transfers": rows[(a, b)]} for a, b in pairs if rank == a]
+
+
+def _incast_phase(rank: int, n: int, emulated: Any, nbytes: int, reps: int) -> list[list[float]]:
+    """Every worker sends ``nbytes`` to the server at once, ``reps`` times
+    (after a barrier each); rank 0 records [bytes per worker, seconds until
+    the last arrived] rows, the other ranks nothing."""
+    import torch
+    import torch.distributed as dist
+
+    rows: list[list[float]] = []
+    if n < 2:
+        return rows
+    bufs = [torch.zeros(max(1, nbytes // 4), dtype=torch.float32) for _ in range(n if rank == 0 else 1)]
+    t0 = time.perf_counter()
+    for _ in range(reps + 1):  # the first is untimed
         dist.barrier()
-    return out
+        start = time.perf_counter()
+        if rank == 0:
+            works = [dist.irecv(bufs[r - 1], src=r) for r in range(1, n + 1)]
+            for work in works:
+                work.wait()
+            rows.append([bufs[0].numel() * 4, time.perf_counter() - start])
+        else:
+            Bps = _link_floor_Bps(emulated, 0, rank, start - t0)
+            if math.isfinite(Bps):
+                time.sleep(bufs[0].numel() * 4 / Bps)
+            dist.send(bufs[0], dst=0)
+    dist.barrier()
+    return rows[1:]
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ def test_selmcast_gives_slow_links_fewer_copies():
 
 
 def test_labels_and_bad_params():
-    assert make_policy("selmcast", ctx()).label == "selmcast(sync=bsp,p=2,bandwidth=worst)"
+    assert make_policy("selmcast", ctx()).label == "selmcast(sync=bsp,p=2,bandwidth=worst,floor=1.0)"
     assert make_policy("p2p-random:sync=ssp:s=4:p=1", ctx()).label == "p2p-random(sync=ssp,s=4,p=1)"
     assert make_policy("p2p-allreduce", ctx()).label == "p2p-allreduce(sync=bsp)"
     with pytest.raises(BadInput, match="'sync' must be one of bsp, ssp"):
@@ -161,10 +161,12 @@ def test_labels_and_bad_params():
         make_policy("p2p-random:p=0", ctx())
     # the window shows where it acts: ssp, non-zero
     assert make_policy("selmcast:sync=ssp:window_s=0.5", ctx()).label == (
-        "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.5)"
+        "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.5,floor=1.0)"
     )
-    assert make_policy("selmcast:sync=ssp:window_s=0", ctx()).label == "selmcast(sync=ssp,s=3,p=2,bandwidth=worst)"
-    assert make_policy("selmcast:window_s=0.5", ctx()).label == "selmcast(sync=bsp,p=2,bandwidth=worst)"
+    assert make_policy("selmcast:sync=ssp:window_s=0", ctx()).label == (
+        "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,floor=1.0)"
+    )
+    assert make_policy("selmcast:window_s=0.5", ctx()).label == "selmcast(sync=bsp,p=2,bandwidth=worst,floor=1.0)"
     with pytest.raises(BadInput, match="'window_s' must be >= 0"):
         make_policy("selmcast:sync=ssp:window_s=-1", ctx())
 

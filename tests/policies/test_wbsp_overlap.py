@@ -14,19 +14,19 @@ def delta(w, t=1.0, base=0, steps=1):
 
 
 def step(w, lr=0.1):
-    return Compute(worker=w, batch_size=8, local_lr=lr)
+    return Compute(worker=w, batch_size=8, local_lr=lr, continuous=True)
 
 
 def test_compute_never_stops_and_one_push_is_in_flight_at_most():
     p = WBSPOverlap(ctx(2, lr=0.2))
-    assert p.start(0.0) == [step(0, 0.2), step(1, 0.2)]
+    assert p.start(0.0) == [step(0, 0.2), step(1, 0.2)]  # continuous: each step starts the next
     assert p.step_gap_bound() is None
-    assert p.on_event(done(0)) == [step(0, 0.2), PUSH[0]]  # idle channel: push at once
-    assert p.on_event(done(0)) == [step(0, 0.2)]  # a push is in flight: accumulate
-    assert p.on_event(done(0)) == [step(0, 0.2)]
+    assert p.on_event(done(0)) == [PUSH[0]]  # idle channel: push at once
+    assert p.on_event(done(0)) == []  # a push is in flight: accumulate
+    assert p.on_event(done(0)) == []
     assert p.on_event(delta(0)) == [PUSH[0]]  # answered: push the two accumulated steps as one delta
     assert p.on_event(delta(0, steps=2)) == []  # nothing accumulated: the channel idles
-    assert p.on_event(done(0)) == [step(0, 0.2), PUSH[0]]
+    assert p.on_event(done(0)) == [PUSH[0]]
 
 
 def test_the_closing_push_flags_its_worker_which_pushes_first_then_pulls():
@@ -69,11 +69,11 @@ def test_late_deltas_go_to_the_next_round_and_pushing_continues_during_the_pull(
     p.on_event(delta(0))
     p.on_event(delta(1))  # round 1 closed by worker 1, which pulls
     assert p.on_event(pulled(1, version=1)) == []
-    assert p.on_event(done(0)) == [step(0), PUSH[0]]  # the push that will carry the flag
-    assert p.on_event(done(0)) == [step(0)]  # accumulates meanwhile
+    assert p.on_event(done(0)) == [PUSH[0]]  # the push that will carry the flag
+    assert p.on_event(done(0)) == []  # accumulates meanwhile
     late0 = delta(0, t=2.0)  # computed on the old model; its reply carries the flag
     assert p.on_event(late0) == [PUSH[0], Pull(worker=0)]
-    assert p.on_event(done(0)) == [step(0)]  # finished while that push and the pull are in flight
+    assert p.on_event(done(0)) == []  # finished while that push and the pull are in flight
     with_pull = delta(0, t=2.5)  # the push sent with the pull lands first
     assert p.on_event(with_pull) == [PUSH[0]]  # keep pushing: the step is saved, not overwritten
     assert p.on_event(pulled(0, t=2.6, version=1)) == []
@@ -87,7 +87,7 @@ def test_steps_overwritten_by_the_pull_are_not_pushed_afterwards():
     p.on_event(delta(0))
     p.on_event(delta(1))
     assert p.on_event(delta(0)) == [Pull(worker=0)]
-    assert p.on_event(done(0)) == [step(0), PUSH[0]]
+    assert p.on_event(done(0)) == [PUSH[0]]
     p.on_event(done(0))  # finished after that push started: unpushed when the pull lands
     assert p.on_event(pulled(0, version=1)) == []
     assert p.on_event(delta(0)) == []  # the driver dropped it; nothing left to push

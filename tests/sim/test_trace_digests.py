@@ -37,11 +37,16 @@ DIGESTS = {
     ("default", "lb-bsp-static"): "b28286ff6ec1b67598eccc31ea93a85b58886cb7d3f1123eb013ccb1f24e410b",
     ("default", "p2p-allreduce"): "fb0626370fa8bbe485d98737ffd146a335478ccd865e7e95442868e5a50595ac",
     ("default", "p2p-random"): "3b71c2ab54e8190b9e79ac4561ce6dc835e516995bb7654c1b2ad754da3e0631",
-    ("default", "selmcast"): "de698e1a44429137a5ed7caaff29d09ee36f83454c169a42e6c633a607c53c3e",
+    # selmcast: its default fairness floor (floor=1.0, issue 17 item 2) changed its plans and label;
+    # floor=0, the paper's choice, keeps the digests recorded before the floor existed
+    ("default", "selmcast"): "816337e28aa2a01ca2920ec63ffaa4d0790e98761615a69790229bb3e020ba2b",
+    ("default", "selmcast:floor=0"): "de698e1a44429137a5ed7caaff29d09ee36f83454c169a42e6c633a607c53c3e",
     ("p2p-bw", "p2p-random"): "eddaa83b617b1b57d35c5bde69ede6ebe9edbe4b2325cffa851d46248486ea52",
-    ("p2p-bw", "selmcast"): "3b99983fb28c649d092146cef2065abb219f1fd6dc7ce4917c52cb639e0917b8",
+    ("p2p-bw", "selmcast"): "fb6790e5fbafabb5ab194c792e521e9fad2f2db9cd4db091cc4c6bc95e5a96ed",
+    ("p2p-bw", "selmcast:floor=0"): "3b99983fb28c649d092146cef2065abb219f1fd6dc7ce4917c52cb639e0917b8",
     ("p2p-bw", "p2p-random:sync=ssp"): "d58eddf489e2e2de340e342eba6d2100d59321f7be4125bff6441f6f77756596",
-    ("p2p-bw", "selmcast:sync=ssp"): "bed368cb12cbe9ad52d8545d392f747568237bdb0c38e54003c12cbef0e659b2",
+    ("p2p-bw", "selmcast:sync=ssp"): "98e25dd48af059c0f910f9b3e75c67c5f04fd4eacd7e4f495a234cdb52122985",
+    ("p2p-bw", "selmcast:sync=ssp:floor=0"): "bed368cb12cbe9ad52d8545d392f747568237bdb0c38e54003c12cbef0e659b2",
     ("p2p-bw", "p2p-allreduce"): "e030c96197bca821c04772feeb0ce0df4ab8815b5ceaf53b2324e0b03c087475",
 }
 

@@ -101,6 +101,37 @@ So the plan is a superset of phase 1 with the most edges any such superset
 can have within ``M``, and in particular no single edge can be added without
 raising the makespan.
 
+The fairness floor (``min_in``)
+-------------------------------
+Choosing receivers by bandwidth alone gives the fast downlinks most copies
+and the slow ones none: with equal-weight mixing the models of workers that
+never receive drift on their own shards, and on label-skewed shards the
+average suffers (docs/results-p2p-mixing.md). ``min_in[j]`` is a lower bound
+on receiver ``j``'s copies in the plan; phase 1 is then optimal among
+exactly-``p`` plans that meet every bound. At a threshold ``T`` the test is
+a flow with lower bounds, found in two stages: a maximum flow into receiver
+capacities ``min(min_in_j, c_j(T))`` (the greedy, ranking receivers by the
+most copies still owed, then the cheapest next copy, then augmenting
+paths), which must saturate every bound; then the capacities are raised to
+``c_j(T)`` and the flow is completed to ``m·p`` (greedy, then augmenting
+paths, which never lower a receiver's count). If any flow meets the bounds,
+the first stage saturates them, and a maximum flow can be reached from any
+flow, so the test is exact; the binary search over the same candidates
+finds ``T*`` and the plan at ``T*`` is the flow that test built. Phase 2 is
+unchanged. All bounds 0 (or ``None``) is the plan above, bit for bit.
+
+:func:`floor_demand` turns a per-round floor into these bounds with a
+deficit counter that works for any planning pattern: every eligible worker
+is owed ``floor`` copies per round (``n_E − 1`` multicasts by the others),
+so a plan for senders ``S`` adds ``floor·|S \\ {j}| / (n_E − 1)`` to what
+``j`` is owed; the plan must deliver the whole copies owed (at most one per
+other sender, at most ``p·|S|`` in all, the most-owed first), and
+:func:`floor_owed` keeps what was not delivered for the next plan (a surplus
+is not banked). A BSP round plans every sender at once and so demands
+exactly ``floor`` copies of every worker; under SSP one sender's multicast
+adds ``floor / (n_E − 1)``, and a worker is promoted into a sender's plan
+once it is owed a whole copy.
+
 Cost, for ``n`` workers, ``m`` senders and ``|E|`` eligible receivers:
 building and sorting the ``|E|·m`` candidate times, O(m·|E|·log(m·|E|)); the
 binary search, O(log(m·|E|)) cut tests of O(m·|E|) each; the greedy, ``m``
@@ -125,7 +156,7 @@ import numpy as np
 
 from hetsync.algos.maxmin import maxmin_rates
 
-__all__ = ["TIE_RTOL", "plan_makespan_s", "random_receivers", "select_receivers"]
+__all__ = ["TIE_RTOL", "floor_demand", "floor_owed", "plan_makespan_s", "random_receivers", "select_receivers"]
 
 # Times within this relative distance count as equal in phase 1's search.
 TIE_RTOL = 1e-12
@@ -244,6 +275,41 @@ def _inputs(
             f"downlink_Bps must be > 0 for every eligible worker, got 0 for {[j for j in elig if down[j] == 0]}"
         )
     return _Inputs(up, down, n, b, snd, elig, q, bu, bd)
+
+
+def _need(min_in: Sequence[int] | None, x: _Inputs) -> np.ndarray | None:
+    """``min_in`` as an int64 array, or None when it asks for nothing (the
+    plan without a floor, bit for bit)."""
+    if min_in is None:
+        return None
+    try:
+        values = [operator.index(v) for v in min_in]
+    except TypeError:
+        raise ValueError(f"min_in must hold integers >= 0 (copies per worker), got {min_in!r}") from None
+    if len(values) != x.n:
+        raise ValueError(f"min_in must hold {x.n} values (one per worker), got {len(values)}")
+    need = np.array(values, dtype=np.int64)
+    if np.any(need < 0):
+        raise ValueError(f"min_in must be >= 0, got {values}")
+    if not np.any(need):
+        return None
+    elig = set(x.eligible)
+    outside = [j for j in range(x.n) if need[j] and j not in elig]
+    if outside:
+        raise ValueError(f"min_in asks copies for workers that are not eligible: {outside}")
+    snd = set(x.senders)
+    over = [j for j in x.eligible if need[j] > len(snd - {j})]
+    if over:
+        raise ValueError(
+            f"min_in asks more copies than there are other senders for workers {over} "
+            f"({len(snd)} senders; a sender never sends to itself)"
+        )
+    if int(need.sum()) > x.p * len(snd):
+        raise ValueError(
+            f"min_in asks {int(need.sum())} copies in all, more than the {x.p * len(snd)} "
+            f"that {len(snd)} senders with p={x.p} send"
+        )
+    return need
 
 
 # ---------------------------------------------------------------- cost model
@@ -417,6 +483,47 @@ def _greedy(
         out_spare[i] -= pick.size
 
 
+def _floored_flow(
+    addable: np.ndarray,
+    senders: list[int],
+    p: int,
+    elig_a: np.ndarray,
+    caps: np.ndarray,
+    need_e: np.ndarray,
+    busy_down: np.ndarray,
+    down: np.ndarray,
+    nbytes: float,
+) -> np.ndarray | None:
+    """Phase 1 with lower bounds: every sender ``p`` receivers, eligible
+    receiver ``elig_a[e]`` between ``need_e[e]`` and ``caps[e]`` copies; None
+    when no such plan exists. First a maximum flow into the bounds alone
+    (the greedy ranks by the most copies still owed), which must saturate
+    them; then the rest up to ``caps`` (augmenting never lowers a receiver's
+    count, so the bounds stay met)."""
+    if np.any(need_e > caps):
+        return None
+    n = addable.shape[0]
+    flow = np.zeros((n, n), dtype=bool)
+    load = np.zeros(n, dtype=np.int64)
+    out_spare = np.zeros(n, dtype=np.int64)
+    out_spare[senders] = p
+    in_spare = np.zeros(n, dtype=np.int64)
+    in_spare[elig_a] = need_e
+    _greedy(flow, addable, senders, out_spare, in_spare, load, busy_down, down, nbytes)
+    if np.any(in_spare > 0):
+        _augment(flow, addable, out_spare, in_spare)
+        if np.any(in_spare > 0):
+            return None
+        load = flow.sum(axis=0)
+    in_spare[elig_a] = caps - need_e
+    _greedy(flow, addable & ~flow, senders, out_spare, in_spare, load, busy_down, down, nbytes)
+    if np.any(out_spare > 0):
+        _augment(flow, addable, out_spare, in_spare)
+        if np.any(out_spare > 0):
+            return None
+    return flow
+
+
 # ---------------------------------------------------------------- selection
 
 
@@ -431,6 +538,7 @@ def select_receivers(
     busy_up_s: Sequence[float] | None = None,
     busy_down_s: Sequence[float] | None = None,
     extra: bool = True,
+    min_in: Sequence[int] | None = None,
 ) -> tuple[tuple[int, ...], ...]:
     """SELMCAST's plan: receiver sets of minimum modelled makespan.
 
@@ -446,6 +554,10 @@ def select_receivers(
         busy_up_s, busy_down_s: backlog already committed on each link.
         extra: add phase 2's receivers (default); ``False`` returns the
             optimal plan with exactly ``p`` receivers per sender.
+        min_in: the fairness floor, the fewest copies each worker must
+            receive in the plan (default none; see the module docstring and
+            :func:`floor_demand`). Only eligible workers may ask; each at
+            most one copy per other sender, ``p·len(senders)`` in all.
 
     Returns:
         One sorted tuple of receivers per worker (``()`` for non-senders).
@@ -456,21 +568,25 @@ def select_receivers(
     Raises:
         ValueError: on bad lengths, negative/NaN bandwidths or busy times,
             zero bandwidth on a link that may be used, indices out of range,
-            or ``p`` outside its range.
+            ``p`` outside its range, or a ``min_in`` no plan can meet.
     """
     x = _inputs(uplink_Bps, downlink_Bps, nbytes, p, senders, eligible, busy_up_s, busy_down_s)
+    need = _need(min_in, x)
     if len(x.senders) == 1:
-        return _select_one(x, extra)
-    return _select_many(x, extra)
+        return _select_one(x, extra, need)
+    return _select_many(x, extra, need)
 
 
-def _select_one(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
-    """One sender: the p cheapest first copies, then more while they fit."""
+def _select_one(x: _Inputs, extra: bool, need: np.ndarray | None = None) -> tuple[tuple[int, ...], ...]:
+    """One sender: the receivers the floor asks for, then the cheapest first
+    copies up to p, then more while they fit."""
     up, down, n, b, (i,), elig, p, bu, bd = x
     pool = sorted((_link_s(bd[j], 1, b, down[j]), j) for j in elig if j != i)
+    if need is not None:  # the floor's receivers first, the others by cost (each list stays sorted)
+        pool = [c for c in pool if need[c[1]]] + [c for c in pool if not need[c[1]]]
     chosen = [j for _, j in pool[:p]]
     if extra:
-        makespan = max(_link_s(bu[i], p, b, up[i]), pool[p - 1][0])
+        makespan = max(_link_s(bu[i], p, b, up[i]), max(t for t, _ in pool[:p]))
         k = p
         while k < len(pool) and pool[k][0] <= makespan and _link_s(bu[i], k + 1, b, up[i]) <= makespan:
             chosen.append(pool[k][1])
@@ -480,7 +596,7 @@ def _select_one(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
     return tuple(plan)
 
 
-def _select_many(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
+def _select_many(x: _Inputs, extra: bool, need: np.ndarray | None = None) -> tuple[tuple[int, ...], ...]:
     """Any number of senders: the binary search, the greedy, the flows."""
     up, down, n, b, snd, elig, p, bu, bd = x
     m = len(snd)
@@ -507,9 +623,22 @@ def _select_many(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
         caps: np.ndarray = (t <= limit).sum(axis=1)
         return caps
 
+    addable = np.zeros((n, n), dtype=bool)
+    addable[np.ix_(snd_a, elig_a)] = True
+    np.fill_diagonal(addable, False)
+
+    def floored(limit: float) -> np.ndarray | None:
+        """The floor's flow within ``limit`` (None: the bounds cannot be met)."""
+        assert need is not None
+        return _floored_flow(addable, snd, p, elig_a, caps_at(limit), need[elig_a], bd, down_e, b)
+
     def ok(time_s: float) -> bool:
+        if need is not None:
+            return floored(time_s * (1 + TIE_RTOL)) is not None
         return _feasible(caps_at(time_s * (1 + TIE_RTOL)), elig_sender, m, p)
 
+    if need is not None and not ok(math.inf):
+        raise ValueError(f"min_in {need.tolist()} cannot be met by senders {snd} with p={p}")
     best = t_up
     if not ok(t_up):
         cand = np.unique(t[t > t_up])  # the largest candidate is always feasible
@@ -522,21 +651,24 @@ def _select_many(x: _Inputs, extra: bool) -> tuple[tuple[int, ...], ...]:
                 lo = mid + 1
         best = float(cand[lo])
 
-    addable = np.zeros((n, n), dtype=bool)
-    addable[np.ix_(snd_a, elig_a)] = True
-    np.fill_diagonal(addable, False)
-    flow = np.zeros((n, n), dtype=bool)
     out_spare = np.zeros(n, dtype=np.int64)
-    out_spare[snd_a] = p
     in_spare = np.zeros(n, dtype=np.int64)
-    in_spare[elig_a] = caps_at(best * (1 + TIE_RTOL))
-    load = np.zeros(n, dtype=np.int64)
-    _greedy(flow, addable, snd, out_spare, in_spare, load, bd, down_e, b)
-    if np.any(out_spare > 0):
-        _augment(flow, addable, out_spare, in_spare)
-        if np.any(out_spare > 0):  # pragma: no cover - the min-cut test says it cannot happen
-            raise AssertionError("selmcast: phase-1 threshold passed the cut test but the flow fell short")
+    if need is not None:
+        built = floored(best * (1 + TIE_RTOL))
+        assert built is not None  # the search's answer is feasible
+        flow = built
         load = flow.sum(axis=0)
+    else:
+        flow = np.zeros((n, n), dtype=bool)
+        out_spare[snd_a] = p
+        in_spare[elig_a] = caps_at(best * (1 + TIE_RTOL))
+        load = np.zeros(n, dtype=np.int64)
+        _greedy(flow, addable, snd, out_spare, in_spare, load, bd, down_e, b)
+        if np.any(out_spare > 0):
+            _augment(flow, addable, out_spare, in_spare)
+            if np.any(out_spare > 0):  # pragma: no cover - the min-cut test says it cannot happen
+                raise AssertionError("selmcast: phase-1 threshold passed the cut test but the flow fell short")
+            load = flow.sum(axis=0)
 
     if extra:
         used = load > 0
@@ -585,6 +717,88 @@ def random_receivers(
         others = pool[pool != i]
         plan[i] = tuple(sorted(int(j) for j in rng.choice(others, size=q, replace=False)))
     return tuple(plan)
+
+
+# ---------------------------------------------------------------- the floor
+# owed + accrual within this of a whole copy counts as the whole copy (sums of
+# floor / (n_E - 1) over a round land a few ulps short of floor)
+FLOOR_EPS = 1e-9
+
+
+def floor_demand(
+    owed_copies: Sequence[float],
+    floor: float,
+    p: int,
+    *,
+    senders: Sequence[int],
+    eligible: Sequence[int],
+) -> tuple[list[int], list[float]]:
+    """The fairness floor for one plan: the copies each worker must receive.
+
+    Every eligible worker is owed ``floor`` copies per round, a round being
+    one multicast by each of the other ``n_E − 1`` eligible workers. A plan
+    for ``senders`` S therefore adds ``floor · |S \\ {j}| / (n_E − 1)`` to
+    receiver ``j``'s ``owed_copies[j]`` (what earlier plans left undelivered,
+    see :func:`floor_owed`); the plan must deliver the whole copies owed, at
+    most one per other sender and ``p·|S|`` in all. When they are more than
+    that, copies are granted one at a time to the worker still owed the most
+    (lower index on ties). A plan for every eligible worker at once (a BSP
+    round) with nothing owed demands exactly ``floor`` copies of each.
+
+    Args:
+        owed_copies: per worker (``n`` values), >= 0.
+        floor: copies per round, ``0 <= floor <= p``.
+        p: receivers per sender (>= 1).
+        senders, eligible: the plan's senders and receivers (worker indices).
+
+    Returns:
+        ``(min_in, want)``: the demand to pass as ``select_receivers(min_in=...)``
+        and what each worker is owed with this plan counted, for
+        :func:`floor_owed`.
+    """
+    owed = np.asarray(owed_copies, dtype=np.float64)
+    n = owed.shape[0]
+    if owed.ndim != 1 or np.any(~np.isfinite(owed)) or np.any(owed < 0):
+        raise ValueError(f"owed_copies must be finite and >= 0, one per worker, got {owed.tolist()}")
+    q = _int_at_least("p", p, 1)
+    f = float(floor)
+    if not 0 <= f <= q:
+        raise ValueError(f"floor must be in [0, p={q}] copies per round, got {floor!r}")
+    snd = _workers("senders", senders, n)
+    elig = _workers("eligible", eligible, n)
+    want = [0.0] * n
+    demand = [0] * n
+    if len(elig) < 2 or not snd:
+        return demand, [float(owed[j]) if j in elig else 0.0 for j in range(n)]
+    in_snd = set(snd)
+    room = {j: len(snd) - (j in in_snd) for j in elig}
+    for j in elig:
+        want[j] = float(owed[j]) + f * room[j] / (len(elig) - 1)
+    whole = {j: min(math.floor(want[j] + FLOOR_EPS), room[j]) for j in elig}
+    budget = q * len(snd)
+    if sum(whole.values()) <= budget:
+        for j, k in whole.items():
+            demand[j] = k
+        return demand, want
+    for _ in range(budget):  # the most owed first, one copy at a time
+        j = max((j for j in elig if demand[j] < whole[j]), key=lambda j: (want[j] - demand[j], -j))
+        demand[j] += 1
+    return demand, want
+
+
+def floor_owed(want: Sequence[float], receivers: Sequence[Sequence[int]], *, eligible: Sequence[int]) -> list[float]:
+    """What each eligible worker is still owed after a plan: its ``want``
+    (from :func:`floor_demand`) less the copies ``receivers`` sends it, never
+    below 0 (copies beyond the floor are not banked); 0 for the others."""
+    n = len(want)
+    if len(receivers) != n:
+        raise ValueError(f"receivers must hold one set per worker ({n}), got {len(receivers)}")
+    got = [0] * n
+    for r in receivers:
+        for j in r:
+            got[j] += 1
+    elig = set(_workers("eligible", eligible, n))
+    return [max(0.0, float(want[j]) - got[j]) if j in elig else 0.0 for j in range(n)]
 
 
 # ---------------------------------------------------------------- fluid check

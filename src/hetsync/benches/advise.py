@@ -28,6 +28,7 @@ import json
 import math
 import shlex
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,12 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
         "jitter_injected": emulated.jitter,
         "jitter_fitted": prof.jitter,
         "base_step_s": prof.fixed_s + prof.per_sample_s * prof.batch_size,
+        "latency_injected_s": emulated.latency_s,
         "latency_fitted_s": prof.latency_s,
+        "link_latency_fitted_s": prof.link_latency_s,
+        "exchange_median_s": (statistics.median(x.median_s for x in prof.exchanges) if prof.exchanges else None),
+        # the runtime's --throttle shapes the workers' links only: an emulated server is never slower than they are
+        "server_bandwidth_fitted_Bps": _finite(prof.server_Bps),
     }
 
 
@@ -418,6 +424,13 @@ def rows(results: dict[str, Any]) -> list[Row]:
             },
             {"metric": "transient stragglers injected", "value": _straggler(rec, "injected"), "unit": "", **whole},
             {"metric": "transient stragglers fitted", "value": _straggler(rec, "fitted"), "unit": "", **whole},
+            {"metric": "per-message latency fitted", "value": _ms(rec.get("latency_fitted_s")), "unit": "ms", **whole},
+            {
+                "metric": "server link fitted",
+                "value": _mbps(rec.get("server_bandwidth_fitted_Bps")),
+                "unit": "MB/s",
+                **whole,
+            },
             {"metric": "profile / advise / verify time", "value": _times(res), "unit": "s", **whole},
         ]
     out.append({"metric": "bench time", "value": results["host_time_s"], "unit": "s", "setting": "all"})
@@ -434,6 +447,10 @@ def _tta_shown(r: dict[str, Any]) -> str:
     if lo is not None and lo != hi:
         text += f" ({lo:.2f}–{'>' if hi is None else f'{hi:.2f}'})"
     return text
+
+
+def _ms(s: float | None) -> float | None:
+    return None if s is None else 1e3 * s
 
 
 def _mbps(Bps: float | None) -> float | None:
@@ -553,6 +570,7 @@ def _cluster_section(res: dict[str, Any]) -> list[str]:
         f"{r['jitter_injected']:g}, fitted {r['jitter_fitted']:.3g}; transient stragglers injected "
         f"{_straggler(r, 'injected')}, fitted {_straggler(r, 'fitted')}.",
         "",
+        *_message_note(r),
         *_emulation_note(r),
         f"Recommendation: {rec['headline']}",
         "",
@@ -604,6 +622,29 @@ def _summary(results: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _message_note(r: dict[str, Any]) -> list[str]:
+    """What a message cost in the profile, and the server's link."""
+    if r.get("latency_fitted_s") is None:
+        return []
+    text = (
+        f"Per message (the scenario's `latency_s`): {1e3 * r['latency_fitted_s']:.2f} ms, the mean extra beyond "
+        "bytes / bandwidth of the round trips each worker made with the server after every profiled step"
+    )
+    if r.get("exchange_median_s") is not None:
+        text += f" (median {1e3 * r['exchange_median_s']:.2f} ms)"
+    text += (
+        f"; the links alone, one pair at a time, {1e3 * r['link_latency_fitted_s']:.2f} ms; injected "
+        f"{1e3 * r['latency_injected_s']:.2f} ms (the emulation adds no latency: what shows is this machine's)."
+    )
+    server = r.get("server_bandwidth_fitted_Bps")
+    if server is not None:
+        text += (
+            f" Server's link, every worker sending to it at once: {_mb(server)} (the emulation does not throttle "
+            "the server, as the runtime's `--throttle` does not)."
+        )
+    return [text, ""]
 
 
 def _emulation_note(r: dict[str, Any]) -> list[str]:

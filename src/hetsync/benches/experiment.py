@@ -16,6 +16,8 @@ policies, the seeds and the baseline; this module
 - **prints** one table shape (rows of ``policy × metric`` per setting, shares
   in %: :mod:`hetsync.benches.common`), built from :func:`tta_row`,
   :func:`speedup_row`, :func:`final_row` and :func:`share_rows`;
+- **runs for real** (:func:`run_real`): a scenario as real processes, with
+  the launch ``hetsync run`` uses;
 - **fills a page template** (:func:`fill_page`): the prose and the paper's
   claims live in a ``.md.in`` file next to the bench, with ``$name``
   placeholders that the bench fills with measured figures.
@@ -154,6 +156,32 @@ class Experiment:
         return compare(self.scenario(case, self.seeds[0], jitter=0.0), specs, out)
 
 
+def run_real(
+    raw: Mapping[str, Any], out: Path, *, timeout_s: float, specs: Sequence[str] | None = None, throttle: bool = False
+) -> list[Run]:
+    """A scenario (a mapping, as in a YAML file; written to ``out/<name>.yaml``)
+    as real processes, one per worker and a server, launched as ``hetsync run``
+    launches them; its policies, or ``specs``. Returns the runs' summaries;
+    RuntimeError with the end of the server's log if the run failed."""
+    import json
+
+    import yaml
+
+    from hetsync.runtime.config import ProcessOptions, RunConfig
+    from hetsync.runtime.launch import launch_run, server_log_tail
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{raw['name']}.yaml"
+    path.write_text(yaml.safe_dump(dict(raw), sort_keys=False))
+    policies = tuple(specs if specs is not None else raw["policies"])
+    config = RunConfig(scenario=str(path), policies=policies, process=ProcessOptions(out=out, throttle=throttle))
+    code = launch_run(config, int(raw["workers"]), timeout_s=timeout_s)
+    if code != 0:
+        raise RuntimeError(f"the runtime run failed (exit {code}):\n{server_log_tail(out)}")
+    runs: list[Run] = json.loads((out / "summary.json").read_text())
+    return runs
+
+
 def default_progress(s: Run) -> str:
     """A run's progress figures: time to target, final metric, compute and wait shares."""
     metric = s["target_metric"]
@@ -231,6 +259,53 @@ def final_stats(runs: Sequence[Run]) -> dict[str, float]:
     }
 
 
+def aggregate(
+    label: str, per_seed: RunsBySeed, *, baseline: str, keys: Mapping[str, str], speedup: str = "speedup"
+) -> dict[str, Any]:
+    """A policy over the seeds: time to target (:func:`tta_stats`), the paired
+    speed-up over ``baseline`` named ``speedup`` (:func:`speedup_stats`), the
+    final metric (:func:`final_stats`) and the means of ``keys`` (:func:`means`)."""
+    runs = by_label(per_seed, label)
+    return {
+        "label": label,
+        "policy": runs[0]["policy"],
+        **tta_stats(runs),
+        **speedup_stats(label, per_seed, baseline, speedup),
+        **final_stats(runs),
+        **means(runs, keys),
+    }
+
+
+def case_record(
+    sc: Scenario,
+    per_seed: RunsBySeed,
+    *,
+    aggregates: list[dict[str, Any]],
+    keep: Callable[[Run], Run],
+    calm: list[Run],
+) -> dict[str, Any]:
+    """A case's part of ``results.json``: the scenario that ran (its set-up in
+    words, target, length, noise), the seeds, the aggregates, the runs of every
+    seed as ``keep`` keeps them and the diagnosis runs (``calm``)."""
+    from hetsync.benches.common import run_target, scenario_setup
+
+    return {
+        "scenario": sc.name,
+        "description": sc.description,
+        "setup": scenario_setup(sc),
+        "workers": sc.workers,
+        **run_target(sc, next(iter(per_seed.values()))),
+        "max_time_s": sc.max_time_s,
+        "eval_every_s": sc.eval_every_s,
+        "jitter": sc.jitter,
+        "seeds": list(per_seed),
+        "labels": labels_of(per_seed),
+        "aggregate": aggregates,
+        "runs": {str(s): [keep(r) for r in runs] for s, runs in per_seed.items()},
+        "jitter_0": calm,
+    }
+
+
 def lite(run: Run, keys: Iterable[str]) -> Run:
     """The figures of a run a ``results.json`` keeps."""
     return {k: run.get(k) for k in keys}
@@ -279,6 +354,39 @@ def final_row(metric: str, finals: Sequence[float], mean: float, keys: Row) -> R
     """The final metric: the seeds' mean, shown with ``± sd`` when there are several."""
     shown = with_sd(list(finals) or [mean], lambda v: fmt_metric(metric, v))
     return {"metric": f"final {metric}", "value": mean, "unit": "", "shown": shown, **keys}
+
+
+def policy_rows(
+    res: Mapping[str, Any],
+    a: Mapping[str, Any],
+    *,
+    baseline: str,
+    keys: Row,
+    speedup: str = "speedup",
+    middle: Sequence[Row] = (),
+    tail: Sequence[Row] = (),
+) -> list[Row]:
+    """A policy's line of a case's table (:func:`case_record`, :func:`aggregate`):
+    time to target, speed-up over the baseline, ``middle``, the final metric
+    over the seeds, compute and wait shares, ``tail``."""
+    finals = [r["final_metric"] for s in res["seeds"] for r in res["runs"].get(str(s), []) if r["label"] == a["label"]]
+    return [
+        tta_row(a, target=res, max_time_s=res["max_time_s"], keys=keys),
+        speedup_row(a, baseline=baseline, prefix=speedup, keys=keys),
+        *middle,
+        final_row(res["target_metric"], finals, a["final_metric_mean"], keys),
+        *share_rows({"compute": a["compute_share_mean"], "wait": a["wait_share_mean"]}, keys),
+        *tail,
+    ]
+
+
+def calm_rows(res: Mapping[str, Any], label: Callable[[str], str] = str, **keys: Any) -> list[Row]:
+    """The diagnosis runs (``jitter_0``) as a table of their own: compute and wait shares."""
+    rows: list[Row] = []
+    for r in res["jitter_0"]:
+        where = {"policy": label(r["label"]), "setting": f"{res['scenario']}, seed {r['seed']} without step-time noise"}
+        rows += share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, {**where, **keys})
+    return rows
 
 
 def share_rows(shares: Mapping[str, float | None], keys: Row) -> list[Row]:

@@ -34,8 +34,6 @@ from hetsync.benches.common import (
     docs_dir,
     fmt_metric,
     parse_seeds,
-    run_target,
-    scenario_setup,
     seeds_setting,
     setup_markdown,
     short_metric,
@@ -125,24 +123,13 @@ def bench_paper_elastic(exp: ex.Experiment, out: Path, *, diagnosis: bool = True
     quiet = []
     if diagnosis and any(spec.startswith("elastic-bsp") for spec in exp.specs(sc)):
         quiet = [_lite(r) for r in exp.calm_runs(case, out / "jitter-0", DIAGNOSED)]
-    first = per_seed[exp.seeds[0]]
-    results = {
-        "scenario": sc.name,
-        "description": sc.description,
-        "setup": scenario_setup(sc),
-        **run_target(sc, first),
-        "max_time_s": sc.max_time_s,
-        "eval_every_s": sc.eval_every_s,
-        "workers": sc.workers,
-        "seeds": list(exp.seeds),
-        "labels": ex.labels_of(per_seed),
-        "aggregate": [_aggregate(label, per_seed) for label in ex.labels_of(per_seed)],
-        "jitter": sc.jitter,
-        "slowdown_range": [min(sc.slowdown), max(sc.slowdown)] if sc.slowdown else None,
-        "host_time_s": time.perf_counter() - t0,
-        "runs": {str(s): [_lite(r) for r in runs] for s, runs in per_seed.items()},
-        "jitter_0": quiet,
-    }
+    aggregates = [
+        ex.aggregate(label, per_seed, baseline=BASELINE, keys=MEANS, speedup="speedup_vs_bsp")
+        for label in ex.labels_of(per_seed)
+    ]
+    results = ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=quiet)
+    results["slowdown_range"] = [min(sc.slowdown), max(sc.slowdown)] if sc.slowdown else None
+    results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
     return results
@@ -158,40 +145,27 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
     return ex.lite(r, KEPT) | {"steps_per_worker": r["per_worker"]["steps"]}
 
 
-def _aggregate(label: str, per_seed: ex.RunsBySeed) -> dict[str, Any]:
-    runs = ex.by_label(per_seed, label)
-    return {
-        "label": label,
-        "policy": runs[0]["policy"],
-        **ex.tta_stats(runs),
-        **ex.speedup_stats(label, per_seed, BASELINE, "speedup_vs_bsp"),
-        **ex.final_stats(runs),
-        **ex.means(runs, MEANS),
-    }
-
-
 # --------------------------------------------------------------------- rows
 def rows(results: dict[str, Any]) -> list[Row]:
     """Per policy (a line of the table): time to target, speed-up over BSP,
     final metric, shares (%), samples/s and staleness; the diagnosis runs as
     a second table."""
     where = seeds_setting(results["scenario"], results["seeds"])
-    metric = results["target_metric"]
     out: list[Row] = []
     for a in results["aggregate"]:
         keys = {"policy": a["label"], "setting": where}
-        finals = [r["final_metric"] for r in _per_seed_runs(results, a["label"])]
-        out += [
-            ex.tta_row(a, target=results, max_time_s=results["max_time_s"], keys=keys),
-            ex.speedup_row(a, baseline=BASELINE, prefix="speedup_vs_bsp", keys=keys),
-            ex.final_row(metric, finals, a["final_metric_mean"], keys),
-            *ex.share_rows({"compute": a["compute_share_mean"], "wait": a["wait_share_mean"]}, keys),
-            {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
-            {"metric": "mean staleness", "value": a["mean_staleness"], "unit": "versions", **keys},
-        ]
-    for r in results["jitter_0"]:
-        keys = {"policy": r["label"], "setting": f"{results['scenario']}, seed {r['seed']} without step-time noise"}
-        out += ex.share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, keys)
+        out += ex.policy_rows(
+            results,
+            a,
+            baseline=BASELINE,
+            keys=keys,
+            speedup="speedup_vs_bsp",
+            tail=[
+                {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
+                {"metric": "mean staleness", "value": a["mean_staleness"], "unit": "versions", **keys},
+            ],
+        )
+    out += ex.calm_rows(results)
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": where})
     return out
 

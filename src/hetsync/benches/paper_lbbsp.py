@@ -53,8 +53,6 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     parse_seeds,
-    run_target,
-    scenario_setup,
     seeds_setting,
     setup_markdown,
     short_metric,
@@ -62,10 +60,10 @@ from hetsync.benches.common import (
     target_text,
     with_sd,
 )
+from hetsync.benches.plots import OTHER, PALETTE, compute_records, plot_batches
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
-from hetsync.trace import iter_records
 
 NAME = "paper-lbbsp"
 
@@ -137,32 +135,14 @@ def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: b
     sc, per_seed = exp.run_case(case, out, after=after)
     folder = out / case.key
     quiet = [_lite(r) for r in exp.calm_runs(case, folder / "jitter-0", (BASELINE, *BALANCING))] if diagnosis else []
-    labels = ex.labels_of(per_seed)
     load = sc.background_load
-    return {
-        "scenario": sc.name,
-        "description": sc.description,
-        "setup": scenario_setup(sc),
-        "workers": sc.workers,
+    aggregates = [_aggregate(label, per_seed) for label in ex.labels_of(per_seed)]
+    return ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=quiet) | {
         "global_batch": sc.workers * sc.batch_size,
-        **run_target(sc, per_seed[exp.seeds[0]]),
-        "max_time_s": sc.max_time_s,
-        "eval_every_s": sc.eval_every_s,
-        "jitter": sc.jitter,
         "loaded_workers": list(load.workers) if load is not None else [],
-        "seeds": list(exp.seeds),
-        "labels": labels,
-        "aggregate": [_aggregate(label, per_seed) for label in labels],
-        "runs": {str(s): [_lite(r) for r in runs] for s, runs in per_seed.items()},
-        "jitter_0": quiet,
         "folder": str(folder),
         "overrides": dict(exp.overrides),
     }
-
-
-def compute_records(trace: Path) -> list[dict[str, Any]]:
-    """The ``compute`` records of a trace: start ``t``, ``end``, worker ``w``, ``step``, ``batch``."""
-    return [dict(r) for r in iter_records(trace, kinds={"compute"})]
 
 
 def batch_stats(trace: Path, sc: Scenario) -> dict[str, Any]:
@@ -202,19 +182,14 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _aggregate(label: str, per_seed: ex.RunsBySeed) -> dict[str, Any]:
-    runs = ex.by_label(per_seed, label)
     rates = ex.paired_ratios(
         per_seed, label, ex.baseline_value(BASELINE, "samples_per_s"), key="samples_per_s", inverse=True
     )
-    batches = [r["batches"] for r in runs if r.get("batches")]
+    batches = [r["batches"] for r in ex.by_label(per_seed, label) if r.get("batches")]
+    means = {f"{k}_mean": k for k in ("compute_share", "wait_share", "samples_per_s")}
     return {
-        "label": label,
-        "policy": runs[0]["policy"],
-        **ex.tta_stats(runs),
-        **ex.speedup_stats(label, per_seed, BASELINE),
+        **ex.aggregate(label, per_seed, baseline=BASELINE, keys=means),
         "throughput_vs_bsp": mean_or_none([x for x in rates if x is not None]),
-        **ex.final_stats(runs),
-        **ex.means(runs, {f"{k}_mean": k for k in ("compute_share", "wait_share", "samples_per_s")}),
         **ex.means(batches, {k: k for k in ("move_early", "move_later", "loaded_batch_on", "loaded_batch_off")}),
     }
 
@@ -243,29 +218,14 @@ RUNTIME_SCENARIO = {
 
 def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
     """BSP and LB-BSP as real processes; the batches the workers computed, from the traces."""
-    import yaml
-
-    from hetsync.runtime.launch import launch, server_log_tail
     from hetsync.scenario import scenario_from_dict
 
-    out.mkdir(parents=True, exist_ok=True)
     raw = {**RUNTIME_SCENARIO, "max_time_s": max_time_s}
-    path = out / "lbbsp-runtime.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     sc = scenario_from_dict(raw, default_name="lbbsp-runtime")
-    con = report.terminal_console()
     specs = ",".join(raw["policies"])
-    con.print(f"  runtime: {RUNTIME_WORKERS} workers + server, {specs}, {max_time_s:g} s each")
+    report.terminal_console().print(f"  runtime: {RUNTIME_WORKERS} workers + server, {specs}, {max_time_s:g} s each")
     t0 = time.perf_counter()
-    code = launch(
-        RUNTIME_WORKERS,
-        ["--scenario", str(path), "--policies", specs, "--out", str(out)],
-        out,
-        timeout_s=60 + 4 * max_time_s,
-    )
-    if code != 0:
-        raise RuntimeError(f"the runtime run failed (exit {code}):\n{server_log_tail(out)}")
-    runs = json.loads((out / "summary.json").read_text())
+    runs = ex.run_real(raw, out, timeout_s=60 + 4 * max_time_s)
     result: dict[str, Any] = {"host_time_s": time.perf_counter() - t0, "scenario": raw, "runs": []}
     for r in runs:
         recs = compute_records(out / r["trace"])
@@ -286,19 +246,13 @@ def rows(results: dict[str, Any]) -> list[Row]:
         where = seeds_setting(res["scenario"], res["seeds"])
         for a in res["aggregate"]:
             keys = {"policy": short_label(a["label"]), "setting": where, "scenario": res["scenario"]}
-            base = a["policy"] == BASELINE
-            out += [
-                ex.tta_row(a, target=res, max_time_s=res["max_time_s"], keys=keys),
-                ex.speedup_row(a, baseline=BASELINE, keys=keys),
+            thr = 1.0 if a["policy"] == BASELINE else a["throughput_vs_bsp"]
+            middle = [
                 {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
-                {"metric": "samples/s ÷ bsp's", "value": 1.0 if base else a["throughput_vs_bsp"], "unit": "", **keys},
-                ex.final_row(res["target_metric"], _finals(res, a["label"]), a["final_metric_mean"], keys),
-                *ex.share_rows({"compute": a["compute_share_mean"], "wait": a["wait_share_mean"]}, keys),
+                {"metric": "samples/s ÷ bsp's", "value": thr, "unit": "", **keys},
             ]
-        for r in res["jitter_0"]:
-            setting = f"{res['scenario']}, seed {r['seed']} without step-time noise"
-            keys = {"policy": short_label(r["label"]), "setting": setting, "scenario": res["scenario"]}
-            out += ex.share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, keys)
+            out += ex.policy_rows(res, a, baseline=BASELINE, keys=keys, middle=middle)
+        out += ex.calm_rows(res, short_label, scenario=res["scenario"])
     rt = results.get("runtime")
     if rt:
         where = f"runtime: {RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s"
@@ -320,83 +274,9 @@ def rows(results: dict[str, Any]) -> list[Row]:
 
 
 # --------------------------------------------------------------------- plots
-_PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
-_OTHER = "#AAAAAA"
-
-
 def short_label(label: str) -> str:
     """A run label with a long ``max_batch=a/b/c/...`` list shown as ``max_batch=caps``."""
     return re.sub(r"max_batch=[0-9/]{12,}", "max_batch=caps", label)
-
-
-def plot_batches(
-    panels: list[tuple[str, Path]],
-    path: Path,
-    *,
-    title: str,
-    colors: dict[int, str],
-    legend: list[tuple[str, str]],
-    window_s: float | None = None,
-    load: Any = None,
-    virtual: bool = True,
-) -> Path:
-    """Batch size over time per worker, one panel per trace (workers not in ``colors`` in grey);
-    with ``load`` (a BackgroundLoad), a last panel shows when each loaded worker's load is on."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-
-    rows = len(panels) + (1 if load is not None else 0)
-    ratios = [3.0] * len(panels) + ([0.35 * len(load.workers) + 0.4] if load is not None else [])
-    height = 2.5 * len(panels) + (0.3 * len(load.workers) + 0.8 if load is not None else 0) + 0.8
-    fig = Figure(figsize=(10, height), layout="constrained")
-    axes = fig.subplots(rows, 1, sharex=True, gridspec_kw={"height_ratios": ratios}, squeeze=False)[:, 0]
-    end = 0.0
-    for ax, (label, trace) in zip(axes, panels, strict=False):
-        by_worker: dict[int, list[tuple[float, int]]] = {}
-        for rec in compute_records(trace):
-            if window_s is None or rec["t"] <= window_s:
-                by_worker.setdefault(rec["w"], []).append((rec["t"], rec["batch"]))
-        for w in sorted(by_worker, key=lambda w: (w in colors, w)):  # coloured workers on top
-            pts = sorted(by_worker[w])
-            end = max(end, pts[-1][0])
-            ax.step(
-                [t for t, _ in pts],
-                [b for _, b in pts],
-                where="post",
-                color=colors.get(w, _OTHER),
-                linewidth=1.5 if w in colors else 0.8,
-                alpha=0.95 if w in colors else 0.7,
-            )
-        ax.set_ylabel("batch (samples)")
-        ax.set_title(label, loc="left", fontsize=10)
-        ax.grid(True, color="0.9", linewidth=0.8)
-        ax.set_axisbelow(True)
-        ax.set_ylim(bottom=0)
-    right = window_s if window_s is not None else end
-    if load is not None:
-        ax = axes[-1]
-        steps = 2000
-        for k, w in enumerate(load.workers):
-            ts = [right * i / steps for i in range(steps + 1)]
-            on = [load.factor_at(w, t) > 1 for t in ts]
-            ax.fill_between(ts, k - 0.38, k + 0.38, where=on, step="post", color=colors.get(w, _OTHER), linewidth=0)
-        ax.set_yticks(range(len(load.workers)), [f"w{w}" for w in load.workers], fontsize=8)
-        ax.set_ylim(len(load.workers) - 0.5, -0.5)
-        ax.set_title(f"background load on ({load.factor:g}x slower), per loaded worker", loc="left", fontsize=9)
-        ax.grid(True, axis="x", color="0.9", linewidth=0.8)
-    axes[-1].set_xlabel("time (s, virtual)" if virtual else "time (s)")
-    axes[-1].set_xlim(0, right)
-    handles = [Line2D([], [], color=c, linewidth=2) for _, c in legend]
-    fig.legend(
-        handles, [n for n, _ in legend], loc="outside lower center", ncol=min(len(legend), 8), fontsize=8, frameon=False
-    )
-    fig.suptitle(title, x=0.01, ha="left", fontsize=11)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.savefig(out, dpi=report.DPI)
-    return out
 
 
 def _img_name(scenario: str, what: str) -> str:
@@ -427,19 +307,19 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
         if sc.background_load is not None:
             order = [r for r in balancing if r["policy"] == "lb-bsp" and "predictor=" not in r["label"]]
             order += [r for r in balancing if r["policy"] == "lb-bsp-static"]
-            colors = {w: _PALETTE[k % len(_PALETTE)] for k, w in enumerate(sc.background_load.workers)}
+            colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(sc.background_load.workers)}
             plot_batches(
                 [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
                 img / name,
                 title=f"{res['scenario']}: batch size per worker (loaded workers in colour, the others grey)",
                 colors=colors,
-                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", _OTHER)],
+                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)],
                 load=sc.background_load,
             )
         else:
             order = sorted(balancing, key=lambda r: (r["policy"] != "lb-bsp", "variant=gpu" not in r["label"]))
             kinds = sorted(set(sc.slowdown))
-            kind_color = {s: _PALETTE[[1, 4, 0, 2, 3, 5][i % 6]] for i, s in enumerate(kinds)}
+            kind_color = {s: PALETTE[[1, 4, 0, 2, 3, 5][i % 6]] for i, s in enumerate(kinds)}
             plot_batches(
                 [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
                 img / name,
@@ -457,7 +337,7 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
         sc = scenario_from_dict(rt["scenario"])
         load = sc.background_load
         assert load is not None
-        colors = {w: _PALETTE[k % len(_PALETTE)] for k, w in enumerate(load.workers)}
+        colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(load.workers)}
         panels = [
             (f"{r['label']} on {RUNTIME_WORKERS} real worker processes (gloo)", folder / r["trace"])
             for r in rt["runs"]
@@ -470,7 +350,7 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
                 img / name,
                 title="runtime: the batch each worker really computed (loaded workers in colour)",
                 colors=colors,
-                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", _OTHER)],
+                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)],
                 load=load,
                 virtual=False,
             )

@@ -21,6 +21,13 @@ the coordinator holds a sender whose step ended for others to plan with it)
 on ``p2p-bw`` against ``p2p-random`` under the same rounds: receivers per
 sender, their ratio to random's, the exchange and the round it costs, and
 time to target.
+
+``--floors`` measures SELMCAST's fairness floor (``floor``: every live
+worker receives at least floor × p copies per round) on the label-skewed
+``p2p-bw-skew`` and on ``p2p-bw``, under equal-weight and push-sum mixing,
+BSP and SSP, against ``p2p-random``: final accuracy at equal time, round time,
+receivers per sender, and the copies the least- and the most-served worker
+receive per round. It also writes ``results-p2p-mixing.md``.
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ TIMELINE_POLICIES = ("p2p-random", "selmcast")
 WINDOW_SCENARIO = "p2p-bw"
 WINDOWS_S = (0.0, 0.01, 0.05, 0.3)
 WINDOW_BASELINE = "p2p-random:sync=ssp:p=2"
+# the fairness floor: selmcast's floor on label-skewed and iid shards, both mixings, against p2p-random
+FLOOR_SCENARIOS = ("p2p-bw-skew", "p2p-bw")
+FLOORS = (0.0, 0.5, 1.0)
+MIXINGS = ("equal", "push-sum")
+FLOOR_BASELINES = {"bsp": "p2p-random:p=2", "ssp": "p2p-random:sync=ssp:p=2"}
 # the runtime comparison: 4 real workers, slow links throttled, a smaller model
 RUNTIME_SCENARIO = "p2p-bw"
 RUNTIME_OVERRIDES: dict[str, Any] = {
@@ -88,6 +100,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=",".join(f"{w:g}" for w in WINDOWS_S),
         help=f"selmcast's ssp window_s values to sweep on {WINDOW_SCENARIO}; 'none' skips (default: %(default)s)",
     )
+    p.add_argument(
+        "--floors",
+        default=",".join(f"{f:g}" for f in FLOORS),
+        help=f"selmcast's floor values to compare on {', '.join(FLOOR_SCENARIOS)} under both mixings; "
+        "'none' skips (default: %(default)s)",
+    )
     add_override_argument(p, "workers=8")
     p.add_argument(
         "--runtime",
@@ -111,17 +129,21 @@ def run(args: argparse.Namespace) -> list[Row]:
     exp.validate()  # every scenario before the first run
     out = Path(args.out)
     windows = parse_windows(args.windows)
+    floors = parse_floors(args.floors)
     results = [bench_scenario(exp, case, out) for case in exp.cases]
     sweep = bench_windows(windows, exp, out / "windows") if windows else None
+    fair = bench_floors(floors, exp, out / "floors") if floors else None
     if args.runtime:
         results.append(bench_runtime(list(exp.policies) if exp.policies else None, out / "runtime"))
     write_json_atomic(out / "results.json", results)
     if sweep is not None:
         write_json_atomic(out / "windows.json", sweep)
+    if fair is not None:
+        write_json_atomic(out / "floors.json", fair)
     for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
         if where is not None:
-            write_docs(results, where, command=_command(args), sweep=sweep)
-    return rows_of(results) + window_rows(sweep)
+            write_docs(results, where, command=_command(args), sweep=sweep, floors=fair)
+    return rows_of(results) + window_rows(sweep) + floor_rows(fair)
 
 
 def parse_windows(text: str) -> list[float]:
@@ -140,6 +162,22 @@ def parse_windows(text: str) -> list[float]:
     return out
 
 
+def parse_floors(text: str) -> list[float]:
+    """``--floors``: comma-separated fractions of p in [0, 1] (``none``: no comparison)."""
+    if text.strip().lower() == "none":
+        return []
+    out = []
+    for item in split_list(text, "--floors"):
+        try:
+            f = float(item)
+        except ValueError:
+            raise BadInput(f"--floors: {item!r} is not a number; give fractions of p, e.g. 0,0.5,1") from None
+        if not 0 <= f <= 1:
+            raise BadInput(f"--floors: {item!r} must be in [0, 1] (a fraction of p)")
+        out.append(f)
+    return out
+
+
 def _command(args: argparse.Namespace) -> str:
     options = {
         "quick": False,
@@ -147,6 +185,7 @@ def _command(args: argparse.Namespace) -> str:
         "policies": None,
         "seeds": "0",
         "windows": ",".join(f"{w:g}" for w in WINDOWS_S),
+        "floors": ",".join(f"{f:g}" for f in FLOORS),
         "runtime": False,
     }
     return ex.command_line(NAME, args, list(options.items()))
@@ -213,6 +252,84 @@ def _window_point(rs: list[dict[str, Any]]) -> dict[str, Any]:
         "sync_s": mean_or_none([sync_per_step_s(r) for r in rs]),
         "reached": sum(r["time_to_target_s"] is not None for r in rs),
         "seeds": len(rs),
+    }
+
+
+def floor_spec(sync: str, floor: float) -> str:
+    return f"selmcast:p=2:floor={floor:g}" if sync == "bsp" else f"selmcast:sync=ssp:p=2:floor={floor:g}"
+
+
+def copies_in(run: dict[str, Any], where: Path) -> list[int]:
+    """Copies each worker received in a run (its trace's ``send`` records)."""
+    from hetsync.trace import iter_records
+
+    got = [0] * run["workers"]
+    for rec in iter_records(where / run["trace"], kinds="send"):
+        got[int(rec["to"])] += 1
+    return got
+
+
+def bench_floors(floors: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:
+    """SELMCAST with each floor and p2p-random, under BSP and SSP, on every
+    scenario of ``FLOOR_SCENARIOS`` under both mixings, for every seed
+    (simulator). Per case and policy: the final metric of each seed and their
+    mean, round, receivers per sender, time to target, and the copies per
+    round of the least- and the most-served worker (a round being one
+    multicast per worker); ratios to p2p-random under the same rounds."""
+    specs = [
+        spec for sync in ("bsp", "ssp") for spec in (FLOOR_BASELINES[sync], *(floor_spec(sync, f) for f in floors))
+    ]
+    sweep = ex.Experiment(
+        cases=tuple(
+            ex.Case(key=f"{name}-{mix}", scenario=name, overrides={"p2p_mixing": mix})
+            for name in FLOOR_SCENARIOS
+            for mix in MIXINGS
+        ),
+        policies=tuple(specs),
+        seeds=exp.seeds,
+        overrides=exp.overrides,
+        seed_dirs=True,
+    )
+
+    def count(runs: list[dict[str, Any]], where: Path, _sc: Any) -> None:
+        for r in runs:
+            got = copies_in(r, where)
+            rounds = r["multicasts"] / r["workers"] if r["multicasts"] else 0.0
+            r["least_served"] = min(got) / rounds if rounds else None
+            r["most_served"] = max(got) / rounds if rounds else None
+
+    cases = []
+    first: dict[str, Any] | None = None
+    for case in sweep.cases:
+        _sc, runs_by_seed = sweep.run_case(case, out, progress=_progress, after=count)
+        rows = []
+        for label in ex.labels_of(runs_by_seed):
+            rs = ex.by_label(runs_by_seed, label)
+            first = first or rs[0]
+            rows.append(
+                {
+                    "label": label,
+                    "policy": rs[0]["policy"],
+                    "sync": rs[0]["params"]["sync"],
+                    "floor": rs[0]["params"].get("floor") if rs[0]["policy"] == "selmcast" else None,
+                    "finals": [r["final_metric"] for r in rs],
+                    **ex.means(rs, {m: m for m in (*METRICS, "least_served", "most_served")}),
+                    "reached": sum(r["time_to_target_s"] is not None for r in rs),
+                    "seeds": len(rs),
+                }
+            )
+        for row in rows:
+            base = next(b for b in rows if b["policy"] == "p2p-random" and b["sync"] == row["sync"])
+            row["metric_gain"] = row["final_metric"] - base["final_metric"]
+            row["round_speedup"] = _ratio(base["mean_round_s"], row["mean_round_s"])
+            row["receivers_ratio"] = _ratio(row["mean_receivers"], base["mean_receivers"])
+        cases.append({"scenario": case.scenario, "mixing": case.overrides["p2p_mixing"], "rows": rows})
+    assert first is not None
+    return {
+        "seeds": list(exp.seeds),
+        "floors": floors,
+        "cases": cases,
+        **{k: first[k] for k in ("target_metric", "target_value", "target_direction")},
     }
 
 
@@ -408,6 +525,27 @@ def window_rows(sweep: dict[str, Any] | None) -> list[Row]:
     return rows
 
 
+def floor_rows(fair: dict[str, Any] | None) -> list[Row]:
+    """The floor comparison: per case and policy the mean final metric, its
+    gain over p2p-random, round, receivers per sender, least/most served."""
+    if fair is None:
+        return []
+    rows: list[Row] = []
+    seeds = ",".join(map(str, fair["seeds"]))
+    for case in fair["cases"]:
+        setting = f"{case['scenario']} (sim), mixing {case['mixing']}, seeds {seeds} (means)"
+        for p in case["rows"]:
+            keys = {"policy": p["label"], "setting": setting, "scenario": case["scenario"]}
+            metric = fair["target_metric"]
+            rows.append({"metric": f"final {metric}", "value": p["final_metric"], "unit": "", **keys})
+            rows.append({"metric": f"final {metric} vs random", "value": p["metric_gain"], "unit": "", **keys})
+            rows.append({"metric": "mean round", "value": p["mean_round_s"], "unit": "s", **keys})
+            rows.append({"metric": "receivers per sender", "value": p["mean_receivers"], "unit": "", **keys})
+            rows.append({"metric": "least served, copies/round", "value": p["least_served"], "unit": "", **keys})
+            rows.append({"metric": "most served, copies/round", "value": p["most_served"], "unit": "", **keys})
+    return rows
+
+
 # -------------------------------------------------------------------- docs
 def _secs(x: float | None) -> str:
     return "—" if x is None else f"{x:.3g} s"
@@ -432,8 +570,16 @@ def _timelines(where: Path) -> list[Path]:
     return [png for png in sorted(where.glob("timeline-*.png")) if png.stem.startswith(names)]
 
 
-def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str, sweep: dict[str, Any] | None = None) -> Path:
-    """Write ``results-selmcast.md`` and copy the plots to ``img/selmcast-*``."""
+def write_docs(
+    results: list[dict[str, Any]],
+    docs: Path,
+    *,
+    command: str,
+    sweep: dict[str, Any] | None = None,
+    floors: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``results-selmcast.md`` (and, with the floor comparison,
+    ``results-p2p-mixing.md``) and copy the plots to ``img/selmcast-*``."""
     img = docs / "img"
     img.mkdir(parents=True, exist_ok=True)
     for res in results:
@@ -443,7 +589,10 @@ def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str, sweep
         for png in _timelines(src):
             shutil.copyfile(png, img / _img(res, png.stem))
     path = docs / "results-selmcast.md"
-    path.write_text(render_markdown(results, command=command, sweep=sweep))
+    path.write_text(render_markdown(results, command=command, sweep=sweep, floors=floors))
+    if floors is not None:
+        plot_floors(floors, img / "selmcast-floors.png")
+        (docs / "results-p2p-mixing.md").write_text(render_mixing(floors, command=command))
     return path
 
 
@@ -529,7 +678,167 @@ def _windows_section(sweep: dict[str, Any] | None) -> str:
     )
 
 
-def render_markdown(results: list[dict[str, Any]], *, command: str, sweep: dict[str, Any] | None = None) -> str:
+def _floor_table(fair: dict[str, Any], scenario: str) -> list[str]:
+    """One line per mixing and policy of ``scenario``: the final metric of
+    each seed, its mean and gain over p2p-random, round and its ratio,
+    receivers per sender, least/most served, time to target."""
+    metric = short_metric(fair["target_metric"])
+    seeds = " / ".join(map(str, fair["seeds"]))
+    header = ["policy", "mixing", f"final {metric}, seeds {seeds}", "mean", "vs random", "round"]
+    header += ["round shorter", "receivers / sender", "least / most served", "time to target"]
+    lines = []
+    for case in fair["cases"]:
+        if case["scenario"] != scenario:
+            continue
+        for p in case["rows"]:
+            reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+            finals = " / ".join(fmt_metric(fair["target_metric"], v) for v in p["finals"])
+            gain = "—" if p["policy"] == "p2p-random" else f"{p['metric_gain']:+.3f}"
+            served = f"{p['least_served']:.2f} / {p['most_served']:.2f}" if p["least_served"] is not None else "—"
+            lines.append(
+                [
+                    *(
+                        p["label"],
+                        case["mixing"],
+                        finals,
+                        f"**{fmt_metric(fair['target_metric'], p['final_metric'])}**",
+                    ),
+                    *(gain, _secs(p["mean_round_s"]), _x(p["round_speedup"]), f"{p['mean_receivers']:.2f}"),
+                    *(served, f"{_secs(p['time_to_target_s'])}{reached}"),
+                ]
+            )
+    return ex.md_table(header, lines, "|---|---|---|" + "---:|" * (len(header) - 3))
+
+
+def _gains(fair: dict[str, Any]) -> str:
+    scenarios = dict.fromkeys(c["scenario"] for c in fair["cases"])
+    return "\n\n".join(f"*{name}*\n\n" + "\n".join(_gain_table(fair, name)) for name in scenarios)
+
+
+def _floor_tables(fair: dict[str, Any]) -> str:
+    scenarios = dict.fromkeys(c["scenario"] for c in fair["cases"])
+    return "\n\n".join(f"**{name}**\n\n" + "\n".join(_floor_table(fair, name)) for name in scenarios)
+
+
+def _gain_table(fair: dict[str, Any], scenario: str) -> list[str]:
+    """Per selmcast floor, its mean final metric minus p2p-random's in each
+    (mixing, rounds) cell of ``scenario``, its round ratio, and in how many
+    cells it is at least random's."""
+    cases = [c for c in fair["cases"] if c["scenario"] == scenario]
+    cells = [(c["mixing"], sync) for c in cases for sync in ("bsp", "ssp")]
+    header = ["selmcast", *(f"{mix}, {sync}" for mix, sync in cells), "at least random's", "round shorter (bsp / ssp)"]
+    lines = []
+    for floor in fair["floors"]:
+        row = {}
+        rounds = {}
+        for c in cases:
+            for p in c["rows"]:
+                if p["policy"] == "selmcast" and (p["floor"] or 0.0) == floor:
+                    row[(c["mixing"], p["sync"])] = p["metric_gain"]
+                    rounds[p["sync"]] = p["round_speedup"]
+        wins = sum(row[cell] >= 0 for cell in cells)
+        name = "floor=0 (paper)" if floor == 0 else f"floor={floor:g}"
+        lines.append(
+            [
+                name,
+                *(f"{row[cell]:+.3f}" for cell in cells),
+                f"{wins} of {len(cells)}",
+                f"{_x(rounds.get('bsp'))} / {_x(rounds.get('ssp'))}",
+            ]
+        )
+    return ex.md_table(header, lines, "|---|" + "---:|" * (len(header) - 1))
+
+
+def _floors_section(fair: dict[str, Any] | None) -> str:
+    if fair is None:
+        return ""
+    return ex.fill_page(
+        PAGE["floors"],
+        seeds=", ".join(map(str, fair["seeds"])),
+        target=target_text(fair),
+        floors=", ".join(f"{f:g}" for f in fair["floors"]),
+        gains=_gains(fair),
+        tables=_floor_tables(fair),
+    )
+
+
+def plot_floors(fair: dict[str, Any], path: Path) -> Path:
+    """Small multiples, one panel per scenario and rounds: mean final metric
+    per policy, a bar per mixing, with each seed as a dot."""
+    from matplotlib.figure import Figure
+
+    scenarios = list(dict.fromkeys(c["scenario"] for c in fair["cases"]))
+    fig = Figure(figsize=(12, 3.2 * len(scenarios)), layout="constrained")
+    axes = fig.subplots(len(scenarios), 2, squeeze=False)
+    colors = {"equal": "tab:blue", "push-sum": "tab:orange"}
+    for row, name in enumerate(scenarios):
+        for col, sync in enumerate(("bsp", "ssp")):
+            ax = axes[row][col]
+            cases = [c for c in fair["cases"] if c["scenario"] == name]
+            labels = [p["label"] for p in cases[0]["rows"] if p["sync"] == sync]
+            for k, case in enumerate(cases):
+                ps = [p for p in case["rows"] if p["sync"] == sync]
+                y = [i + (k - 0.5) * 0.38 for i in range(len(ps))]
+                ax.barh(
+                    y,
+                    [p["final_metric"] for p in ps],
+                    height=0.36,
+                    color=colors.get(case["mixing"]),
+                    label=case["mixing"],
+                )
+                for yi, p in zip(y, ps, strict=True):
+                    ax.plot(p["finals"], [yi] * len(p["finals"]), "k.", markersize=4)
+                base = next(p["final_metric"] for p in ps if p["policy"] == "p2p-random")
+                ax.axvline(base, color=colors.get(case["mixing"]), linestyle="--", linewidth=0.8)
+            ax.set_yticks(range(len(labels)), [_short_label(x) for x in labels], fontsize=8)
+            ax.invert_yaxis()
+            lo = min(min(p["finals"]) for c in cases for p in c["rows"])
+            ax.set_xlim(max(0.0, lo - 0.05), 1.0)
+            ax.set_xlabel(f"final {short_metric(fair['target_metric'])} (equal time)")
+            ax.set_title(f"{name} · {sync}", fontsize=10, loc="left")
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+            if row == 0 and col == 1:
+                ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(
+        "SELMCAST's fairness floor vs random receivers; dots: seeds, dashed: p2p-random's mean",
+        x=0.01,
+        ha="left",
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _short_label(label: str) -> str:
+    """``selmcast(sync=bsp,p=2,bandwidth=worst,floor=0.5)`` → ``selmcast floor=0.5``."""
+    name, _, rest = label.partition("(")
+    floor = next((part for part in rest.rstrip(")").split(",") if part.startswith("floor=")), None)
+    if name == "selmcast":
+        return f"selmcast {floor or 'floor=0 (paper)'}"
+    return name
+
+
+def render_mixing(fair: dict[str, Any], *, command: str) -> str:
+    """``results-p2p-mixing.md``: equal vs push-sum mixing on skewed shards, before and after the floor."""
+    return ex.fill_page(
+        PAGE["mixing"],
+        command=command,
+        date=time.strftime("%Y-%m-%d"),
+        seeds=", ".join(map(str, fair["seeds"])),
+        target=target_text(fair),
+        gains=_gains(fair),
+        tables=_floor_tables(fair),
+    )
+
+
+def render_markdown(
+    results: list[dict[str, Any]],
+    *,
+    command: str,
+    sweep: dict[str, Any] | None = None,
+    floors: dict[str, Any] | None = None,
+) -> str:
     import platform
 
     import torch
@@ -544,5 +853,6 @@ def render_markdown(results: list[dict[str, Any]], *, command: str, sweep: dict[
             "machine": f"{platform.machine()}, {_cpus()} CPUs, torch {torch.__version__}",
             "sections": "\n".join(_section(res) for res in results),
             "windows": _windows_section(sweep),
+            "floors": _floors_section(floors),
         },
     )

@@ -24,7 +24,6 @@ measured in the run that prints it.
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import statistics
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 from hetsync import report
 from hetsync.benches import experiment as ex
+from hetsync.benches import plots
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
@@ -146,7 +146,10 @@ def bench_paper_wbsp(
     for case in cases:
         if case.sweep:
             report.terminal_console().print(f"[bold]{case.key}[/]: {case.scenario} with {dict(case.overrides)}")
-        sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=_plotter(case))
+        draw = plots.case_plots(
+            baselines=_is_baseline, timelines=() if case.sweep else TIMELINES, timeline_s=TIMELINE_S
+        )
+        sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=draw)
         results.append(_aggregate(case, sc, runs_by_seed, out))
     write_json_atomic(out / "results.json", results)
     return results
@@ -160,49 +163,18 @@ def _progress(s: dict[str, Any]) -> str:
     )
 
 
-def _plotter(case: Case) -> Any:
-    """A seed's plots: the metric curve, its zoom, the shares, and (not for the sweep) timelines."""
-
-    def plot(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
-        curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
-        report.plot_metric(runs, where / f"{curve}.png")
-        zoomed, zoom_png = _zoomed(runs), where / f"{curve}-zoom.png"
-        if zoomed and zoomed[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
-            report.plot_metric(zoomed, zoom_png)
-        else:  # a zoom that cuts nothing (--quick) would be the plot above again
-            zoom_png.unlink(missing_ok=True)
-        report.plot_shares(runs, where / "shares.png")
-        for r in runs:
-            if r["policy"] in TIMELINES and r["trace"] and not case.sweep:
-                report.plot_timeline(
-                    where / r["trace"],
-                    where / f"timeline-{report.safe_name(r['label'])}.png",
-                    title=f"{r['label']} · {r['scenario']} · first {min(TIMELINE_S, r['wall_time_s']):g} s",
-                    max_workers=8,
-                    window_s=(0.0, min(TIMELINE_S, r["wall_time_s"])),
-                )
-        report.terminal_console().print(report.summary_table(runs))
-
-    return plot
-
-
 def plot_kinds(metric: str) -> tuple[str, ...]:
     """The plots of a case: PLOTS, with the target metric in place of accuracy."""
     curve = report.metric_plot_name([{"target_metric": metric}])
     return tuple(kind.replace("accuracy", curve) for kind in PLOTS)
 
 
-def _zoomed(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs cut to the interesting start: 2.5 × the fastest baseline's time to target."""
-    ttas = [r["time_to_target_s"] for r in runs if r["policy"] not in CANDIDATES and r["time_to_target_s"] is not None]
-    wall = max(r["wall_time_s"] for r in runs)
-    end = min(wall, 10 * math.ceil(2.5 * min(ttas) / 10)) if ttas else wall
-    curves = ("metric_curve", "accuracy_curve")  # the second: an alias, for accuracy targets
-    return [{**r, "wall_time_s": end, **{k: [p for p in r[k] if p[0] <= end] for k in curves if k in r}} for r in runs]
-
-
 def _run_dir(out: Path, scenario: str, seed: int, seeds: list[int]) -> Path:
     return out / scenario / f"seed-{seed}" if len(seeds) > 1 else out / scenario
+
+
+def _is_baseline(run: dict[str, Any]) -> bool:
+    return run["policy"] not in CANDIDATES
 
 
 def _fastest_baseline(runs: list[dict[str, Any]]) -> tuple[str, float] | None:

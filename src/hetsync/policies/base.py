@@ -14,7 +14,13 @@ Data plane, as every driver executes it (parameter-server topology):
   the SGD step locally (local SGD, WBSP). Answered by ``ComputeDone``. With
   ``push`` set, the worker pushes right after the step, as if the policy had
   answered ``ComputeDone`` with ``Push`` — but without a round trip to the
-  server on a real network.
+  server on a real network. With ``continuous`` set the worker trains
+  nonstop: as each step ends it starts the same step again (each answered
+  by its own ``ComputeDone``, the next one already under way), so the policy
+  never sends this worker another ``Compute``; the driver stops it only
+  when the step budget is spent or the run ends. On a real network this
+  saves the server round trip between steps, which on fast steps is most
+  of a worker's time (the optimized WBSP's training thread).
 - ``Push(worker, kind)``: the worker uploads to the server either its latest
   gradient (``"grad"``) or its model delta since its last push or pull
   (``"delta"``). The driver numbers the push; ``PushArrived`` carries the id.
@@ -139,6 +145,7 @@ class Compute(Command):
     batch_size: int
     local_lr: float | None = None  # take the SGD step locally with this rate
     push: PushKind | None = None  # push right after the step
+    continuous: bool = False  # start the same step again as each ends (train nonstop)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -26,6 +26,20 @@ can join), and a sender waits at most ``window_s`` before its multicast
 starts, so rounds lengthen by at most that. ``window_s=0`` plans each
 sender alone when its step ends.
 
+Fairness floor (``floor``, ours): choosing by bandwidth alone sends most
+copies to the fast downlinks and few or none to slow ones, so the workers
+behind fast links dominate every average, and on label-skewed shards the
+mixed model suffers (docs/results-p2p-mixing.md). With ``floor = f`` every
+live worker receives at least ``f·p`` copies per round: a deficit counter
+(:func:`hetsync.algos.selmcast.floor_demand`) owes each worker ``f·p``
+copies per n − 1 multicasts by the others, and each plan must deliver the
+whole copies owed before bandwidth ranks the rest. Under BSP that is
+``f·p`` copies for every worker in every exchange; with ``f = 1`` (the
+default) the exactly-p part of the exchange is then p-regular (every worker
+receives as many copies as it sends) and the extras come on top. Under SSP
+a worker is promoted into the next sender's plan once it is owed a whole
+copy. ``floor = 0`` is the paper's bandwidth-only choice.
+
 Optimizer state: each worker keeps its own (``optimizer``/``local_optimizer``) across
 exchanges, which average parameters only (see p2p_base).
 """
@@ -36,7 +50,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hetsync.algos.selmcast import select_receivers
+from hetsync.algos.selmcast import floor_demand, floor_owed, select_receivers
 from hetsync.policies.base import (
     Command,
     ComputeDone,
@@ -64,6 +78,12 @@ class SelmcastConfig(MulticastConfig):
         ge=0.0,
         le=3600.0,
     )
+    floor: float = param(
+        1.0,
+        help="fairness floor: every live worker receives at least floor*p copies per round (0: bandwidth alone)",
+        ge=0.0,
+        le=1.0,
+    )
 
 
 class Selmcast(PeerPolicy):
@@ -81,10 +101,14 @@ class Selmcast(PeerPolicy):
         self.waiting: list[int] = []
         self.windows = 0  # windows opened; the open one's timer carries this count
         self.window_open = False
+        # fairness floor: copies each worker is still owed (floor_demand / floor_owed)
+        self.owed_copies = [0.0] * self.n
 
     @property
     def label(self) -> str:
         shown = super().label
+        if self.config.floor == 0:  # the paper's choice: labelled as before the floor existed
+            shown = shown.replace(",floor=0.0", "")
         if self.sync == "ssp" and self.window_s > 0:
             return shown
         return shown.replace(f",window_s={self.config.window_s!r}", "")
@@ -133,17 +157,21 @@ class Selmcast(PeerPolicy):
         self.window_open = False  # its timer, if still pending, is ignored when it fires
         return self.ssp_send(senders, now_s) if senders else []
 
-    # checkpoints: the worst bandwidth each link has reported (None: none yet)
+    # checkpoints: the worst bandwidth each link has reported (None: none yet),
+    # and the floor's deficit counter
     def state_dict(self) -> dict[str, Any]:
         return {
             "worst_up_Bps": [None if math.isinf(x) else x for x in self.worst_up_Bps],
             "worst_down_Bps": [None if math.isinf(x) else x for x in self.worst_down_Bps],
+            "owed_copies": list(self.owed_copies),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("worst_up_Bps", "worst_down_Bps"):
             values = state_list(self.name, state, key, self.n)
             setattr(self, key, [math.inf if x is None else float(x) for x in values])
+        if "owed_copies" in state:  # absent from checkpoints written before the floor
+            self.owed_copies = [float(x) for x in state_list(self.name, state, "owed_copies", self.n)]
 
     def receivers(self, senders: list[int], now_s: float) -> dict[int, tuple[int, ...]]:
         p = min(self.config.p, len(self.alive) - 1)
@@ -153,7 +181,21 @@ class Selmcast(PeerPolicy):
             up, down = self.worst_up_Bps, self.worst_down_Bps
         else:
             up, down = self.uplink_Bps, self.downlink_Bps
+        alive = sorted(self.alive)
+        need, want = (None, None)
+        if self.config.floor > 0:
+            need, want = floor_demand(self.owed_copies, self.config.floor * p, p, senders=senders, eligible=alive)
         plan = select_receivers(
-            up, down, nbytes, p, senders=senders, eligible=sorted(self.alive), busy_up_s=busy_up, busy_down_s=busy_down
+            up,
+            down,
+            nbytes,
+            p,
+            senders=senders,
+            eligible=alive,
+            busy_up_s=busy_up,
+            busy_down_s=busy_down,
+            min_in=need,
         )
+        if want is not None:
+            self.owed_copies = floor_owed(want, plan, eligible=alive)
         return {i: plan[i] for i in senders}

@@ -14,7 +14,9 @@ use ``lr``; deltas are weighted 1/N.
 The worker side differs:
 
 - Compute never stops: every finished step immediately starts the next one
-  (local SGD at ``lr`` on the live model).
+  (local SGD at ``lr`` on the live model): the steps are
+  ``Compute(continuous=True)``, so on real processes the next step does not
+  wait for a word from the server either.
 - A background channel pushes deltas, at most one push in flight per worker:
   a finished step is pushed at once if the channel is idle; when a push is
   answered, whatever accumulated meanwhile (possibly several steps, as one
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 from hetsync.policies.base import (
     Command,
+    Compute,
     ComputeDone,
     Event,
     PolicyContext,
@@ -80,6 +83,9 @@ class WBSPOverlap(WBSP):
         self.pushing = [False] * self.n
         self.pulling = [False] * self.n
 
+    def _compute(self, w: int) -> Compute:
+        return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.ctx.lr, continuous=True)
+
     def _push(self, w: int) -> Push:
         self.pushing[w] = True
         self.unpushed[w] = 0
@@ -88,11 +94,8 @@ class WBSPOverlap(WBSP):
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):
             w = event.worker
-            self.unpushed[w] += 1
-            commands: list[Command] = [self._compute(w)]
-            if not self.pushing[w]:
-                commands.append(self._push(w))
-            return commands
+            self.unpushed[w] += 1  # (the next step is already under way: continuous)
+            return [] if self.pushing[w] else [self._push(w)]
         if isinstance(event, PushArrived):
             w = event.worker
             self.pushing[w] = False

@@ -1,9 +1,11 @@
 """Entry point of every runtime process: ``torchrun ... -m hetsync.runtime``.
 
-All ranks get the same arguments. Rank 0 becomes the server, the others
-workers (see :mod:`hetsync.runtime.process`). This is the runtime's command
-line: like ``hetsync.cli`` it is a caller of the runtime, and as one it
-writes the report (plots unless --no-plots, and the table) after the runs.
+All ranks get the same arguments: ``--config FILE``, the run config that
+``hetsync run`` writes (:mod:`hetsync.runtime.config`), or the same settings
+as flags, for whoever calls torchrun by hand. Rank 0 becomes the server, the
+others workers (see :mod:`hetsync.runtime.process`). This is the runtime's
+command line: like ``hetsync.cli`` it is a caller of the runtime, and as one
+it writes the report (plots unless --no-plots, and the table) after the runs.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from hetsync.driver import policy_specs
 from hetsync.errors import BadInput
-from hetsync.runtime.process import DEFAULT_STARTUP_TIMEOUT_S, ProcessOptions, run_process
-from hetsync.scenario import add_override_argument, load_scenario, parse_override
+from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S, ProcessOptions, RunConfig
+from hetsync.runtime.process import run_process
+from hetsync.scenario import add_override_argument, parse_override
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hetsync.runtime", description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=None, help="a run-config.json (hetsync run writes one): no other flag then")
     p.add_argument("--scenario", default="default")
     add_override_argument(p)
     p.add_argument("--seed", type=int, default=None)
@@ -47,19 +50,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        overrides = dict(parse_override(o) for o in args.overrides)
-        if args.seed is not None:
-            overrides["seed"] = args.seed
-        scenario = load_scenario(args.scenario, **overrides)
-        from hetsync.workloads import make_workload
-
-        workload = make_workload(scenario.workload, **scenario.workload_args)
-        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks, on every rank
-        specs = policy_specs(args.policies, scenario)
-        options = ProcessOptions(
+def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> RunConfig:
+    """The run config: read from ``--config``, or built from the flags."""
+    if args.config is not None:
+        given = [
+            a.option_strings[0]
+            for a in parser._actions
+            if a.dest not in ("help", "config") and getattr(args, a.dest) != a.default
+        ]
+        if given:
+            raise BadInput(f"--config holds every setting: drop {', '.join(given)} (or drop --config)")
+        return RunConfig.read(Path(args.config))
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    policies = tuple(s.strip() for s in args.policies.split(",") if s.strip()) if args.policies else None
+    return RunConfig(
+        scenario=args.scenario,
+        overrides=overrides,
+        policies=policies or None,
+        process=ProcessOptions(
             out=Path(args.out),
             worker_timeout_s=args.worker_timeout_s,
             startup_timeout_s=args.startup_timeout_s,
@@ -69,11 +79,26 @@ def main(argv: list[str] | None = None) -> int:
             throttle=args.throttle,
             kill_worker=args.kill_worker,
             kill_at_s=args.kill_at_s,
-        )
+        ),
+        plots=not args.no_plots,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args, parser)
+        scenario = config.load_scenario()
+        from hetsync.workloads import make_workload
+
+        workload = make_workload(scenario.workload, **scenario.workload_args)
+        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks, on every rank
+        specs = config.specs(scenario)
         from hetsync.runner import reporter
 
-        report = reporter(options.out, plots=not args.no_plots)
-        return run_process(scenario, workload, specs, options, on_finished=report)
+        report = reporter(config.process.out, plots=config.plots)
+        return run_process(scenario, workload, specs, config.process, on_finished=report)
     except BadInput as e:
         print(f"hetsync.runtime: error: {e}", file=sys.stderr)
         return 2

@@ -45,8 +45,8 @@ from hetsync.localmodel import weighted_average
 from hetsync.policies.base import AllReduce, Event, Multicast
 from hetsync.runtime import protocol as P
 
-# what a worker's receiver thread queues: (worker, header, payload, error)
-Report = tuple[int, torch.Tensor | None, torch.Tensor | None, str | None]
+# what a worker's receiver thread queues: (worker, report, payload, error)
+Received = tuple[int, P.Report | None, torch.Tensor | None, str | None]
 
 
 class CoordinatorHost(Protocol):
@@ -64,9 +64,7 @@ class CoordinatorHost(Protocol):
 
     def new_exchange(self) -> int: ...  # a fresh exchange id (it makes the messages' tag)
 
-    def post(
-        self, worker: int, hdr: torch.Tensor, *, peers: tuple[int, ...] | None = None, owes: bool = True
-    ) -> bool: ...  # send a command; ``owes``: the worker owes one report for it
+    def post(self, worker: int, cmd: P.Command, *, owes: bool = True) -> bool: ...  # ``owes``: one report for it
 
     def paid(self, worker: int, now_s: float) -> None: ...  # a report owed by ``worker`` came in or is forgiven
 
@@ -74,7 +72,7 @@ class CoordinatorHost(Protocol):
 
     def left(self, worker: int, reason: str) -> None: ...  # ``worker`` is gone
 
-    def next_report(self, timeout_s: float) -> Report | None: ...  # None: none within ``timeout_s``
+    def next_report(self, timeout_s: float) -> Received | None: ...  # None: none within ``timeout_s``
 
 
 @dataclass(slots=True)
@@ -147,16 +145,8 @@ class Coordinator:
         e = host.new_exchange()
         self.exchanges[e] = _Exchange("multicast", now, (cmd.worker, *receivers), set(receivers))
         for r in receivers:
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_EXPECT
-            hdr[P.H_EXCH] = e
-            hdr[P.H_PEER] = cmd.worker
-            host.post(r, hdr, owes=True)
-        hdr = P.header()
-        hdr[P.H_TYPE] = P.C_MULTICAST
-        hdr[P.H_EXCH] = e
-        hdr[P.H_NPEERS] = len(receivers)
-        host.post(cmd.worker, hdr, peers=receivers, owes=False)
+            host.post(r, P.ExpectCmd(exchange=e, sender=cmd.worker), owes=True)
+        host.post(cmd.worker, P.MulticastCmd(exchange=e, receivers=receivers), owes=False)
 
     def allreduce(self, cmd: AllReduce, now: float) -> None:
         host = self.host
@@ -165,23 +155,19 @@ class Coordinator:
         e = host.new_exchange()
         self.exchanges[e] = _Exchange("allreduce", now, cmd.workers, set(cmd.workers) & host.alive)
         for w in cmd.workers:
-            if w not in host.alive:
-                continue
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_ALLREDUCE
-            hdr[P.H_EXCH] = e
-            hdr[P.H_NPEERS] = k
-            host.post(w, hdr, peers=cmd.workers, owes=True)
+            if w in host.alive:
+                host.post(w, P.AllReduceCmd(exchange=e, ring=cmd.workers), owes=True)
         if len(self.exchanges[e].pending) < k:  # a member already gone: it cannot complete
             self._abort(e, now)
 
     # ------------------------------------------------------------- reports
-    def report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
-        kind = int(hdr[P.R_TYPE])
-        if kind & P.R_FETCHED:
-            self._fetched(w, hdr, payload, now)
+    def report(
+        self, w: int, rep: P.Arrived | P.Reduced | P.Fetched | P.Lost, payload: torch.Tensor | None, now: float
+    ) -> None:
+        if isinstance(rep, P.Fetched):
+            self._fetched(w, rep, payload, now)
             return
-        e = int(hdr[P.R_EXCH])
+        e = rep.exchange
         ex = self.exchanges.get(e)
         if ex is None or w not in ex.pending:
             return  # forgiven: a peer of that exchange died
@@ -191,25 +177,21 @@ class Coordinator:
         if ex.kind == "multicast":
             sender = ex.workers[0]
             arrived = None
-            if kind & P.R_ARRIVED:
-                start = P.from_us(int(hdr[P.R_X_START_US]))
-                copy_start = P.from_us(int(hdr[P.R_X_COPY_US]))
-                end = P.from_us(int(hdr[P.R_X_END_US]))
-                self.comm_iv[sender].append((copy_start, end))
-                self.comm_iv[w].append((copy_start, end))
+            if isinstance(rep, P.Arrived):
+                self.comm_iv[sender].append((rep.copy_start_s, rep.end_s))
+                self.comm_iv[w].append((rep.copy_start_s, rep.end_s))
                 ex.arrived += 1
-                arrived = core.copy_arrived(sender, w, start_s=start, end_s=end, now_s=now, nbytes=nbytes)
+                arrived = core.copy_arrived(sender, w, start_s=rep.start_s, end_s=rep.end_s, now_s=now, nbytes=nbytes)
             if not ex.pending:
                 self._finish(e, ex, now)
             if arrived is not None:
                 host.deliver(arrived)
             return
-        if not kind & P.R_REDUCED:
+        if not isinstance(rep, P.Reduced):
             return  # a ring op failed: a member died, and its WorkerLeft ends the exchange
-        start, end = P.from_us(int(hdr[P.R_X_START_US])), P.from_us(int(hdr[P.R_X_END_US]))
         k = len(ex.workers)
-        self.comm_iv[w].append((start, end))
-        core.reduced(w, start_s=ex.start_s, end_s=end, nbytes=nbytes, members=k)
+        self.comm_iv[w].append((rep.start_s, rep.end_s))
+        core.reduced(w, start_s=ex.start_s, end_s=rep.end_s, nbytes=nbytes, members=k)
         if ex.pending:
             return
         core.ledger.bytes_sent += 2 * (k - 1) * k * -(-nbytes // k)  # 2(k−1) phases of k chunks
@@ -255,10 +237,7 @@ class Coordinator:
             host.paid(p, now)
         for p in ex.workers:
             if p in host.alive:
-                hdr = P.header()
-                hdr[P.H_TYPE] = P.C_ABORT
-                hdr[P.H_EXCH] = e
-                host.post(p, hdr, owes=False)
+                host.post(p, P.AbortCmd(exchange=e), owes=False)
 
     # ---------------------------------------------------------- evaluation
     def evaluate(self, now: float) -> None:
@@ -271,11 +250,9 @@ class Coordinator:
             return
         self.fetch = _Fetch(at_s=now, waiting=set(live))
         for w in live:
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_FETCH
-            self.host.post(w, hdr, owes=True)
+            self.host.post(w, P.FetchCmd(), owes=True)
 
-    def _fetched(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
+    def _fetched(self, w: int, rep: P.Fetched, payload: torch.Tensor | None, now: float) -> None:
         f = self.fetch
         if f is None or w not in f.waiting:
             return
@@ -283,7 +260,7 @@ class Coordinator:
         self.host.paid(w, now)
         if payload is not None:
             f.models.append(payload)
-            f.weights.append(P.weight_of(hdr))
+            f.weights.append(rep.weight)
         if not f.waiting:
             self._evaluate_fetched()
 
@@ -322,11 +299,11 @@ class Coordinator:
                 for w in sorted(f.waiting):
                     host.left(w, f"no reply within worker_timeout_s={host.worker_timeout_s}")
                 break
-            w, hdr, payload, error = item
+            w, rep, payload, error = item
             if error is not None:
                 host.left(w, error)
-            elif hdr is not None and int(hdr[P.R_TYPE]) & P.R_FETCHED:
-                self._fetched(w, hdr, payload, host.now())
+            elif isinstance(rep, P.Fetched):
+                self._fetched(w, rep, payload, host.now())
         if self.fetch is f:
             self.fetch = None
 

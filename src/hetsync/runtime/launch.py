@@ -3,7 +3,8 @@
 It starts a torchrun agent (:mod:`hetsync.runtime.agent`) once per rank —
 each rank its own single-process node, with static rendezvous at
 ``--host:port`` (loopback by default; the store listens on that address
-only) — all running ``-m hetsync.runtime``.
+only) — all running ``-m hetsync.runtime --config OUT/run-config.json``
+(:func:`launch_run`; :func:`launch` passes any runtime arguments).
 
 Why one launcher agent per rank rather than one agent with N+1 local
 processes: torchelastic's agent stops all of its local processes as soon as
@@ -49,11 +50,8 @@ from typing import IO
 
 from hetsync.errors import BadInput
 from hetsync.runtime.agent import BACKEND, PARENT_PID_ENV
-from hetsync.runtime.process import (  # written by the server
-    DEFAULT_STARTUP_TIMEOUT_S,
-    EXIT_STATUS,
-    STARTED_FILE_ENV,
-)
+from hetsync.runtime.config import CONFIG_NAME, DEFAULT_STARTUP_TIMEOUT_S, RunConfig
+from hetsync.runtime.process import EXIT_STATUS, STARTED_FILE_ENV  # written by the server
 
 LOOPBACK = "127.0.0.1"
 OUT_ENV = "HETSYNC_OUT"  # the output folder, for a launched script (hetsync.loop's default)
@@ -138,6 +136,30 @@ def launch_module(
             _stop([agent])
 
 
+def launch_run(
+    config: RunConfig,
+    nproc: int,
+    *,
+    host: str = LOOPBACK,
+    on_progress=None,  # type: ignore[no-untyped-def]
+    timeout_s: float | None = None,
+) -> int:
+    """``hetsync run``: ``nproc`` workers and a server, every rank given the
+    run config, written to ``OUT/run-config.json``; returns as :func:`launch`."""
+    out = config.process.out
+    out.mkdir(parents=True, exist_ok=True)
+    path = config.write(out / CONFIG_NAME)
+    return launch(
+        nproc,
+        ["--config", str(path)],
+        out,
+        host=host,
+        on_progress=on_progress,
+        timeout_s=timeout_s,
+        startup_timeout_s=config.process.startup_timeout_s,
+    )
+
+
 def launch(
     nproc: int,
     runtime_args: Sequence[str],
@@ -148,16 +170,18 @@ def launch(
     timeout_s: float | None = None,
     script: str | None = None,
     env: dict[str, str] | None = None,
+    startup_timeout_s: float | None = None,
 ) -> int:
     """Run ``nproc`` workers and a server; returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
     processes did not start). ``script``: every rank runs this Python file
     with ``runtime_args`` (a training loop using :mod:`hetsync.loop`, whose
     default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``.
-    ``env``: extra environment variables for every rank."""
+    ``env``: extra environment variables for every rank. ``startup_timeout_s``:
+    the ranks' start-up bound (default: ``--startup-timeout-s`` among ``runtime_args``)."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
-    startup_s = _startup_timeout_s(runtime_args)
+    startup_s = startup_timeout_s if startup_timeout_s is not None else _startup_timeout_s(runtime_args)
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = out_dir / "logs"
     logs.mkdir(exist_ok=True)

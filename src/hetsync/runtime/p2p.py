@@ -90,10 +90,7 @@ from hetsync.scenario import Scenario
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# a model copy is one float32 message: this many int64 header fields, then the model
-COPY_HDR = 8
-_COPY_F32 = 2 * COPY_HDR
-CP_EXCH, CP_SENDER, CP_START_US, CP_COPY_US, CP_UP_END_US, CP_WEIGHT = range(6)  # CP_WEIGHT: float bits
+_COPY_F32 = 2 * P.COPY_HDR_LEN  # a model copy is one float32 message: its header's bits, then the model
 
 
 def link_Bps(sc: Scenario, worker: int, t: float, throttle: bool) -> float:
@@ -148,7 +145,7 @@ class PeerComm:
         *,
         throttle: bool,
         clock: Callable[[], float],
-        report: Callable[[torch.Tensor], None],
+        report: Callable[[P.Report], None],  # sends a report to rank 0
         model: Callable[[], LocalModel],
     ) -> None:
         self.w = worker
@@ -208,11 +205,10 @@ class PeerComm:
     def _rate(self, worker: int, t: float) -> float:
         return link_Bps(self.sc, worker, t, self.throttle)
 
-    def _report_now(self, gen: int, exchange: int, rep: torch.Tensor) -> bool:
+    def _report_now(self, gen: int, rep: P.Arrived | P.Reduced | P.Lost) -> bool:
         """Report unless the run or the exchange is over; call with ``lock`` held."""
-        if gen != self.gen or exchange in self.aborted:
+        if gen != self.gen or rep.exchange in self.aborted:
             return False
-        rep[P.R_EXCH] = exchange
         self.report(rep)
         return True
 
@@ -238,14 +234,10 @@ class PeerComm:
         tag = P.exchange_tag(exchange)
         for r, start, end in plan:
             buf = torch.empty(_COPY_F32 + self.n_params, dtype=torch.float32)
-            hdr = buf[:_COPY_F32].view(torch.int64)
-            hdr.zero_()
-            hdr[CP_EXCH] = exchange
-            hdr[CP_SENDER] = self.w
-            hdr[CP_START_US] = P.to_us(now)
-            hdr[CP_COPY_US] = P.to_us(start)
-            hdr[CP_UP_END_US] = P.to_us(end)
-            P.put_float(hdr, CP_WEIGHT, share)
+            copy = P.CopyHeader(
+                exchange=exchange, sender=self.w, start_s=now, copy_start_s=start, up_end_s=end, weight=share
+            )
+            buf[:_COPY_F32].view(torch.int64).copy_(copy.encode())
             buf[_COPY_F32:].copy_(model)
             try:
                 work = dist.isend(buf, dst=r + 1, tag=tag)
@@ -265,12 +257,9 @@ class PeerComm:
             return
         self._spawn(self._await_copy, gen, exchange, sender, buf, work)
 
-    def _lost(self, gen: int, exchange: int, sender: int) -> None:
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_LOST
-        rep[P.R_PEER] = sender
+    def _lost(self, gen: int, exchange: int, sender: int | None) -> None:
         with self.lock:
-            self._report_now(gen, exchange, rep)
+            self._report_now(gen, P.Lost(exchange=exchange, sender=sender))
 
     def _await_copy(self, gen: int, exchange: int, sender: int, buf: torch.Tensor, work: Any) -> None:
         try:
@@ -279,35 +268,29 @@ class PeerComm:
             self._lost(gen, exchange, sender)
             return
         real = self.clock()
-        hdr = buf[:_COPY_F32].view(torch.int64)
-        start = P.from_us(int(hdr[CP_START_US]))
-        copy_start = P.from_us(int(hdr[CP_COPY_US]))
-        up_end = P.from_us(int(hdr[CP_UP_END_US]))
-        weight = P.get_float(hdr, CP_WEIGHT)
+        copy = P.CopyHeader.decode(buf[:_COPY_F32].view(torch.int64))
         arrive = real
         if self.throttle:
             with self.lock:
                 if gen != self.gen:
                     return
-                length = _seconds(self.nbytes, self._rate(self.w, copy_start))
+                length = _seconds(self.nbytes, self._rate(self.w, copy.copy_start_s))
                 busy = self.down_busy
                 while busy and busy[0][1] < real - 60.0:  # long past: nothing can be booked there any more
                     busy.pop(0)
-                slot = book_slot(busy, max(copy_start, up_end - length), length)
+                slot = book_slot(busy, max(copy.copy_start_s, copy.up_end_s - length), length)
                 arrive = max(real, slot + length)
             wait = arrive - self.clock()
             if wait > 0:
                 time.sleep(wait)
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_ARRIVED
-        rep[P.R_PEER] = sender
-        rep[P.R_X_START_US] = P.to_us(start)
-        rep[P.R_X_COPY_US] = P.to_us(copy_start)
-        rep[P.R_X_END_US] = P.to_us(max(arrive, self.clock()))
+        end = max(arrive, self.clock())
+        rep = P.Arrived(
+            exchange=exchange, sender=sender, start_s=copy.start_s, copy_start_s=copy.copy_start_s, end_s=end
+        )
         with self.lock:
             if gen == self.gen and exchange not in self.aborted:
-                self.inbox.append((buf[_COPY_F32:], weight))  # mixable from now on
-                self._report_now(gen, exchange, rep)
+                self.inbox.append((buf[_COPY_F32:], copy.weight))  # mixable from now on
+                self._report_now(gen, rep)
 
     # ----------------------------------------------------------- all-reduce
     def allreduce(self, exchange: int, ring: tuple[int, ...]) -> None:
@@ -317,20 +300,12 @@ class PeerComm:
         try:
             mean, weight = self.ring_mean(exchange, ring)
         except Exception:  # a member died
-            rep = P.header()
-            rep[P.R_TYPE] = P.R_LOST
-            rep[P.R_PEER] = -1
-            with self.lock:
-                self._report_now(gen, exchange, rep)
+            self._lost(gen, exchange, None)
             return
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_REDUCED
-        rep[P.R_X_START_US] = P.to_us(start)
         with self.lock:
             if gen == self.gen and exchange not in self.aborted:
                 self.model().replace(mean, weight)
-                rep[P.R_X_END_US] = P.to_us(self.clock())
-                self._report_now(gen, exchange, rep)
+                self._report_now(gen, P.Reduced(exchange=exchange, start_s=start, end_s=self.clock()))
 
     def ring_mean(self, exchange: int, ring: tuple[int, ...]) -> tuple[torch.Tensor, float]:
         """Ring all-reduce (Patarasuk & Yuan): 2(k−1) phases, each sending

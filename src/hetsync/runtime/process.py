@@ -19,13 +19,12 @@ made of them afterwards (plots, pages, the table) is the caller's:
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,36 +34,16 @@ import torch.distributed as dist
 
 from hetsync.errors import BadInput
 from hetsync.outdir import safe_name, write_json_atomic
+from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
+from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
 EXIT_STATUS = "exit-status.json"  # written by the server as its last act
-DEFAULT_STARTUP_TIMEOUT_S = 60.0
 STARTED_FILE_ENV = "HETSYNC_STARTED_FILE"  # set by hetsync run: rank 0 creates it once the group has formed
 
 # what rank 0 hands its caller once every run has ended: the runs' summaries
 OnFinished = Callable[[list[dict[str, Any]]], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProcessOptions:
-    out: Path = Path("runs/dist")
-    worker_timeout_s: float = 60.0
-    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S  # for every rank to join the process group
-    checkpoint_dir: Path | None = None
-    checkpoint_every_s: float = 10.0
-    resume: bool = False
-    throttle: bool = False
-    kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
-    kill_at_s: float | None = None  # ... at this time into each run
-
-    def __post_init__(self) -> None:
-        if self.worker_timeout_s <= 0:
-            raise BadInput(f"worker_timeout_s must be > 0, got {self.worker_timeout_s}")
-        if self.checkpoint_every_s <= 0:
-            raise BadInput(f"checkpoint_every_s must be > 0, got {self.checkpoint_every_s}")
-        if not (math.isfinite(self.startup_timeout_s) and self.startup_timeout_s > 0):
-            raise BadInput(f"startup_timeout_s must be a positive number of seconds, got {self.startup_timeout_s}")
 
 
 def run_process(
@@ -78,6 +57,7 @@ def run_process(
     """Serve (rank 0) or work (other ranks) until every policy has run;
     ``on_finished`` (rank 0): what to do with the runs' summaries then."""
     from hetsync.driver import policy_labels
+    from hetsync.optim import warm_up
     from hetsync.runtime.agent import die_with_parent
 
     die_with_parent()  # under hetsync run: nothing outlives the rank's agent
@@ -91,6 +71,7 @@ def run_process(
         )
     scenario = scenario.with_workers(world - 1)
     policy_labels(scenario, specs)  # bad specs fail on every rank before any traffic
+    warm_up()  # (before any run's clock starts)
     _form_group(rank, opts)
     if rank == 0:
         _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished)  # never returns: os._exit
@@ -204,14 +185,7 @@ def _serve(
     server = ServerProcess(
         scenario,
         workload,
-        RuntimeOptions(
-            out_dir=out,
-            worker_timeout_s=opts.worker_timeout_s,
-            checkpoint_dir=opts.checkpoint_dir,
-            checkpoint_every_s=opts.checkpoint_every_s,
-            resume=opts.resume,
-            progress_lines=progress_lines,
-        ),
+        RuntimeOptions(**{f.name: getattr(opts, f.name) for f in fields(opts)}, progress_lines=progress_lines),
         gradient_stepper=gradient_stepper,
     )
     runs = []

@@ -1,49 +1,66 @@
 """Wire format between the server (rank 0) and the workers (ranks 1..N).
 
-Every message is a fixed header of 32 int64 values, optionally followed by
-one flat float32 model-sized tensor (a model going to a worker, a gradient,
-delta or model coming back). No pickled Python objects cross the wire.
-Floats in a header are carried as the bits of a float64.
+The messages are frozen dataclasses, one per kind (as h11 separates events
+from the code that reads and writes them): ``encode()`` gives the header
+tensor and the classmethod ``decode(hdr)`` reads it back, side by side in
+each class; :func:`decode_command` / :func:`decode_report` pick the class from
+the type bits, and :class:`Channel` sends and receives messages with their
+payload (:meth:`Channel.pack_message`, :meth:`Channel.recv_command`,
+:meth:`Channel.recv_report`).
+On the Python side every time is a float in seconds since the run's epoch;
+only the wire carries microseconds.
+
+On the wire every message is a fixed header of 32 int64 values, optionally
+followed by one flat float32 model-sized tensor (a model going to a worker, a
+gradient, delta or model coming back). No pickled Python objects cross the
+wire. Floats in a header are carried as the bits of a float64. The header's
+slots (``H_*``, ``R_*``) and type bits (``C_*``, ``R_*``) below are the
+layout; code that still indexes headers by hand (``header()``,
+``put_float``/``get_float``) interoperates with the dataclasses bit for bit.
 
 Parameter-server runs: one command message makes exactly one report message:
 
-- server → worker: ``RESET`` (+ model: a run starts from the server's model),
-  ``PULL`` (+ model, optionally with a chained step), ``COMPUTE`` (a step,
-  optionally pushing right after), ``PUSH`` (a standalone push), ``STOP``
-  (end of run), ``EXIT`` (end of process).
-- worker → server: a report whose bits say which of pulled / computed /
-  pushed (+ payload) happened, or ``BYE`` after ``STOP``, or ``LEAVING``
-  + the worker's model (a worker running its own training loop,
-  :mod:`hetsync.loop`, has reached its end: the server counts it as gone,
-  keeps a peer-to-peer worker's model for the final evaluation, and
-  answers ``EXIT``).
+- server → worker: :class:`ResetCmd` (+ model: a run starts from the
+  server's model), :class:`WorkCmd` (a standalone push, a pull + model, a
+  step that may push right after: any of the three, done in that order; a
+  continuous step repeats, each reported, until :class:`HaltCmd`),
+  :class:`StopCmd` (end of run), :class:`ExitCmd` (end of process).
+- worker → server: :class:`WorkDone` saying which of pulled / computed /
+  pushed (+ payload) happened, :class:`ResetDone` after a reset, :class:`Bye`
+  after ``STOP``, or :class:`Leaving` + the worker's model (a worker running
+  its own training loop, :mod:`hetsync.loop`, has reached its end: the server
+  counts it as gone, keeps a peer-to-peer worker's model for the final
+  evaluation, and answers ``EXIT``).
 
-Peer-to-peer runs (``RESET`` with ``H_P2P`` set; rank 0 is then only the
-coordinator, see :mod:`hetsync.runtime.p2p`) add:
+Peer-to-peer runs (``ResetCmd(p2p=True)``; rank 0 is then only the
+coordinator, see :mod:`hetsync.runtime.coordinator`) add:
 
-- ``MULTICAST`` to the sender, followed by an int64 tensor of
-  ``H_NPEERS`` receivers; it owes no report (the receivers report).
-- ``EXPECT`` to each receiver (``H_PEER`` = the sender): answered by
-  ``R_ARRIVED`` when the copy has arrived (``R_LOST`` if it never can).
-- ``ALLREDUCE`` to each participant, followed by an int64 tensor of the
-  ``H_NPEERS`` workers in ring order: answered by ``R_REDUCED`` (or
-  ``R_LOST``).
-- ``ABORT``: give up exchange ``H_EXCH`` (a participant died); no report.
-- ``FETCH``: evaluation only: answered at once, even during a step, by
-  ``R_FETCHED`` + the worker's current model.
+- :class:`MulticastCmd` to the sender, followed by an int64 tensor of its
+  receivers; it owes no report (the receivers report).
+- :class:`ExpectCmd` to each receiver (``sender``): answered by
+  :class:`Arrived` when the copy has arrived (:class:`Lost` if it never can).
+- :class:`AllReduceCmd` to each participant, followed by an int64 tensor of
+  the workers in ring order: answered by :class:`Reduced` (or :class:`Lost`).
+- :class:`AbortCmd`: give up an exchange (a participant died); no report.
+- :class:`FetchCmd`: evaluation only: answered at once, even during a step,
+  by :class:`Fetched` + the worker's current model.
 
-Every peer-to-peer command carries the exchange id ``H_EXCH`` the server
-gave it; the reports name it in ``R_EXCH``. Model copies and all-reduce
+Every peer-to-peer command carries the exchange id the server gave it; the
+reports name it. Model copies (behind a :class:`CopyHeader`) and all-reduce
 chunks travel worker to worker with the tag :func:`exchange_tag`, never
 through rank 0.
 
-Times are microseconds since the run's epoch, a wall-clock instant the server
-sends with ``RESET`` (so workers on one machine share the server's clock).
+Times on the wire are microseconds since the run's epoch, a wall-clock
+instant the server sends with ``RESET`` (so workers on one machine share the
+server's clock).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -53,6 +70,7 @@ HEADER_LEN = 32
 # server → worker: H_TYPE bits
 C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
 C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
+C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress); no report
 # server → worker fields
 (
     H_TYPE,
@@ -71,7 +89,8 @@ C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
     H_NPEERS,  # MULTICAST / ALLREDUCE: length of the worker list that follows
     H_FIRST_STEP,  # RESET: the worker's first step number (a resumed run goes on from its checkpoint)
     H_DRAWN,  # RESET: samples the worker's sampler drew before (skipped, so the data order goes on)
-) = range(16)
+    H_CONTINUOUS,  # COMPUTE: repeat the step, each reported, until HALT (Compute.continuous)
+) = range(17)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
@@ -106,10 +125,14 @@ R_LEAVING = 512  # the worker's own training loop has ended (hetsync.loop): it l
     R_X_END_US,  # R_ARRIVED: arrival; R_REDUCED: the end of the ring here
     R_LR_SCALE,  # float bits, with a push: the worker's schedule factor (hetsync.loop); 0 bits: none (1.0)
     R_WEIGHT,  # float bits, R_FETCHED / R_LEAVING (p2p): the model's push-sum weight; 0 bits: none (1.0)
-) = range(27)
+    R_COMM_S,  # float bits: the worker's transfer time since its previous report that no step overlapped
+) = range(28)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
+
+
+PushKind = Literal["grad", "delta"]
 
 
 def header() -> torch.Tensor:
@@ -117,16 +140,11 @@ def header() -> torch.Tensor:
 
 
 def put_float(h: torch.Tensor, index: int, value: float) -> None:
-    h[index] = struct.unpack("<q", struct.pack("<d", value))[0]
+    h[index] = _bits(value)
 
 
 def get_float(h: torch.Tensor, index: int) -> float:
-    return struct.unpack("<d", struct.pack("<q", int(h[index])))[0]
-
-
-def weight_of(h: torch.Tensor) -> float:
-    """A p2p report's push-sum weight (``R_WEIGHT``; 1.0 when unset)."""
-    return get_float(h, R_WEIGHT) if int(h[R_WEIGHT]) else 1.0
+    return _float(int(h[index]))
 
 
 def to_us(seconds: float) -> int:
@@ -137,8 +155,556 @@ def from_us(us: int) -> float:
     return us / 1e6
 
 
+def _bits(value: float) -> int:
+    return int(struct.unpack("<q", struct.pack("<d", value))[0])
+
+
+def _float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+
+def _bits_or_unset(value: float) -> int:
+    """For slots whose 0 bits mean "unset, 1.0": 0.0 travels as -0.0 (other bits), so it stays 0.0."""
+    return _bits(value if value != 0.0 else -0.0)
+
+
+def _float_or_one(bits: int) -> float:
+    return _float(bits) + 0.0 if bits else 1.0  # (+ 0.0: -0.0 comes back as 0.0)
+
+
+def _header(fields: dict[int, int]) -> torch.Tensor:
+    h = [0] * HEADER_LEN
+    for index, value in fields.items():
+        h[index] = value
+    return torch.tensor(h, dtype=torch.int64)
+
+
+def _kind_name(number: int) -> PushKind:
+    if number not in KIND_NAMES:
+        raise ValueError(f"push kind {number} is not one of {sorted(KIND_NAMES)} (a header out of step?)")
+    return KIND_NAMES[number]  # type: ignore[return-value]
+
+
+def _check_kind(name: str, kind: str | None) -> None:
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"{name}={kind!r}: a push kind is one of {sorted(KINDS)}")
+
+
+# ------------------------------------------------------------- commands
+# Each message writes its slots in ``encode`` and reads them in ``decode``, side
+# by side; decode_command / decode_report pick the class from the type bits.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetCmd:
+    """A run starts (the payload: the server's model at ``version``)."""
+
+    TYPE: ClassVar[int] = C_RESET
+    epoch_s: float  # the run's epoch as time.time() (workers on one machine share the server's clock)
+    version: int
+    run: int  # the run's index among the process's policy specs
+    p2p: bool = False  # the run is peer to peer
+    first_step: int = 0  # the worker's first step number (a resumed run goes on from its checkpoint)
+    drawn: int = 0  # samples the worker's sampler drew before (skipped, so the data order goes on)
+
+    def encode(self) -> torch.Tensor:
+        f = {H_TYPE: C_RESET, H_EPOCH_US: to_us(self.epoch_s), H_VERSION: self.version, H_RUN: self.run}
+        return _header(f | {H_P2P: int(self.p2p), H_FIRST_STEP: self.first_step, H_DRAWN: self.drawn})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> ResetCmd:
+        h = hdr.tolist()
+        return cls(
+            epoch_s=from_us(h[H_EPOCH_US]),
+            version=h[H_VERSION],
+            run=h[H_RUN],
+            p2p=bool(h[H_P2P]),
+            first_step=h[H_FIRST_STEP],
+            drawn=h[H_DRAWN],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullOrder:
+    """The pull part of a :class:`WorkCmd` (the payload: the global model)."""
+
+    version: int
+    sent_s: float  # when the server sent it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOrder:
+    """The step part of a :class:`WorkCmd`."""
+
+    batch_size: int
+    local_lr: float | None = None  # a local step at this learning rate; None: compute a gradient
+    push_after: PushKind | None = None  # push this right after the step
+    continuous: bool = False  # start the step again as each is reported, until HaltCmd
+
+    def __post_init__(self) -> None:
+        _check_kind("push_after", self.push_after)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkCmd:
+    """A standalone push, a pull, a step: any of them, done in that order."""
+
+    TYPE: ClassVar[int] = C_PUSH | C_PULL | C_COMPUTE  # any non-empty subset
+    push: PushKind | None = None
+    pull: PullOrder | None = None
+    step: StepOrder | None = None
+
+    def __post_init__(self) -> None:
+        _check_kind("push", self.push)
+        if self.push is None and self.pull is None and self.step is None:
+            raise ValueError("WorkCmd: give push, pull or step (an empty command owes no report)")
+
+    def encode(self) -> torch.Tensor:
+        f = {H_TYPE: 0}
+        if self.push is not None:
+            f[H_TYPE] |= C_PUSH
+            f[H_PUSH_KIND] = KINDS[self.push]
+        if self.pull is not None:
+            f[H_TYPE] |= C_PULL
+            f |= {H_VERSION: self.pull.version, H_SENT_US: to_us(self.pull.sent_s)}
+        if (s := self.step) is not None:
+            f[H_TYPE] |= C_COMPUTE
+            f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous)}
+            if s.local_lr is not None:
+                f |= {H_HAS_LR: 1, H_LR: _bits(s.local_lr)}
+            f[H_PUSH_AFTER] = KINDS[s.push_after] if s.push_after is not None else 0
+        return _header(f)
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> WorkCmd:
+        h = hdr.tolist()
+        t, step = h[H_TYPE], None
+        if t & C_COMPUTE:
+            step = StepOrder(
+                batch_size=h[H_BATCH],
+                local_lr=_float(h[H_LR]) if h[H_HAS_LR] else None,
+                push_after=_kind_name(h[H_PUSH_AFTER]) if h[H_PUSH_AFTER] else None,
+                continuous=bool(h[H_CONTINUOUS]),
+            )
+        return cls(
+            push=_kind_name(h[H_PUSH_KIND]) if t & C_PUSH else None,
+            pull=PullOrder(version=h[H_VERSION], sent_s=from_us(h[H_SENT_US])) if t & C_PULL else None,
+            step=step,
+        )
+
+
+_B = TypeVar("_B", bound="_Bare")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Bare:
+    """A command or report that is its type bits alone."""
+
+    TYPE: ClassVar[int]
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: self.TYPE})  # (R_TYPE is the same slot)
+
+    @classmethod
+    def decode(cls: type[_B], hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> _B:
+        return cls()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopCmd(_Bare):
+    """The run is over: answer :class:`Bye`; nothing of the run reports after it."""
+
+    TYPE: ClassVar[int] = C_STOP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaltCmd(_Bare):
+    """Stop repeating a continuous step once the one in progress is reported; no report."""
+
+    TYPE: ClassVar[int] = C_HALT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExitCmd(_Bare):
+    """The process is over."""
+
+    TYPE: ClassVar[int] = C_EXIT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchCmd(_Bare):
+    """Evaluation: answer at once, even during a step, with :class:`Fetched` + the model."""
+
+    TYPE: ClassVar[int] = C_FETCH
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MulticastCmd:
+    """Send a snapshot of the model to ``receivers`` (followed by their list; owes no report)."""
+
+    TYPE: ClassVar[int] = C_MULTICAST
+    exchange: int
+    receivers: tuple[int, ...]
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: C_MULTICAST, H_EXCH: self.exchange, H_NPEERS: len(self.receivers)})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> MulticastCmd:
+        return cls(exchange=int(hdr[H_EXCH]), receivers=_listed(hdr, peers))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectCmd:
+    """A copy of ``sender``'s model is coming: answer :class:`Arrived` or :class:`Lost`."""
+
+    TYPE: ClassVar[int] = C_EXPECT
+    exchange: int
+    sender: int
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: C_EXPECT, H_EXCH: self.exchange, H_PEER: self.sender})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> ExpectCmd:
+        return cls(exchange=int(hdr[H_EXCH]), sender=int(hdr[H_PEER]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllReduceCmd:
+    """Average the models of ``ring`` (followed by its list): answer :class:`Reduced` or :class:`Lost`."""
+
+    TYPE: ClassVar[int] = C_ALLREDUCE
+    exchange: int
+    ring: tuple[int, ...]
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: C_ALLREDUCE, H_EXCH: self.exchange, H_NPEERS: len(self.ring)})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> AllReduceCmd:
+        return cls(exchange=int(hdr[H_EXCH]), ring=_listed(hdr, peers))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortCmd:
+    """Give up ``exchange`` (a participant died); no report."""
+
+    TYPE: ClassVar[int] = C_ABORT
+    exchange: int
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: C_ABORT, H_EXCH: self.exchange})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> AbortCmd:
+        return cls(exchange=int(hdr[H_EXCH]))
+
+
+def _listed(hdr: torch.Tensor, peers: tuple[int, ...]) -> tuple[int, ...]:
+    if len(peers) != int(hdr[H_NPEERS]):
+        raise ValueError(f"the command lists {int(hdr[H_NPEERS])} workers but {len(peers)} were given")
+    return tuple(peers)
+
+
+Command = (
+    ResetCmd | WorkCmd | StopCmd | HaltCmd | ExitCmd | MulticastCmd | ExpectCmd | AllReduceCmd | AbortCmd | FetchCmd
+)
+_COMMANDS: dict[int, type[Command]] = {
+    c.TYPE: c for c in (ResetCmd, StopCmd, HaltCmd, ExitCmd, MulticastCmd, ExpectCmd, AllReduceCmd, AbortCmd, FetchCmd)
+}
+
+
+def peer_count(hdr: torch.Tensor) -> int | None:
+    """How many workers (an int64 tensor) follow this command; None: no list follows."""
+    return int(hdr[H_NPEERS]) if command_has_peers(hdr) else None
+
+
+def decode_command(hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> Command:
+    """The command in ``hdr``; ``peers``: the list that follows a multicast or an all-reduce."""
+    t = int(hdr[H_TYPE])
+    cls = WorkCmd if t and not t & ~WorkCmd.TYPE else _COMMANDS.get(t)
+    if cls is None:
+        raise ValueError(f"not a command: type bits {t:#x} (a header out of step with the stream?)")
+    return cls.decode(hdr, peers)
+
+
+# -------------------------------------------------------------- reports
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetDone(_Bare):
+    """The worker has the run's model (answers :class:`ResetCmd`)."""
+
+    TYPE: ClassVar[int] = R_RESET
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bye(_Bare):
+    """The worker has ended the run (answers :class:`StopCmd`)."""
+
+    TYPE: ClassVar[int] = R_BYE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pulled:
+    """The pull part of a :class:`WorkDone`."""
+
+    version: int
+    start_s: float  # when the pull began for the worker: sent, and the worker free to take it
+    end_s: float
+    overwritten: int = 0  # local steps the pulled model overwrote before they were pushed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Computed:
+    """The step part of a :class:`WorkDone`."""
+
+    step: int
+    batch_size: int
+    base_version: int  # the version the step computed on
+    start_s: float
+    end_s: float
+    replaced: bool = False  # the step's model replaced the local one (a local step)
+    committed: int = 0  # p2p: local steps the step committed (the step is the update)
+    load: float = 1.0  # the background load the worker saw during the step
+    uplink_Bps: float = float("inf")  # available at the end of the step (inf: unthrottled)
+    downlink_Bps: float = float("inf")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pushed:
+    """The push part of a :class:`WorkDone` (the payload: the gradient or delta)."""
+
+    kind: PushKind
+    steps: int  # local steps in it
+    samples: int
+    base_version: int
+    start_s: float
+    lr_scale: float = 1.0  # the worker's schedule factor (hetsync.loop)
+
+    def __post_init__(self) -> None:
+        _check_kind("kind", self.kind)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkDone:
+    """What a :class:`WorkCmd` did (none of the parts: nothing happened, the report is still owed)."""
+
+    TYPE: ClassVar[int] = R_PULLED | R_COMPUTED | R_PUSHED  # any subset
+    pulled: Pulled | None = None
+    computed: Computed | None = None
+    pushed: Pushed | None = None
+    comm_s: float = 0.0  # the worker's transfer time since its previous report that no step overlapped
+
+    def encode(self) -> torch.Tensor:
+        f = {R_TYPE: 0, R_COMM_S: _bits(self.comm_s)}
+        if (p := self.pulled) is not None:
+            f[R_TYPE] |= R_PULLED
+            f |= {R_VERSION: p.version, R_PULL_START_US: to_us(p.start_s), R_PULL_END_US: to_us(p.end_s)}
+            f[R_OVERWRITTEN] = p.overwritten
+        if (c := self.computed) is not None:
+            f[R_TYPE] |= R_COMPUTED
+            f |= {R_STEP: c.step, R_BATCH: c.batch_size, R_BASE: c.base_version}
+            f |= {R_C_START_US: to_us(c.start_s), R_C_END_US: to_us(c.end_s)}
+            f |= {R_REPLACED: int(c.replaced), R_COMMITTED: c.committed, R_LOAD: _bits(c.load)}
+            f |= {R_UP_BPS: _bits(c.uplink_Bps), R_DOWN_BPS: _bits(c.downlink_Bps)}
+        if (s := self.pushed) is not None:
+            f[R_TYPE] |= R_PUSHED
+            f |= {R_P_KIND: KINDS[s.kind], R_P_STEPS: s.steps, R_P_SAMPLES: s.samples, R_P_BASE: s.base_version}
+            f |= {R_P_START_US: to_us(s.start_s), R_LR_SCALE: _bits_or_unset(s.lr_scale)}
+        return _header(f)
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> WorkDone:
+        h = hdr.tolist()
+        t = h[R_TYPE]
+        pulled = computed = pushed = None
+        if t & R_PULLED:
+            start, end = from_us(h[R_PULL_START_US]), from_us(h[R_PULL_END_US])
+            pulled = Pulled(version=h[R_VERSION], start_s=start, end_s=end, overwritten=h[R_OVERWRITTEN])
+        if t & R_COMPUTED:
+            computed = Computed(
+                step=h[R_STEP],
+                batch_size=h[R_BATCH],
+                base_version=h[R_BASE],
+                start_s=from_us(h[R_C_START_US]),
+                end_s=from_us(h[R_C_END_US]),
+                replaced=bool(h[R_REPLACED]),
+                committed=h[R_COMMITTED],
+                load=_float(h[R_LOAD]),
+                uplink_Bps=_float(h[R_UP_BPS]),
+                downlink_Bps=_float(h[R_DOWN_BPS]),
+            )
+        if t & R_PUSHED:
+            pushed = Pushed(
+                kind=_kind_name(h[R_P_KIND]),
+                steps=h[R_P_STEPS],
+                samples=h[R_P_SAMPLES],
+                base_version=h[R_P_BASE],
+                start_s=from_us(h[R_P_START_US]),
+                lr_scale=_float_or_one(h[R_LR_SCALE]),
+            )
+        return cls(pulled=pulled, computed=computed, pushed=pushed, comm_s=_float(h[R_COMM_S]))
+
+
+_W = TypeVar("_W", bound="_Weighted")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Weighted:
+    """A report that carries a model and its push-sum weight."""
+
+    TYPE: ClassVar[int]
+    weight: float = 1.0  # p2p: the model's push-sum weight
+
+    def encode(self) -> torch.Tensor:
+        return _header({R_TYPE: self.TYPE, R_WEIGHT: _bits_or_unset(self.weight)})
+
+    @classmethod
+    def decode(cls: type[_W], hdr: torch.Tensor) -> _W:
+        return cls(weight=_float_or_one(int(hdr[R_WEIGHT])))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leaving(_Weighted):
+    """The worker's own training loop has ended (+ its model): it leaves the run."""
+
+    TYPE: ClassVar[int] = R_LEAVING
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fetched(_Weighted):
+    """The worker's model as it is (+ the model; answers :class:`FetchCmd`)."""
+
+    TYPE: ClassVar[int] = R_FETCHED
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrived:
+    """``sender``'s copy of exchange ``exchange`` has arrived here."""
+
+    TYPE: ClassVar[int] = R_ARRIVED
+    exchange: int
+    sender: int
+    start_s: float  # the multicast's start at the sender
+    copy_start_s: float  # when this copy began to leave the sender's uplink
+    end_s: float  # its arrival
+
+    def encode(self) -> torch.Tensor:
+        f = {R_TYPE: R_ARRIVED, R_EXCH: self.exchange, R_PEER: self.sender, R_X_START_US: to_us(self.start_s)}
+        return _header(f | {R_X_COPY_US: to_us(self.copy_start_s), R_X_END_US: to_us(self.end_s)})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> Arrived:
+        h = hdr.tolist()
+        return cls(
+            exchange=h[R_EXCH],
+            sender=h[R_PEER],
+            start_s=from_us(h[R_X_START_US]),
+            copy_start_s=from_us(h[R_X_COPY_US]),
+            end_s=from_us(h[R_X_END_US]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reduced:
+    """The all-reduce ``exchange`` is done here; the model is the ring's average."""
+
+    TYPE: ClassVar[int] = R_REDUCED
+    exchange: int
+    start_s: float  # the ring's start here
+    end_s: float
+
+    def encode(self) -> torch.Tensor:
+        f = {R_TYPE: R_REDUCED, R_EXCH: self.exchange}
+        return _header(f | {R_X_START_US: to_us(self.start_s), R_X_END_US: to_us(self.end_s)})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> Reduced:
+        h = hdr.tolist()
+        return cls(exchange=h[R_EXCH], start_s=from_us(h[R_X_START_US]), end_s=from_us(h[R_X_END_US]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lost:
+    """Exchange ``exchange`` can never complete here (a member died)."""
+
+    TYPE: ClassVar[int] = R_LOST
+    exchange: int
+    sender: int | None = None  # the copy's sender; None: an all-reduce
+
+    def encode(self) -> torch.Tensor:
+        sender = -1 if self.sender is None else self.sender
+        return _header({R_TYPE: R_LOST, R_EXCH: self.exchange, R_PEER: sender})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> Lost:
+        sender = int(hdr[R_PEER])
+        return cls(exchange=int(hdr[R_EXCH]), sender=sender if sender >= 0 else None)
+
+
+Report = ResetDone | Bye | WorkDone | Leaving | Fetched | Arrived | Reduced | Lost
+_REPORTS: dict[int, type[Report]] = {r.TYPE: r for r in (ResetDone, Bye, Leaving, Fetched, Arrived, Reduced, Lost)}
+
+
+def decode_report(hdr: torch.Tensor) -> Report:
+    """The report in ``hdr``."""
+    t = int(hdr[R_TYPE])
+    cls = WorkDone if not t & ~WorkDone.TYPE else _REPORTS.get(t)
+    if cls is None:
+        raise ValueError(f"not a report: type bits {t:#x} (a header out of step with the stream?)")
+    return cls.decode(hdr)
+
+
+# ------------------------------------------------------ worker to worker
+COPY_HDR_LEN = 8  # a model copy is one float32 message: this many int64 header slots, then the model
+CP_EXCH, CP_SENDER, CP_START_US, CP_COPY_US, CP_UP_END_US, CP_WEIGHT = range(6)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyHeader:
+    """What travels in front of a multicast's model copy (:mod:`hetsync.runtime.p2p`)."""
+
+    exchange: int
+    sender: int
+    start_s: float  # the multicast's start at the sender
+    copy_start_s: float  # when this copy begins to leave the sender's uplink
+    up_end_s: float  # when it has left it
+    weight: float  # the copy's push-sum weight
+
+    def encode(self) -> torch.Tensor:
+        h = [self.exchange, self.sender, to_us(self.start_s), to_us(self.copy_start_s), to_us(self.up_end_s)]
+        return torch.tensor([*h, _bits(self.weight), 0, 0], dtype=torch.int64)
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> CopyHeader:
+        h = hdr.tolist()
+        return cls(
+            exchange=h[CP_EXCH],
+            sender=h[CP_SENDER],
+            start_s=from_us(h[CP_START_US]),
+            copy_start_s=from_us(h[CP_COPY_US]),
+            up_end_s=from_us(h[CP_UP_END_US]),
+            weight=_float(h[CP_WEIGHT]),
+        )
+
+
+# --------------------------------------------------------------- channel
 FUSE_LIMIT_PARAMS = 1 << 18  # models up to 1 MB travel in the same message as their header
 _HDR_F32 = 2 * HEADER_LEN  # float32 slots that carry the int64 header
+
+
+def command_has_payload(hdr: torch.Tensor) -> bool:
+    return bool(int(hdr[H_TYPE]) & (C_RESET | C_PULL))
+
+
+def command_has_peers(hdr: torch.Tensor) -> bool:
+    """MULTICAST and ALLREDUCE are followed by an int64 tensor of workers."""
+    return bool(int(hdr[H_TYPE]) & (C_MULTICAST | C_ALLREDUCE))
+
+
+def report_has_payload(hdr: torch.Tensor) -> bool:
+    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING))
+
+
+_COMMAND_TYPES = {WorkCmd, *_COMMANDS.values()}
 
 
 class Channel:
@@ -149,10 +715,11 @@ class Channel:
     not): one message instead of two, which halves the per-message latency
     that dominates small steps. Above ``FUSE_LIMIT_PARAMS`` the header and the
     payload travel separately so control messages stay small. Whether a
-    payload is present is read from the header (``has_payload``).
+    payload is present is read from the header (``has_payload``: needed only
+    by the raw :meth:`recv`; the typed readers know it from the message kind).
     """
 
-    def __init__(self, n_params: int, has_payload) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, n_params: int, has_payload: Callable[[torch.Tensor], bool] | None = None) -> None:
         self.n_params = n_params
         self.fused = n_params <= FUSE_LIMIT_PARAMS
         self.has_payload = has_payload
@@ -167,33 +734,52 @@ class Channel:
             buf[_HDR_F32:].copy_(payload)
         return [buf]
 
+    def pack_message(self, msg: Command | Report, payload: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The tensors that carry ``msg`` (and its payload, and the worker list of a multicast or an all-reduce)."""
+        hdr = msg.encode()
+        needs = command_has_payload(hdr) if type(msg) in _COMMAND_TYPES else report_has_payload(hdr)
+        if needs != (payload is not None):
+            raise ValueError(f"{type(msg).__name__} goes {'with' if needs else 'without'} a model-sized payload")
+        tensors = self.pack(hdr, payload)
+        if isinstance(msg, MulticastCmd | AllReduceCmd):
+            peers = msg.receivers if isinstance(msg, MulticastCmd) else msg.ring
+            tensors.append(torch.tensor(peers, dtype=torch.int64))
+        return tensors
+
     def recv(self, src: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Blocking receive of one message from ``src``."""
+        assert self.has_payload is not None, "Channel(has_payload=...) for raw receives"
+        return self._recv(src, self.has_payload)
+
+    def recv_command(self, src: int) -> tuple[Command, torch.Tensor | None]:
+        """Blocking receive of one command (and the worker list that may follow it) from ``src``."""
+        hdr, payload = self._recv(src, command_has_payload)
+        count = peer_count(hdr)
+        peers: tuple[int, ...] = ()
+        if count is not None:
+            listed = torch.empty(count, dtype=torch.int64)
+            dist.recv(listed, src=src)
+            peers = tuple(int(x) for x in listed.tolist())
+        return decode_command(hdr, peers), payload
+
+    def recv_report(self, src: int) -> tuple[Report, torch.Tensor | None]:
+        """Blocking receive of one report from ``src``."""
+        hdr, payload = self._recv(src, report_has_payload)
+        return decode_report(hdr), payload
+
+    def _recv(self, src: int, has_payload: Callable[[torch.Tensor], bool]) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.fused:
             buf = torch.empty(_HDR_F32 + self.n_params, dtype=torch.float32)
             dist.recv(buf, src=src)
             hdr = buf[:_HDR_F32].view(torch.int64).clone()
-            return hdr, (buf[_HDR_F32:] if self.has_payload(hdr) else None)
+            return hdr, (buf[_HDR_F32:] if has_payload(hdr) else None)
         hdr = header()
         dist.recv(hdr, src=src)
-        if not self.has_payload(hdr):
+        if not has_payload(hdr):
             return hdr, None
         payload = torch.empty(self.n_params, dtype=torch.float32)
         dist.recv(payload, src=src)
         return hdr, payload
-
-
-def command_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[H_TYPE]) & (C_RESET | C_PULL))
-
-
-def command_has_peers(hdr: torch.Tensor) -> bool:
-    """MULTICAST and ALLREDUCE are followed by an int64 tensor of workers."""
-    return bool(int(hdr[H_TYPE]) & (C_MULTICAST | C_ALLREDUCE))
-
-
-def report_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING))
 
 
 _TAG_SPAN = (1 << 31) - 2  # gloo tags are C ints; 0 is the control stream's

@@ -63,7 +63,8 @@ from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
-from hetsync.runtime.coordinator import Coordinator, Report
+from hetsync.runtime.config import ProcessOptions
+from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.progress import Progress
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -73,16 +74,18 @@ from hetsync.workloads import Workload
 # an evaluation takes real time from the run it measures: a step-limited run
 # without eval_every_s evaluates 40 times (as in the simulator), at most this often
 MIN_EVAL_EVERY_S = 0.5
+REPORTS_QUEUED_MAX = 16  # per worker, read off the wire but not yet handled by the server loop
 
 
-@dataclass
-class RuntimeOptions:
-    out_dir: Path
-    worker_timeout_s: float = 60.0
-    checkpoint_dir: Path | None = None
-    checkpoint_every_s: float = 10.0
-    resume: bool = False
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeOptions(ProcessOptions):
+    """The process's options (what every rank is given) and the server's own one."""
+
     progress_lines: bool = False  # print a progress line every few seconds (under plain torchrun)
+
+    @property
+    def out_dir(self) -> Path:
+        return self.out
 
 
 @dataclass
@@ -111,10 +114,14 @@ class ServerProcess:
         self.opts = opts
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
         self.alive = set(range(self.n))
-        self.inbox: queue.Queue[Report] = queue.Queue()
+        self.inbox: queue.Queue[Received] = queue.Queue()
+        # backpressure: a worker's receiver stops reading while this many of its
+        # reports wait for the server loop, so a worker stepping nonstop
+        # (Compute.continuous) cannot run ahead of the server without bound
+        self._queued = [0] * self.n
+        self._queued_cv = threading.Condition()
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
-        self.channel = P.Channel(workload.n_params, P.report_has_payload)
-        self._commands = P.Channel(workload.n_params, P.command_has_payload)
+        self.channel = P.Channel(workload.n_params)
         self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
         for w in range(self.n):
             threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
@@ -124,22 +131,32 @@ class ServerProcess:
         rank = w + 1
         while True:
             try:
-                hdr, payload = self.channel.recv(rank)
-            except Exception as e:  # the peer is gone: its connection reset
-                self.inbox.put((w, None, None, f"connection lost: {str(e).splitlines()[0][:160]}"))
+                report, payload = self.channel.recv_report(rank)
+            except Exception as e:  # the peer is gone (its connection reset), or out of step with the stream
+                what = "bad report" if isinstance(e, ValueError) else "connection lost"
+                self.inbox.put((w, None, None, f"{what}: {str(e).splitlines()[0][:160]}"))
                 return
-            self.inbox.put((w, hdr, payload, None))
+            with self._queued_cv:
+                while self._queued[w] >= REPORTS_QUEUED_MAX:
+                    self._queued_cv.wait()
+                self._queued[w] += 1
+            self.inbox.put((w, report, payload, None))
+
+    def take(self, timeout_s: float) -> Received:
+        """The next report (or death) from the inbox; ``queue.Empty`` after ``timeout_s``."""
+        item = self.inbox.get(timeout=timeout_s)
+        if item[1] is not None:
+            with self._queued_cv:
+                self._queued[item[0]] -= 1
+                self._queued_cv.notify_all()
+        return item
 
     def new_exchange(self) -> int:
         self._exchanges += 1
         return self._exchanges
 
-    def _send(
-        self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None = None, peers: tuple[int, ...] | None = None
-    ) -> bool:
-        tensors = tuple(self._commands.pack(hdr, payload))
-        if peers is not None:  # MULTICAST / ALLREDUCE: the worker list follows
-            tensors += (torch.tensor(peers, dtype=torch.int64),)
+    def _send(self, w: int, cmd: P.Command, payload: torch.Tensor | None = None) -> bool:
+        tensors = tuple(self.channel.pack_message(cmd, payload))
         try:
             for t in tensors:
                 self._sends.append((dist.isend(t, dst=w + 1), tensors))
@@ -162,9 +179,7 @@ class ServerProcess:
 
     def shutdown(self) -> None:
         for w in sorted(self.alive):
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_EXIT
-            self._send(w, hdr)
+            self._send(w, P.ExitCmd())
         self._reap_sends(wait=True)
 
     # ------------------------------------------------------------- run
@@ -184,6 +199,8 @@ class _Run:
         self.policy = make_policy(spec, policy_context(server.sc, server.nbytes))
         self.label = self.policy.label
         self.local_steps = False  # the policy had workers take steps locally (with their own optimizer)
+        self.continuous: dict[int, Compute] = {}  # workers training nonstop (Compute.continuous)
+        self.halted: set[int] = set()  # workers sent HaltCmd: a step already begun is not booked
         self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.trace_path = trace_path
         self.run_index = run_index
@@ -253,9 +270,9 @@ class _Run:
     def new_exchange(self) -> int:
         return self.srv.new_exchange()
 
-    def next_report(self, timeout_s: float) -> Report | None:
+    def next_report(self, timeout_s: float) -> Received | None:
         try:
-            return self.srv.inbox.get(timeout=timeout_s)
+            return self.srv.take(timeout_s)
         except queue.Empty:
             return None
 
@@ -315,36 +332,34 @@ class _Run:
         """Every live worker starts the run from the server's model."""
         srv = self.srv
         for w in sorted(srv.alive):
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_RESET
-            hdr[P.H_EPOCH_US] = P.to_us(self.epoch)
-            hdr[P.H_VERSION] = self.ledger.version
-            hdr[P.H_RUN] = self.run_index
-            hdr[P.H_P2P] = int(self.p2p is not None)
-            # a resumed run: the worker's step numbers, data order and timing noise go on from there
-            hdr[P.H_FIRST_STEP] = self.peers[w].steps
-            hdr[P.H_DRAWN] = self.peers[w].samples
-            srv._send(w, hdr, self.ledger.theta)
-        self._await_all(P.R_RESET)
+            reset = P.ResetCmd(
+                epoch_s=self.epoch,
+                version=self.ledger.version,
+                run=self.run_index,
+                p2p=self.p2p is not None,
+                # a resumed run: the worker's step numbers, data order and timing noise go on from there
+                first_step=self.peers[w].steps,
+                drawn=self.peers[w].samples,
+            )
+            srv._send(w, reset, self.ledger.theta)
+        self._await_all(P.ResetDone)
 
     def _stop_workers(self) -> None:
         srv = self.srv
         self.stopping = True
         for w in sorted(srv.alive):
-            hdr = P.header()
-            hdr[P.H_TYPE] = P.C_STOP
-            srv._send(w, hdr)
-        self._await_all(P.R_BYE)
+            srv._send(w, P.StopCmd())
+        self._await_all(P.Bye)
         srv._reap_sends(wait=True)
 
-    def _await_all(self, kind: int) -> None:
+    def _await_all(self, kind: type[P.ResetDone | P.Bye]) -> None:
         """Wait for a ``kind`` reply from every live worker; other reports
         (work that was in flight) are discarded, deaths recorded."""
         waiting = set(self.srv.alive)
         deadline = time.time() + self.srv.opts.worker_timeout_s
         while waiting:
             try:
-                w, hdr, _, error = self.srv.inbox.get(timeout=max(0.01, deadline - time.time()))
+                w, report, _, error = self.srv.take(max(0.01, deadline - time.time()))
             except queue.Empty:
                 for w in sorted(waiting):
                     self.left(w, f"no reply within worker_timeout_s={self.srv.opts.worker_timeout_s}")
@@ -352,7 +367,7 @@ class _Run:
             if error is not None:
                 self.left(w, error)
                 waiting.discard(w)
-            elif hdr is not None and int(hdr[P.R_TYPE]) & kind:
+            elif isinstance(report, kind):
                 waiting.discard(w)
 
     # ------------------------------------------------------------ loop
@@ -377,16 +392,16 @@ class _Run:
                 )
             wake = min(limit, self.next_eval, self.timers[0][0] if self.timers else limit)
             try:
-                item = srv.inbox.get(timeout=min(1.0, max(0.0, wake - now)))
+                item = srv.take(min(1.0, max(0.0, wake - now)))
             except queue.Empty:
                 item = None
             now = self.now()
             if item is not None:
-                w, hdr, payload, error = item
+                w, report, payload, error = item
                 if error is not None:
                     self.left(w, error)
-                elif w in srv.alive and hdr is not None:
-                    self._report(w, hdr, payload, now)
+                elif w in srv.alive and report is not None:
+                    self._report(w, report, payload, now)
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
                 self.deliver(TimerFired(now_s=now, tag=tag))
@@ -419,68 +434,52 @@ class _Run:
         return f"hetsync: {self.label}  " + " · ".join(parts)
 
     # --------------------------------------------------------- reports
-    def _report(self, w: int, hdr: torch.Tensor, payload: torch.Tensor | None, now: float) -> None:
-        kind = int(hdr[P.R_TYPE])
-        if kind & (P.R_ARRIVED | P.R_REDUCED | P.R_FETCHED | P.R_LOST):
+    def _report(self, w: int, rep: P.Report, payload: torch.Tensor | None, now: float) -> None:
+        if isinstance(rep, P.Arrived | P.Reduced | P.Fetched | P.Lost):
             if self.p2p is not None:
-                self.p2p.report(w, hdr, payload, now)
+                self.p2p.report(w, rep, payload, now)
             return
-        if kind & P.R_LEAVING:  # its own training loop ended (hetsync.loop)
+        if isinstance(rep, P.Leaving):  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
-                self.p2p.finished[w] = (payload, P.weight_of(hdr))  # its model stays in the final average
+                self.p2p.finished[w] = (payload, rep.weight)  # its model stays in the final average
             self.left(w, "its training loop ended")
-            bye = P.header()
-            bye[P.H_TYPE] = P.C_EXIT
-            self.srv._send(w, bye)
+            self.srv._send(w, P.ExitCmd())
             return
-        p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
+        if isinstance(rep, P.WorkDone) and rep.computed and w not in self.core.computing and w in self.halted:
+            return  # a continuous step begun before the worker saw HaltCmd: not booked, owes nothing
         self.paid(w, now)
-        if kind & P.R_PULLED:
-            sent = P.from_us(int(hdr[P.R_PULL_START_US]))  # sent, and the worker free to take it
-            end = P.from_us(int(hdr[P.R_PULL_END_US]))
-            p.comm_s += max(0.0, end - sent)
-            self.deliver(
-                core.pulled(
-                    w,
-                    start_s=sent,
-                    end_s=end,
-                    now_s=now,
-                    version=int(hdr[P.R_VERSION]),
-                    nbytes=nbytes,
-                    overwritten=int(hdr[P.R_OVERWRITTEN]),
-                )
-            )
-        if kind & P.R_COMPUTED:
-            start, end = P.from_us(int(hdr[P.R_C_START_US])), P.from_us(int(hdr[P.R_C_END_US]))
-            batch = int(hdr[P.R_BATCH])
-            p.compute_s += end - start
+        if not isinstance(rep, P.WorkDone):
+            return  # a late ResetDone or Bye
+        p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
+        p.comm_s += rep.comm_s  # transfer time no step overlapped (runtime.lanes.BusyClock)
+        if rep.pulled is not None:  # (its start: sent, and the worker free to take it)
+            self.deliver(core.pulled(w, now_s=now, nbytes=nbytes, **dataclasses.asdict(rep.pulled)))
+        if (c := rep.computed) is not None:
+            p.compute_s += c.end_s - c.start_s
             p.steps += 1
-            p.samples += batch
+            p.samples += c.batch_size
             if self.p2p is not None:
-                self.p2p.computed(w, start, end)
-            done = core.computed(
-                w,
-                start_s=start,
-                end_s=end,
-                now_s=now,
-                step=int(hdr[P.R_STEP]),
-                batch_size=batch,
-                base_version=int(hdr[P.R_BASE]),
-                replaced=bool(int(hdr[P.R_REPLACED])),
-                committed=int(hdr[P.R_COMMITTED]),  # p2p: the step is the update
-                load=P.get_float(hdr, P.R_LOAD),
-                uplink_Bps=P.get_float(hdr, P.R_UP_BPS),
-                downlink_Bps=P.get_float(hdr, P.R_DOWN_BPS),
-            )
+                self.p2p.computed(w, c.start_s, c.end_s)
+            done = core.computed(w, now_s=now, **dataclasses.asdict(c))
+            self._continue(w, now)
             self.deliver(done)
-        if kind & P.R_PUSHED:
-            start = P.from_us(int(hdr[P.R_P_START_US]))
-            push_kind = P.KIND_NAMES[int(hdr[P.R_P_KIND])]
-            steps, samples, base = int(hdr[P.R_P_STEPS]), int(hdr[P.R_P_SAMPLES]), int(hdr[P.R_P_BASE])
-            lr_scale = P.get_float(hdr, P.R_LR_SCALE) if int(hdr[P.R_LR_SCALE]) else 1.0
-            push_id = core.ledger.hold(HeldPush(w, push_kind, payload, base, steps, samples, lr_scale))
-            p.comm_s += max(0.0, now - start)
-            self.deliver(core.push_arrived(push_id, start_s=start, now_s=now, nbytes=nbytes))
+        if (s := rep.pushed) is not None:
+            push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, s.lr_scale))
+            self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=nbytes))
+
+    def _continue(self, w: int, now: float) -> None:
+        """A continuous step was reported: the worker has begun the next one
+        already; book it, or stop the worker when the budget is spent. (Before
+        the policy hears of the step, as in the simulator.)"""
+        step = self.continuous.get(w)
+        if step is None:
+            return
+        if self.core.start_step(step):
+            self.watchdog.owe(w, now)
+            return
+        del self.continuous[w]
+        self.halted.add(w)
+        self.post(w, P.HaltCmd(), owes=False)
 
     def left(self, w: int, reason: str) -> None:
         """``w`` is gone: the coordinator forgives what was owed for it, then
@@ -489,6 +488,7 @@ class _Run:
         if w not in srv.alive and any(x["worker"] == w for x in self.ledger.left):
             return
         srv.alive.discard(w)
+        self.continuous.pop(w, None)
         now = self.now()
         self.watchdog.forgive(w)
         event = self.core.left(w, now, reason)
@@ -525,42 +525,28 @@ class _Run:
         w = cmd.worker
         if w not in self.srv.alive:
             return
-        hdr = P.header()
-        payload = None
+        push = cmd.kind if isinstance(cmd, Push) else None
+        pull = P.PullOrder(version=self.ledger.version, sent_s=self.now()) if isinstance(cmd, Pull) else None
         step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
-        if isinstance(cmd, Push):
-            hdr[P.H_TYPE] = P.C_PUSH
-            hdr[P.H_PUSH_KIND] = P.KINDS[cmd.kind]
-        if isinstance(cmd, Pull):
-            hdr[P.H_TYPE] |= P.C_PULL
-            hdr[P.H_VERSION] = self.ledger.version
-            hdr[P.H_SENT_US] = P.to_us(self.now())
-            payload = self.ledger.theta
+        order = None
         if step is not None and self.core.start_step(step):
-            hdr[P.H_TYPE] |= P.C_COMPUTE
-            hdr[P.H_BATCH] = step.batch_size
-            if step.local_lr is not None:
-                self.local_steps = True
-                hdr[P.H_HAS_LR] = 1
-                P.put_float(hdr, P.H_LR, step.local_lr)
-            hdr[P.H_PUSH_AFTER] = P.KINDS[step.push] if step.push is not None else 0
-        if int(hdr[P.H_TYPE]) == 0:
+            order = P.StepOrder(
+                batch_size=step.batch_size, local_lr=step.local_lr, push_after=step.push, continuous=step.continuous
+            )
+            self.local_steps |= step.local_lr is not None
+            self.halted.discard(w)
+            if step.continuous:
+                self.continuous[w] = step
+        if push is None and pull is None and order is None:
             return  # a step the budget no longer allows
-        if not self.post(w, hdr, payload) and int(hdr[P.H_TYPE]) & P.C_COMPUTE:
+        work = P.WorkCmd(push=push, pull=pull, step=order)
+        if not self.post(w, work, self.ledger.theta if pull is not None else None) and order is not None:
             self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
 
-    def post(
-        self,
-        w: int,
-        hdr: torch.Tensor,
-        payload: torch.Tensor | None = None,
-        *,
-        peers: tuple[int, ...] | None = None,
-        owes: bool = True,
-    ) -> bool:
+    def post(self, w: int, cmd: P.Command, payload: torch.Tensor | None = None, *, owes: bool = True) -> bool:
         """Send a command; ``owes``: the worker owes one report for it."""
         now = self.now()
-        if not self.srv._send(w, hdr, payload, peers):
+        if not self.srv._send(w, cmd, payload):
             return False
         if owes:
             self.watchdog.owe(w, now)

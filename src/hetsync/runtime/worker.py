@@ -9,11 +9,17 @@ compute time; with ``throttle`` its transfers last at least
 ``model bytes / bandwidth`` (the bandwidth divided by the scenario's
 ``link_load`` factor when the transfer starts).
 
-Two threads: a control thread reads the command stream; the main thread
-executes steps, pulls and pushes one after another, in order. The control
-thread itself handles what must not wait for a step to end — the
-peer-to-peer commands (:class:`~hetsync.runtime.p2p.PeerComm`) and the
-evaluation's ``FETCH`` — and hands everything else to the main thread.
+Threads: a control thread reads the command stream; the main thread
+executes steps (with the pull or push a command chains to them) in order.
+A standalone push goes up the uplink lane and a standalone pull comes down
+the downlink lane (:mod:`hetsync.runtime.lanes`), beside the steps, so a
+policy that communicates while its workers compute (WBSP-overlap) overlaps
+on real processes as in the simulator: a pull that lands during a step
+replaces the live model, and the step finishes on it. The control thread
+itself handles what must not wait for a step to end — the peer-to-peer
+commands (:class:`~hetsync.runtime.p2p.PeerComm`) and the evaluation's
+``FETCH``. Each report carries the transfer time no step overlapped
+(``R_COMM_S``), booked as the simulator books it (:class:`BusyClock`).
 
 In a peer-to-peer run (``RESET`` says so) a step first mixes the models
 that have arrived (push-sum weighted average with its own), then takes the SGD
@@ -27,6 +33,7 @@ import queue
 import signal
 import threading
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -36,14 +43,18 @@ from hetsync.localmodel import LocalModel
 from hetsync.optim import Stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
+from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
 SERVER_RANK = 0
+OUTBOX_MAX = 8  # messages queued to the server before a continuous step waits
 
 
 class WorkerProcess:
+    background = True  # standalone pushes and pulls run on the link lanes, beside the steps
+
     def __init__(
         self,
         worker: int,
@@ -65,9 +76,15 @@ class WorkerProcess:
         self.model = LocalModel(None)
         self.steps = 0
         self.p2p = False
-        self.channel = P.Channel(workload.n_params, P.command_has_payload)
-        self.commands: queue.Queue[tuple[torch.Tensor, torch.Tensor | None] | BaseException] = queue.Queue()
-        self._send_lock = threading.Lock()  # reports come from several threads
+        self.channel = P.Channel(workload.n_params)
+        self.commands: queue.Queue[tuple[P.Command, torch.Tensor | None] | BaseException] = queue.Queue()
+        self.model_lock = threading.Lock()  # the lanes and the steps change the model
+        self.busy = BusyClock()
+        # every message to the server leaves from one thread, in order: a step
+        # never waits for the server to take its report
+        self.outbox = Lane("outbox", self.commands.put, self._now_s)
+        self.uplink: Lane | None = None
+        self.downlink: Lane | None = None
         self.comm = PeerComm(
             worker,
             scenario,
@@ -83,94 +100,121 @@ class WorkerProcess:
     def _now_s(self) -> float:
         return time.time() - self.epoch
 
-    def _send(self, rep: torch.Tensor, payload: torch.Tensor | None = None) -> None:
-        tensors = self.channel.pack(rep, payload)
-        with self._send_lock:
-            for t in tensors:
-                dist.send(t, dst=SERVER_RANK)
+    def _send(self, msg: P.Command | P.Report, payload: torch.Tensor | None = None) -> None:
+        """Queue a message to the server (sent in order by the outbox thread;
+        the tensors are never changed in place, so they are not copied)."""
+        tensors = self.channel.pack_message(msg, payload)
+        self.outbox.submit(lambda: self._write(tensors))
+
+    @staticmethod
+    def _write(tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            dist.send(t, dst=SERVER_RANK)
+
+    def flush(self) -> None:
+        """Wait until every queued message has left (before the process group closes)."""
+        self.outbox.drain()
+
+    def _send_report(self, done: Done, payload: torch.Tensor | None) -> None:
+        """A command's report, with the transfer time no step overlapped since
+        the previous one; a push ends when its payload has left."""
+        comm_s = self.busy.take_comm_s(self._now_s())
+        self._send(P.WorkDone(pulled=done.pulled, computed=done.computed, pushed=done.pushed, comm_s=comm_s), payload)
+        if done.pushed is not None:
+            self.outbox.submit(lambda: self.busy.transfer(False, self._now_s()))
 
     # ------------------------------------------------------------- loop
     def serve(self) -> None:
+        if self.background:
+            self.uplink = Lane("uplink", self.commands.put, self._now_s)
+            self.downlink = Lane("downlink", self.commands.put, self._now_s)
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()
+        repeat: P.StepOrder | None = None  # a continuous step: again, until HaltCmd
         while True:
             self.free_since_s = self._now_s()  # a command sent earlier waited for this moment
+            if repeat is not None and self.commands.empty():
+                # backpressure: a step nonstop waits while its reports queue up
+                # (the server reads at most REPORTS_QUEUED_MAX ahead of its loop)
+                self.outbox.wait_below(OUTBOX_MAX)
+                self._maybe_die()
+                self._command(P.WorkCmd(step=repeat), None)
+                continue
             item = self.commands.get()
             if isinstance(item, BaseException):
                 raise item
-            hdr, payload = item
-            kind = int(hdr[P.H_TYPE])
-            if kind & P.C_EXIT:
+            cmd, payload = item
+            if not isinstance(cmd, P.WorkCmd):
+                repeat = None
+            if isinstance(cmd, P.ExitCmd):
+                self.flush()
                 return
-            if kind & P.C_RESET:
+            if isinstance(cmd, P.ResetCmd):
                 assert payload is not None
-                self._reset(hdr, payload)
-                continue
-            if kind & P.C_STOP:
+                self._reset(cmd, payload)
+            elif isinstance(cmd, P.StopCmd):
                 self._bye()
-                continue
-            self._maybe_die()
-            self._command(hdr, kind, payload)
+            elif isinstance(cmd, P.WorkCmd):
+                self._maybe_die()
+                self._command(cmd, payload)
+                if cmd.step is not None and cmd.step.continuous:
+                    repeat = cmd.step
 
     def _bye(self) -> None:
         """The run is over (``STOP``): nothing of it reports after this ``BYE``."""
+        for lane in (self.uplink, self.downlink):
+            if lane is not None:
+                lane.drain()  # transfers in flight report first
         self.comm.quiesce()
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_BYE
-        self._send(rep)
+        self._send(P.Bye())
 
     def _read_commands(self) -> None:
-        """The control thread: peer-to-peer commands and FETCH at once, the
-        rest to the main thread in order."""
+        """The control thread: peer-to-peer commands and FETCH at once,
+        standalone pushes and pulls to their lanes, the rest to the main
+        thread in order."""
         try:
             while True:
-                hdr, payload = self.channel.recv(SERVER_RANK)
-                kind = int(hdr[P.H_TYPE])
-                peers: tuple[int, ...] = ()
-                if P.command_has_peers(hdr):
-                    listed = torch.empty(int(hdr[P.H_NPEERS]), dtype=torch.int64)
-                    dist.recv(listed, src=SERVER_RANK)
-                    peers = tuple(int(x) for x in listed.tolist())
-                exchange = int(hdr[P.H_EXCH])
-                if kind & (P.C_MULTICAST | P.C_EXPECT | P.C_ALLREDUCE):
+                cmd, payload = self.channel.recv_command(SERVER_RANK)
+                if isinstance(cmd, P.MulticastCmd | P.ExpectCmd | P.AllReduceCmd):
                     self._maybe_die()  # a death in the middle of an exchange
-                if kind & P.C_MULTICAST:
-                    self.comm.multicast(exchange, peers)
-                elif kind & P.C_EXPECT:
-                    self.comm.expect(exchange, int(hdr[P.H_PEER]))
-                elif kind & P.C_ALLREDUCE:
-                    self.comm.allreduce(exchange, peers)
-                elif kind & P.C_ABORT:
-                    self.comm.abort(exchange)
-                elif kind & P.C_FETCH:
-                    rep = P.header()
-                    rep[P.R_TYPE] = P.R_FETCHED
-                    model, weight = self.comm.fetch()
-                    P.put_float(rep, P.R_WEIGHT, weight)
-                    self._send(rep, model)  # the model as it is: a step in progress is not in it
-                else:
-                    self.commands.put((hdr, payload))
-                    if kind & P.C_EXIT:
-                        return
+                match cmd:
+                    case P.MulticastCmd(exchange=e, receivers=receivers):
+                        self.comm.multicast(e, receivers)
+                    case P.ExpectCmd(exchange=e, sender=sender):
+                        self.comm.expect(e, sender)
+                    case P.AllReduceCmd(exchange=e, ring=ring):
+                        self.comm.allreduce(e, ring)
+                    case P.AbortCmd(exchange=e):
+                        self.comm.abort(e)
+                    case P.FetchCmd():
+                        model, weight = self.comm.fetch()
+                        self._send(P.Fetched(weight=weight), model)  # as it is: a step in progress is not in it
+                    case P.WorkCmd(push=push, pull=None, step=None) if push and self.uplink is not None:
+                        self.uplink.submit(lambda c=cmd: self._background(c, None, self.uplink))
+                    case P.WorkCmd(push=None, pull=pull, step=None) if pull and self.downlink is not None:
+                        self.downlink.submit(lambda c=cmd, m=payload: self._background(c, m, self.downlink))
+                    case _:
+                        self.commands.put((cmd, payload))
+                        if isinstance(cmd, P.ExitCmd):
+                            return
         except Exception as e:  # the server is gone
             self.commands.put(e)
 
-    def _reset(self, hdr: torch.Tensor, model: torch.Tensor) -> None:
-        self.epoch = P.from_us(int(hdr[P.H_EPOCH_US]))
+    def _reset(self, cmd: P.ResetCmd, model: torch.Tensor) -> None:
+        self.epoch = cmd.epoch_s
         self.model = LocalModel(
-            model,
-            int(hdr[P.H_VERSION]),
-            stepper=self._stepper(int(hdr[P.H_RUN])),
-            push_sum=self.sc.p2p_mixing == "push-sum",
+            model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
         )
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
-        self.steps = int(hdr[P.H_FIRST_STEP])  # 0, or where a resumed run's checkpoint left this worker
+        self.busy = BusyClock(self._now_s())
+        for lane in (self.uplink, self.downlink):
+            if lane is not None:
+                lane.free_since_s = self._now_s()  # (the run's clock starts now)
+        self.steps = cmd.first_step  # 0, or where a resumed run's checkpoint left this worker
         self.model.local_clock = self.steps
-        self._reset_data(int(hdr[P.H_DRAWN]))
-        self.p2p = bool(int(hdr[P.H_P2P]))
+        self._reset_data(cmd.drawn)
+        self.p2p = cmd.p2p
         self.comm.reset()
-        rep = P.header()
-        rep[P.R_TYPE] = P.R_RESET
-        self._send(rep)
+        self._send(P.ResetDone())
 
     def _reset_data(self, drawn: int) -> None:
         """This worker's shard of the workload's data, positioned after the
@@ -204,37 +248,45 @@ class WorkerProcess:
         if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _command(self, hdr: torch.Tensor, kind: int, model: torch.Tensor | None) -> None:
-        rep = P.header()
-        payload = self._transfers(hdr, kind, model, rep)
-        if kind & P.C_COMPUTE:
+    def _background(self, cmd: P.WorkCmd, model: torch.Tensor | None, lane: Lane | None) -> None:
+        """A standalone push or pull, on its lane while the main thread computes."""
+        assert lane is not None
+        self._maybe_die()
+        done, payload = self._transfers(cmd, model, free_since_s=lane.free_since_s)
+        self._send_report(done, payload)
+
+    def _command(self, cmd: P.WorkCmd, model: torch.Tensor | None) -> None:
+        done, payload = self._transfers(cmd, model, free_since_s=self.free_since_s)
+        if cmd.step is not None:
             start, base = self._begin_step()
-            batch = int(hdr[P.H_BATCH])
-            x, y = self.shard.next_batch(batch)
+            x, y = self.shard.next_batch(cmd.step.batch_size)
             t0 = time.perf_counter()
             grad, _ = self.workload.gradient(self.model.local, x, y)
             measured = time.perf_counter() - t0
-            after = self._end_step(hdr, rep, grad, start, base, measured)
+            after = self._end_step(cmd.step, done, grad, start, base, measured)
             payload = after if after is not None else payload
-        self._send(rep, payload)
+        self._send_report(done, payload)
 
     def _transfers(
-        self, hdr: torch.Tensor, kind: int, model: torch.Tensor | None, rep: torch.Tensor
-    ) -> torch.Tensor | None:
+        self, cmd: P.WorkCmd, model: torch.Tensor | None, *, free_since_s: float
+    ) -> tuple[Done, torch.Tensor | None]:
         """A command's standalone push and its pull (both before its step, if
-        it has one); returns the push's payload."""
-        payload = None
-        if kind & P.C_PUSH:
-            payload = self._push(rep, P.KIND_NAMES[int(hdr[P.H_PUSH_KIND])])
-        if kind & P.C_PULL:
-            started = max(P.from_us(int(hdr[P.H_SENT_US])), self.free_since_s)
-            rep[P.R_PULL_START_US] = P.to_us(started)
+        it has one); returns what they did and the push's payload. A pull
+        starts when it was sent or when whoever carries it
+        (``free_since_s``) became free."""
+        done, payload = Done(), None
+        if cmd.push is not None:
+            payload = self._push(done, cmd.push)
+        if (pull := cmd.pull) is not None:
+            started = max(pull.sent_s, free_since_s)
+            self.busy.transfer(True, started)
             self._throttle(started)
-            rep[P.R_OVERWRITTEN] = self.model.load(model, int(hdr[P.H_VERSION]))
-            rep[P.R_TYPE] |= P.R_PULLED
-            rep[P.R_VERSION] = int(hdr[P.H_VERSION])
-            rep[P.R_PULL_END_US] = P.to_us(self._now_s())
-        return payload
+            with self.model_lock:  # a step in progress finishes on the loaded model
+                overwritten = self.model.load(model, pull.version)
+            end = self._now_s()
+            self.busy.transfer(False, end)
+            done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, overwritten=overwritten)
+        return done, payload
 
     def _throttle(self, started_s: float) -> None:
         Bps = link_Bps(self.sc, self.w, started_s, self.throttle)
@@ -249,12 +301,14 @@ class WorkerProcess:
         mixed in first. Returns its start time and the version it computes on."""
         if self.p2p:
             self.comm.mix_arrived()  # push-sum weights (hetsync.localmodel)
-        return self._now_s(), self.model.base_version
+        start = self._now_s()
+        self.busy.compute(True, start)
+        return start, self.model.base_version
 
     def _end_step(
         self,
-        hdr: torch.Tensor,
-        rep: torch.Tensor,
+        step: P.StepOrder,
+        done: Done,
         grad: torch.Tensor | None,
         start: float,
         base: int,
@@ -262,39 +316,62 @@ class WorkerProcess:
     ) -> torch.Tensor | None:
         """A step's computation is done (``measured_s`` of it): sleep the
         scenario's extra share, book it (a local step, or a gradient to
-        push), fill the report, and push right after if the command says so;
+        push), fill ``done``, and push right after if the command says so;
         returns that push's payload."""
-        local_lr = P.get_float(hdr, P.H_LR) if int(hdr[P.H_HAS_LR]) else None
-        batch = int(hdr[P.H_BATCH])
         extra = self.timing.extra_sleep_s(self.w, measured_s, start)
         if extra > 0:
             time.sleep(extra)
-        rep[P.R_REPLACED] = self.model.finish_step(grad, batch, base, local_lr)
-        if self.p2p:
-            rep[P.R_COMMITTED] = self.model.commit_local()
+        committed = 0
+        with self.model_lock:
+            replaced = self.model.finish_step(grad, step.batch_size, base, step.local_lr)
+            if self.p2p:
+                committed = self.model.commit_local()
         end = self._now_s()
-        rep[P.R_TYPE] |= P.R_COMPUTED
-        rep[P.R_C_START_US] = P.to_us(start)
-        rep[P.R_C_END_US] = P.to_us(end)
-        P.put_float(rep, P.R_UP_BPS, link_Bps(self.sc, self.w, end, self.throttle))
-        P.put_float(rep, P.R_DOWN_BPS, link_Bps(self.sc, self.w, end, self.throttle))
-        rep[P.R_STEP] = self.steps
-        rep[P.R_BATCH] = batch
-        rep[P.R_BASE] = base
-        P.put_float(rep, P.R_LOAD, self.timing.load_factor(self.w, start))
+        self.busy.compute(False, end)
+        Bps = link_Bps(self.sc, self.w, end, self.throttle)
+        done.computed = P.Computed(
+            step=self.steps,
+            batch_size=step.batch_size,
+            base_version=base,
+            start_s=start,
+            end_s=end,
+            replaced=bool(replaced),
+            committed=committed,
+            load=self.timing.load_factor(self.w, start),
+            uplink_Bps=Bps,
+            downlink_Bps=Bps,
+        )
         self.steps += 1
-        after = int(hdr[P.H_PUSH_AFTER])
-        return self._push(rep, P.KIND_NAMES[after]) if after else None
+        return self._push(done, step.push_after) if step.push_after is not None else None
 
-    def _push(self, rep: torch.Tensor, kind: str) -> torch.Tensor:
+    def _lr_scale(self) -> float:
+        """The schedule factor a push carries (a training loop's own: :mod:`hetsync.loop`)."""
+        return 1.0
+
+    def _push(self, done: Done, kind: str) -> torch.Tensor:
+        """Take what the push carries and hold it for the link's time; the
+        transfer ends when its report has been sent (:meth:`_send_report`)."""
         start = self._now_s()
-        push = self.model.take_push(kind)
+        self.busy.transfer(True, start)
+        with self.model_lock:
+            push = self.model.take_push(kind)
         self._throttle(start)
-        rep[P.R_TYPE] |= P.R_PUSHED
-        rep[P.R_P_KIND] = P.KINDS[push.kind]
-        rep[P.R_P_STEPS] = push.steps
-        rep[P.R_P_SAMPLES] = push.samples
-        rep[P.R_P_BASE] = push.base_version
-        rep[P.R_P_START_US] = P.to_us(start)
+        done.pushed = P.Pushed(
+            kind=push.kind,  # type: ignore[arg-type]
+            steps=push.steps,
+            samples=push.samples,
+            base_version=push.base_version,
+            start_s=start,
+            lr_scale=self._lr_scale(),
+        )
         assert push.payload is not None
         return push.payload
+
+
+@dataclass(slots=True)
+class Done:
+    """What a command did so far: the parts of its :class:`~hetsync.runtime.protocol.WorkDone`."""
+
+    pulled: P.Pulled | None = None
+    computed: P.Computed | None = None
+    pushed: P.Pushed | None = None

@@ -327,6 +327,8 @@ class Simulation:
         )
         if cmd.push is not None:  # pushed as the step ends, before the policy hears of it
             self._push(Push(worker=index, kind=cmd.push))
+        if cmd.continuous:  # the next step starts at once, before the policy hears of this one
+            self._execute([cmd])
         self._deliver(done)
 
     def _push(self, cmd: Push) -> None:

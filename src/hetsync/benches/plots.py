@@ -1,0 +1,142 @@
+"""Plots that several benches draw, from a case's runs and traces.
+
+- :func:`case_plots`: a seed's metric curve (and its zoom on the start), the
+  shares, and per-worker timelines of chosen policies;
+- :func:`plot_batches`: the batch size each worker computed over time, one
+  panel per trace, with the background load below;
+- :func:`compute_records`: a trace's ``compute`` records, what they read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from hetsync import report
+from hetsync.trace import iter_records
+
+PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+OTHER = "#AAAAAA"  # workers not singled out
+
+
+def compute_records(trace: Path) -> list[dict[str, Any]]:
+    """The ``compute`` records of a trace: start ``t``, ``end``, worker ``w``, ``step``, ``batch``."""
+    return [dict(r) for r in iter_records(trace, kinds={"compute"})]
+
+
+def case_plots(
+    *,
+    baselines: Callable[[dict[str, Any]], bool],
+    timelines: Collection[str] = (),
+    timeline_s: float = 5.0,
+) -> Callable[[list[dict[str, Any]], Path, Any], None]:
+    """An ``after`` hook for :meth:`Experiment.run_case` that draws a seed's
+    plots in its folder: the metric curve, its zoom on the start (to 2.5 × the
+    fastest baseline's time to target, rounded up to 10 s; none when that cuts
+    nothing), the shares, and the first ``timeline_s`` seconds of the
+    per-worker timeline of each policy in ``timelines``; then prints the
+    seed's table. ``baselines`` tells a baseline run from a candidate's."""
+
+    def plot(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
+        curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
+        report.plot_metric(runs, where / f"{curve}.png")
+        zoom, zoom_png = zoomed(runs, baselines), where / f"{curve}-zoom.png"
+        if zoom and zoom[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
+            report.plot_metric(zoom, zoom_png)
+        else:  # a zoom that cuts nothing would be the plot above again
+            zoom_png.unlink(missing_ok=True)
+        report.plot_shares(runs, where / "shares.png")
+        for r in runs:
+            if r["policy"] in timelines and r["trace"]:
+                window = min(timeline_s, r["wall_time_s"])
+                report.plot_timeline(
+                    where / r["trace"],
+                    where / f"timeline-{report.safe_name(r['label'])}.png",
+                    title=f"{r['label']} · {r['scenario']} · first {window:g} s",
+                    max_workers=8,
+                    window_s=(0.0, window),
+                )
+        report.terminal_console().print(report.summary_table(runs))
+
+    return plot
+
+
+def zoomed(runs: list[dict[str, Any]], baselines: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The runs cut to the interesting start: 2.5 × the fastest baseline's time to target."""
+    ttas = [r["time_to_target_s"] for r in runs if baselines(r) and r["time_to_target_s"] is not None]
+    wall = max(r["wall_time_s"] for r in runs)
+    end = min(wall, 10 * math.ceil(2.5 * min(ttas) / 10)) if ttas else wall
+    curves = ("metric_curve", "accuracy_curve")  # the second: an alias, for accuracy targets
+    return [{**r, "wall_time_s": end, **{k: [p for p in r[k] if p[0] <= end] for k in curves if k in r}} for r in runs]
+
+
+def plot_batches(
+    panels: list[tuple[str, Path]],
+    path: Path,
+    *,
+    title: str,
+    colors: dict[int, str],
+    legend: list[tuple[str, str]],
+    window_s: float | None = None,
+    load: Any = None,
+    virtual: bool = True,
+) -> Path:
+    """Batch size over time per worker, one panel per trace (workers not in ``colors`` in grey);
+    with ``load`` (a BackgroundLoad), a last panel shows when each loaded worker's load is on."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    rows = len(panels) + (1 if load is not None else 0)
+    ratios = [3.0] * len(panels) + ([0.35 * len(load.workers) + 0.4] if load is not None else [])
+    height = 2.5 * len(panels) + (0.3 * len(load.workers) + 0.8 if load is not None else 0) + 0.8
+    fig = Figure(figsize=(10, height), layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=True, gridspec_kw={"height_ratios": ratios}, squeeze=False)[:, 0]
+    end = 0.0
+    for ax, (label, trace) in zip(axes, panels, strict=False):
+        by_worker: dict[int, list[tuple[float, int]]] = {}
+        for rec in compute_records(trace):
+            if window_s is None or rec["t"] <= window_s:
+                by_worker.setdefault(rec["w"], []).append((rec["t"], rec["batch"]))
+        for w in sorted(by_worker, key=lambda w: (w in colors, w)):  # coloured workers on top
+            pts = sorted(by_worker[w])
+            end = max(end, pts[-1][0])
+            ax.step(
+                [t for t, _ in pts],
+                [b for _, b in pts],
+                where="post",
+                color=colors.get(w, OTHER),
+                linewidth=1.5 if w in colors else 0.8,
+                alpha=0.95 if w in colors else 0.7,
+            )
+        ax.set_ylabel("batch (samples)")
+        ax.set_title(label, loc="left", fontsize=10)
+        ax.grid(True, color="0.9", linewidth=0.8)
+        ax.set_axisbelow(True)
+        ax.set_ylim(bottom=0)
+    right = window_s if window_s is not None else end
+    if load is not None:
+        ax = axes[-1]
+        steps = 2000
+        for k, w in enumerate(load.workers):
+            ts = [right * i / steps for i in range(steps + 1)]
+            on = [load.factor_at(w, t) > 1 for t in ts]
+            ax.fill_between(ts, k - 0.38, k + 0.38, where=on, step="post", color=colors.get(w, OTHER), linewidth=0)
+        ax.set_yticks(range(len(load.workers)), [f"w{w}" for w in load.workers], fontsize=8)
+        ax.set_ylim(len(load.workers) - 0.5, -0.5)
+        ax.set_title(f"background load on ({load.factor:g}x slower), per loaded worker", loc="left", fontsize=9)
+        ax.grid(True, axis="x", color="0.9", linewidth=0.8)
+    axes[-1].set_xlabel("time (s, virtual)" if virtual else "time (s)")
+    axes[-1].set_xlim(0, right)
+    handles = [Line2D([], [], color=c, linewidth=2) for _, c in legend]
+    fig.legend(
+        handles, [n for n, _ in legend], loc="outside lower center", ncol=min(len(legend), 8), fontsize=8, frameon=False
+    )
+    fig.suptitle(title, x=0.01, ha="left", fontsize=11)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(out, dpi=report.DPI)
+    return out

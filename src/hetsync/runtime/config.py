@@ -1,0 +1,172 @@
+"""What every rank of a runtime run is given: one validated configuration.
+
+``hetsync run`` (and ``compare --runtime dist``, ``advise --verify``) write it
+to ``OUT/run-config.json`` and start every rank with ``python -m
+hetsync.runtime --config OUT/run-config.json``; whoever calls torchrun by
+hand gives the same settings as flags (``python -m hetsync.runtime --help``).
+Both build a :class:`RunConfig`, and it validates: the file holds the
+scenario as its name or path with the overrides of ``--set`` (each rank loads
+it), the policy specs, the process options and whether to draw plots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hetsync import limits
+from hetsync.errors import BadInput
+
+if TYPE_CHECKING:
+    from hetsync.scenario import Scenario
+
+CONFIG_NAME = "run-config.json"
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
+
+
+def _seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        interval = f"{'(' if low_open else '['}{limits.shown(low)}, {limits.shown(high)}]"
+        raise BadInput(f"{name} must be a number of seconds in {interval}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessOptions:
+    """How the processes of a run behave (every rank gets the same)."""
+
+    out: Path = Path("runs/dist")
+    worker_timeout_s: float = 60.0  # a worker silent this long while it owes a report is declared gone
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S  # for every rank to join the process group
+    checkpoint_dir: Path | None = None
+    checkpoint_every_s: float = 10.0
+    resume: bool = False  # continue each policy from its checkpoint in checkpoint_dir
+    throttle: bool = False  # transfers last at least model bytes / the worker's bandwidth
+    kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
+    kill_at_s: float | None = None  # ... at this time into each run
+
+    def __post_init__(self) -> None:
+        _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
+        _seconds("startup_timeout_s", self.startup_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
+        _seconds("checkpoint_every_s", self.checkpoint_every_s, limits.MIN_CHECKPOINT_EVERY_S, limits.MAX_TIME_S)
+        if self.kill_worker is not None and (
+            isinstance(self.kill_worker, bool) or not isinstance(self.kill_worker, int)
+        ):
+            raise BadInput(f"kill_worker must be a worker index, got {self.kill_worker!r}")
+        if self.kill_at_s is not None:
+            _seconds("kill_at_s", self.kill_at_s, 0, limits.MAX_TIME_S)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str = "process") -> ProcessOptions:
+        known = {f.name for f in fields(cls)}
+        given = _mapping(raw, where, known)
+        for key in ("out", "checkpoint_dir"):
+            if given.get(key) is not None:
+                if not isinstance(given[key], str) or not given[key]:
+                    raise BadInput(f"{where}.{key} must be a folder path, got {given[key]!r}")
+                given[key] = Path(given[key])
+        for key in ("resume", "throttle"):
+            if key in given and not isinstance(given[key], bool):
+                raise BadInput(f"{where}.{key} must be true or false, got {given[key]!r}")
+        return cls(**given)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """A runtime run: the scenario (a built-in name or a YAML path, with the
+    keys ``--set`` and ``--seed`` replace), the policy specs (None: the
+    scenario's), the process options, and whether the server draws plots."""
+
+    scenario: str = "default"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    policies: tuple[str, ...] | None = None
+    process: ProcessOptions = field(default_factory=ProcessOptions)
+    plots: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scenario, str) or not self.scenario:
+            raise BadInput(f"scenario must be a built-in name or a YAML path, got {self.scenario!r}")
+        if not isinstance(self.overrides, Mapping) or not all(isinstance(k, str) for k in self.overrides):
+            raise BadInput(f"overrides must map scenario keys to values, got {self.overrides!r}")
+        if self.policies is not None and (
+            not isinstance(self.policies, tuple)
+            or not self.policies
+            or not all(isinstance(s, str) and s for s in self.policies)
+        ):
+            raise BadInput(f"policies must be a non-empty list of policy specs, got {self.policies!r}")
+        if not isinstance(self.process, ProcessOptions):
+            raise BadInput(f"process must be ProcessOptions, got {type(self.process).__name__}")
+        if not isinstance(self.plots, bool):
+            raise BadInput(f"plots must be true or false, got {self.plots!r}")
+
+    def load_scenario(self) -> Scenario:
+        from hetsync.scenario import load_scenario
+
+        return load_scenario(self.scenario, **self.overrides)
+
+    def specs(self, scenario: Scenario) -> list[str]:
+        """The policy specs to run (the scenario's when none are given), checked."""
+        from hetsync.driver import policy_specs
+
+        return policy_specs(",".join(self.policies) if self.policies else None, scenario)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "overrides": dict(self.overrides),
+            "policies": None if self.policies is None else list(self.policies),
+            "process": self.process.to_dict(),
+            "plots": self.plots,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> RunConfig:
+        given = _mapping(raw, "the run config", {f.name for f in fields(cls)})
+        if "process" in given:
+            given["process"] = ProcessOptions.from_dict(given["process"])
+        if isinstance(given.get("policies"), list):
+            given["policies"] = tuple(given["policies"])
+        return cls(**given)
+
+    def write(self, path: Path) -> Path:
+        """Write the config as JSON (through a temporary file: a rank never reads half of it)."""
+        try:
+            text = json.dumps(self.to_dict(), indent=1) + "\n"
+        except TypeError as e:  # an override YAML parsed into something JSON has not (a date)
+            raise BadInput(f"overrides must be plain values (numbers, text, lists, mappings): {e}") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> RunConfig:
+        try:
+            raw = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise BadInput(f"cannot read the run config {str(path)!r}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise BadInput(f"the run config {str(path)!r} is not valid JSON: {e}") from None
+        return cls.from_dict(raw)
+
+
+def _mapping(raw: Any, where: str, known: set[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where} must be a JSON object, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        raise BadInput(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    return dict(raw)
+
+
+def _jsonable(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
