@@ -74,7 +74,7 @@ from hetsync.workloads import Workload
 # an evaluation takes real time from the run it measures: a step-limited run
 # without eval_every_s evaluates 40 times (as in the simulator), at most this often
 MIN_EVAL_EVERY_S = 0.5
-REPORTS_QUEUED_MAX = 16  # per worker, read off the wire but not yet handled by the server loop
+REPORTS_QUEUED_MAX = 256  # per worker, read off the wire but not yet handled by the server loop
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

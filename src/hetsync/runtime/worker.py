@@ -49,7 +49,7 @@ from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
 SERVER_RANK = 0
-OUTBOX_MAX = 8  # messages queued to the server before a continuous step waits
+OUTBOX_MAX = 64  # messages queued to the server before a continuous step waits
 
 
 class WorkerProcess:
