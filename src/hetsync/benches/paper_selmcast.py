@@ -53,6 +53,7 @@ from hetsync.benches.common import (
     split_list,
     target_text,
 )
+from hetsync.benches.plots import plot_timelines
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
@@ -366,16 +367,7 @@ def _plots(runs: list[dict[str, Any]], where: Path, scenario: str, window_s: flo
     report.plot_metric(runs, where / f"{report.metric_plot_name(runs)}.png")  # accuracy.png, or the target's
     report.plot_shares(runs, where / "shares.png")
     plot_exchange(runs, where / "exchange.png", title=f"peer-to-peer exchanges · {scenario}")
-    for r in runs:
-        if r["trace"] and r["policy"] in TIMELINE_POLICIES:
-            end = min(window_s, r["wall_time_s"])
-            report.plot_timeline(
-                where / r["trace"],
-                where / f"timeline-{report.safe_name(r['label'])}.png",
-                title=f"{r['label']} · {scenario} · first {end:g} s",
-                max_workers=16,
-                window_s=(0.0, end),
-            )
+    plot_timelines(runs, where, TIMELINE_POLICIES, window_s=window_s, max_workers=16)
 
 
 def plot_exchange(runs: list[dict[str, Any]], path: Path, *, title: str) -> Path:

@@ -21,6 +21,22 @@ PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 OTHER = "#AAAAAA"  # workers not singled out
 
 
+def plot_timelines(
+    runs: list[dict[str, Any]], where: Path, policies: Collection[str], *, window_s: float, max_workers: int
+) -> None:
+    """The first ``window_s`` of the timeline of every run of ``policies``."""
+    for r in runs:
+        if r["trace"] and r["policy"] in policies:
+            end = min(window_s, r["wall_time_s"])
+            report.plot_timeline(
+                where / r["trace"],
+                where / f"timeline-{report.safe_name(r['label'])}.png",
+                title=f"{r['label']} · {r['scenario']} · first {end:g} s",
+                max_workers=max_workers,
+                window_s=(0.0, end),
+            )
+
+
 def compute_records(trace: Path) -> list[dict[str, Any]]:
     """The ``compute`` records of a trace: start ``t``, ``end``, worker ``w``, ``step``, ``batch``."""
     return [dict(r) for r in iter_records(trace, kinds={"compute"})]
@@ -48,16 +64,7 @@ def case_plots(
         else:  # a zoom that cuts nothing would be the plot above again
             zoom_png.unlink(missing_ok=True)
         report.plot_shares(runs, where / "shares.png")
-        for r in runs:
-            if r["policy"] in timelines and r["trace"]:
-                window = min(timeline_s, r["wall_time_s"])
-                report.plot_timeline(
-                    where / r["trace"],
-                    where / f"timeline-{report.safe_name(r['label'])}.png",
-                    title=f"{r['label']} · {r['scenario']} · first {window:g} s",
-                    max_workers=8,
-                    window_s=(0.0, window),
-                )
+        plot_timelines(runs, where, timelines, window_s=timeline_s, max_workers=8)
         report.terminal_console().print(report.summary_table(runs))
 
     return plot
