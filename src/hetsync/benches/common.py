@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,26 @@ def parse_seeds(text: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise BadInput(f"--seeds repeats a seed: {text!r}")
     return seeds
+
+
+def parse_numbers(
+    text: str, flag: str, *, what: str, example: str, ok: Callable[[float], bool], bound: str
+) -> list[float]:
+    """A sweep flag's comma-separated numbers (``none``: no sweep, ``[]``);
+    bad input names ``flag``: ``{item} is not {what}; give {example}``, or
+    ``{item} must be {bound}`` when ``ok`` refuses it."""
+    if text.strip().lower() == "none":
+        return []
+    out = []
+    for item in split_list(text, flag):
+        try:
+            x = float(item)
+        except ValueError:
+            raise BadInput(f"{flag}: {item!r} is not {what}; give {example}") from None
+        if not ok(x):
+            raise BadInput(f"{flag}: {item!r} must be {bound}")
+        out.append(x)
+    return out
 
 
 def mean_or_none(values: list[float]) -> float | None:

@@ -46,6 +46,7 @@ from hetsync.benches.common import (
     docs_dir,
     fmt_metric,
     mean_or_none,
+    parse_numbers,
     parse_seeds,
     scenario_setup,
     setup_markdown,
@@ -54,7 +55,6 @@ from hetsync.benches.common import (
     target_text,
 )
 from hetsync.benches.plots import plot_timelines
-from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
 
@@ -149,34 +149,26 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 def parse_windows(text: str) -> list[float]:
     """``--windows``: comma-separated seconds >= 0 (``none``: no sweep)."""
-    if text.strip().lower() == "none":
-        return []
-    out = []
-    for item in split_list(text, "--windows"):
-        try:
-            w = float(item)
-        except ValueError:
-            raise BadInput(f"--windows: {item!r} is not a number of seconds; give e.g. 0,0.01,0.05") from None
-        if not w >= 0 or w == float("inf"):
-            raise BadInput(f"--windows: {item!r} must be finite and >= 0")
-        out.append(w)
-    return out
+    return parse_numbers(
+        text,
+        "--windows",
+        what="a number of seconds",
+        example="e.g. 0,0.01,0.05",
+        ok=lambda w: w >= 0 and w != float("inf"),
+        bound="finite and >= 0",
+    )
 
 
 def parse_floors(text: str) -> list[float]:
     """``--floors``: comma-separated fractions of p in [0, 1] (``none``: no comparison)."""
-    if text.strip().lower() == "none":
-        return []
-    out = []
-    for item in split_list(text, "--floors"):
-        try:
-            f = float(item)
-        except ValueError:
-            raise BadInput(f"--floors: {item!r} is not a number; give fractions of p, e.g. 0,0.5,1") from None
-        if not 0 <= f <= 1:
-            raise BadInput(f"--floors: {item!r} must be in [0, 1] (a fraction of p)")
-        out.append(f)
-    return out
+    return parse_numbers(
+        text,
+        "--floors",
+        what="a number",
+        example="fractions of p, e.g. 0,0.5,1",
+        ok=lambda f: 0 <= f <= 1,
+        bound="in [0, 1] (a fraction of p)",
+    )
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -94,7 +94,7 @@ class Lane:
 
     def drain(self) -> None:
         """Wait until every job submitted so far has finished."""
-        self._jobs.join()
+        self.wait_below(1)
 
     def close(self) -> None:
         self._jobs.put(None)
@@ -117,4 +117,3 @@ class Lane:
                     with self._changed:
                         self._backlog -= 1
                         self._changed.notify_all()
-                self._jobs.task_done()

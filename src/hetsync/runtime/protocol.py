@@ -15,8 +15,8 @@ followed by one flat float32 model-sized tensor (a model going to a worker, a
 gradient, delta or model coming back). No pickled Python objects cross the
 wire. Floats in a header are carried as the bits of a float64. The header's
 slots (``H_*``, ``R_*``) and type bits (``C_*``, ``R_*``) below are the
-layout; code that still indexes headers by hand (``header()``,
-``put_float``/``get_float``) interoperates with the dataclasses bit for bit.
+layout (``header()``, ``put_float``/``get_float`` read and write it by hand,
+as the layout tests do).
 
 Parameter-server runs: one command message makes exactly one report message:
 
@@ -715,14 +715,13 @@ class Channel:
     not): one message instead of two, which halves the per-message latency
     that dominates small steps. Above ``FUSE_LIMIT_PARAMS`` the header and the
     payload travel separately so control messages stay small. Whether a
-    payload is present is read from the header (``has_payload``: needed only
-    by the raw :meth:`recv`; the typed readers know it from the message kind).
+    payload is present is read from the header (the readers know from the
+    message kind which bits say so).
     """
 
-    def __init__(self, n_params: int, has_payload: Callable[[torch.Tensor], bool] | None = None) -> None:
+    def __init__(self, n_params: int) -> None:
         self.n_params = n_params
         self.fused = n_params <= FUSE_LIMIT_PARAMS
-        self.has_payload = has_payload
 
     def pack(self, hdr: torch.Tensor, payload: torch.Tensor | None) -> list[torch.Tensor]:
         """The tensors to send, in order."""
@@ -745,11 +744,6 @@ class Channel:
             peers = msg.receivers if isinstance(msg, MulticastCmd) else msg.ring
             tensors.append(torch.tensor(peers, dtype=torch.int64))
         return tensors
-
-    def recv(self, src: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Blocking receive of one message from ``src``."""
-        assert self.has_payload is not None, "Channel(has_payload=...) for raw receives"
-        return self._recv(src, self.has_payload)
 
     def recv_command(self, src: int) -> tuple[Command, torch.Tensor | None]:
         """Blocking receive of one command (and the worker list that may follow it) from ``src``."""
