@@ -2,14 +2,25 @@
 agents, a `python -m hetsync` child, a process pool) is marked ``dist``:
 ``make test-fast`` leaves those out, ``make test`` runs them all. The marker
 is checked, not trusted: an unmarked test that starts a process fails and
-says so."""
+says so.
+
+Hypothesis runs derandomized by default, so CI and every clone try the same
+examples and a red run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws
+fresh ones (and more of them) to hunt for new failures, which then go in as
+``@example``s."""
 
 from __future__ import annotations
 
 import multiprocessing.process
+import os
 import subprocess
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", max_examples=2000, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def _refuse(nodeid: str):  # type: ignore[no-untyped-def]

@@ -163,13 +163,17 @@ def _float(bits: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
+_ONE_BITS = struct.unpack("<q", struct.pack("<d", 1.0))[0]
+
+
 def _bits_or_unset(value: float) -> int:
-    """For slots whose 0 bits mean "unset, 1.0": 0.0 travels as -0.0 (other bits), so it stays 0.0."""
-    return _bits(value if value != 0.0 else -0.0)
+    """For slots whose 0 bits mean "unset, 1.0": the value's bits XOR 1.0's, so 1.0 travels as 0 and
+    every float (0.0 and -0.0 included) comes back bit for bit."""
+    return _bits(value) ^ _ONE_BITS
 
 
 def _float_or_one(bits: int) -> float:
-    return _float(bits) + 0.0 if bits else 1.0  # (+ 0.0: -0.0 comes back as 0.0)
+    return _float(bits ^ _ONE_BITS)
 
 
 def _header(fields: dict[int, int]) -> torch.Tensor:
