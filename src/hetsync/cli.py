@@ -82,6 +82,12 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
+    p.add_argument(
+        "--pace",
+        action="store_true",
+        help="steps last as long as the scenario models them (fixed_s + per_sample_s x batch, slowdown, noise, "
+        "delay) instead of the real step stretched by the slowdown; with --throttle, the scenario's timing",
+    )
 
 
 def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
@@ -493,10 +499,15 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     config = _run_config(args, specs, out)
+    throttle, pace = config.process.emulation(scenario)
+    timing = {(True, True): "modelled step and transfer times", (False, True): "modelled step times"}.get(
+        (throttle, pace), "throttled links" if throttle else ""
+    )
+    timing = f" ({timing})" if timing else ""
     con = report.terminal_console()
     con.print(
         f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
-        f"policies {escape(', '.join(labels))} → {escape(str(out))}/"
+        f"policies {escape(', '.join(labels))}{timing} → {escape(str(out))}/"
     )
     resumable = getattr(args, "checkpoint_dir", None) is not None
     if not getattr(args, "resume", False):
@@ -556,6 +567,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             checkpoint_every_s=args.checkpoint_every_s,
             resume=args.resume,
             throttle=args.throttle,
+            pace=args.pace,
         ),
         plots=not args.no_plots,
     )

@@ -280,7 +280,8 @@ class Sync:
         flat = ModuleModel(model, self._evaluate if self.rank == 0 else None, self._metrics)
         if self.rank == 0:
             self._serve(flat, optimizer)  # never returns
-        self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=self.opts.throttle)
+        throttle, pace = self.opts.emulation(self.scenario)
+        self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=throttle, pace=pace)
         self._worker.start()
         return SyncOptimizer(optimizer, self._worker)
 
@@ -493,9 +494,16 @@ class _LoopWorker(WorkerProcess):
     background = False
 
     def __init__(
-        self, worker: int, scenario: Scenario, flat: ModuleModel, optimizer: torch.optim.Optimizer, *, throttle: bool
+        self,
+        worker: int,
+        scenario: Scenario,
+        flat: ModuleModel,
+        optimizer: torch.optim.Optimizer,
+        *,
+        throttle: bool,
+        pace: bool = False,
     ) -> None:
-        super().__init__(worker, scenario, flat, throttle=throttle)  # type: ignore[arg-type]
+        super().__init__(worker, scenario, flat, throttle=throttle, pace=pace)  # type: ignore[arg-type]
         self.flat = flat
         self.opt = optimizer
         self.pending: tuple[P.StepOrder, Done, torch.Tensor | None, float, int] | None = None

@@ -126,6 +126,12 @@ class Scenario:
     server_bandwidth_Bps: float | None = None
     latency_s: float = 0.0
     model_bytes: int | None = None
+    # how real processes emulate the timing above: "real" stretches each real
+    # step by the worker's slowdown (and adds delay_s) and moves the real model
+    # at loopback speed; "modelled" makes every step last the modelled step
+    # time and every transfer the modelled link time, as `hetsync run --pace
+    # --throttle` does (the simulator ignores this key)
+    runtime_timing: str = "real"
     # the mapping it was read from, so generators ({workers: half}, ...) can be
     # re-resolved for another worker count
     source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -180,6 +186,12 @@ class Scenario:
                     f"(at most {L.MAX_EVALUATIONS} evaluations per run)",
                 )
         _check(self.device in ("cpu", "gpu"), "device", self.device, "must be 'cpu' or 'gpu'")
+        _check(
+            self.runtime_timing in RUNTIME_TIMINGS,
+            "runtime_timing",
+            self.runtime_timing,
+            f"must be one of {', '.join(RUNTIME_TIMINGS)}",
+        )
         for key in _MEASURABLE:
             v = getattr(self, key)
             ok = v == MEASURED or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= L.MAX_STEP_S)
@@ -385,6 +397,7 @@ def _few(values: list[Any], most: int = 6) -> str:
     return f"[{shown}{more}]"
 
 
+RUNTIME_TIMINGS = ("real", "modelled")  # Scenario.runtime_timing
 P2P_MIXING = ("equal", "push-sum")  # how peer-to-peer receivers mix (Scenario.p2p_mixing)
 
 
@@ -552,6 +565,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "seed": (int,),
     "policies": (list,),
     "device": (str,),
+    "runtime_timing": (str,),
     "fixed_s": (int, float),
     "per_sample_s": (int, float),
     "jitter": (int, float),

@@ -70,11 +70,12 @@ def test_the_set_up_follows_the_scenario_signal_variant():
 def test_the_signal_variants_keep_the_cluster_and_the_recipe(name):
     sc, base, ref = load_scenario(name), load_scenario(name.removesuffix("-signal")), load_scenario("wbsp-h1-signal")
     assert sc.workload == "signal1d-cnn" and sc.delay_s == base.delay_s and sc.policies == base.policies
-    assert (sc.fixed_s, sc.per_sample_s, sc.bandwidth_Bps, sc.model_bytes) == (
+    assert (sc.fixed_s, sc.per_sample_s, sc.bandwidth_Bps, sc.model_bytes, sc.runtime_timing) == (
         base.fixed_s,
         base.per_sample_s,
         base.bandwidth_Bps,
         base.model_bytes,
+        base.runtime_timing,
     )
     assert (sc.lr, sc.optimizer, sc.schedule, sc.clip_norm) == (ref.lr, ref.optimizer, ref.schedule, ref.clip_norm)
 
@@ -85,6 +86,7 @@ def test_the_scenarios_are_the_papers_settings(name):
     delay = {"wbsp-h1": 0.5, "wbsp-h2": 1.0, "wbsp-h3": 1.5}[name]
     assert sc.delay_s == (0.0,) * 4 + (delay,) * 4  # half of the workers sleep
     assert sc.workload == "digits-cnn" and sc.policies == paper_wbsp.POLICIES
+    assert sc.runtime_timing == "modelled"  # real processes keep the paper's 0.1 s steps and 32 ms transfers
 
 
 def _run(label, tta, seed=0, share=0.5):

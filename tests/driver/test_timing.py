@@ -46,3 +46,13 @@ def test_background_load_square_wave():
     assert tm.step_duration_s(1, sc.batch_size, 1.0) == pytest.approx(3 * base)
     assert tm.step_duration_s(1, sc.batch_size, 5.0) == pytest.approx(base)
     assert tm.step_duration_s(0, sc.batch_size, 1.0) == pytest.approx(base)
+
+
+def test_a_paced_step_lasts_the_modelled_time_whatever_the_real_step_took():
+    sc = make_scenario(workers=2, fixed_s=0.02, per_sample_s=0.0025, slowdown=[1, 3], delay_s=[0.0, 0.5], jitter=0.1)
+    modelled, paced = TimingModel(sc), TimingModel(sc)  # the same noise streams
+    for real_s in (0.001, 0.05):
+        want = modelled.step_duration_s(1, 32, 0.0)
+        assert real_s + paced.extra_sleep_s(1, real_s, 0.0, paced_batch=32) == pytest.approx(want)
+    # a real step longer than the model is not cut short
+    assert paced.extra_sleep_s(0, 5.0, 0.0, paced_batch=32) == 0.0

@@ -101,3 +101,20 @@ def test_advise_verify_hands_the_runtime_a_config(tmp_path):
         process=ProcessOptions(out=tmp_path / "verify", throttle=True),
         plots=False,
     )
+
+
+def test_the_scenario_can_ask_for_its_modelled_timing_and_the_flags_add_to_it():
+    from hetsync.scenario import load_scenario
+
+    plain, paper = load_scenario("hetero-4"), load_scenario("wbsp-h1")
+    assert (plain.runtime_timing, paper.runtime_timing) == ("real", "modelled")
+    assert ProcessOptions().emulation(plain) == (False, False)
+    assert ProcessOptions(pace=True).emulation(plain) == (False, True)
+    assert ProcessOptions().emulation(paper) == (True, True)
+    assert ProcessOptions().emulation(load_scenario("wbsp-h1", runtime_timing="real")) == (False, False)
+    measured = load_scenario("hetero-4", fixed_s="measured")
+    with pytest.raises(BadInput, match="--pace needs scenario .*'measured'"):
+        ProcessOptions(pace=True).emulation(measured)
+    with pytest.raises(BadInput, match="runtime_timing"):
+        load_scenario("hetero-4", runtime_timing="paced")
+    assert _from_flags(["--scenario", "hetero-4", "--pace"]).process.pace

@@ -16,8 +16,10 @@ pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it
 
 
 def test_steps_go_on_while_a_push_or_a_pull_is_in_flight(tmp_path):
-    # throttled: every push and pull of wbsp-h1's 4 MB model lasts 32 ms, many fast steps long
+    # real step times (about a millisecond), throttled links: every push and pull of wbsp-h1's
+    # 4 MB model lasts 32 ms, many fast steps long
     args = ["--scenario", "wbsp-h1", "--policies", "wbsp-overlap", "--throttle", "--set", "max_time_s=4"]
+    args += ["--set", "runtime_timing=real"]
     code = launch(3, [*args, "--no-plots", "--out", str(tmp_path)], tmp_path, timeout_s=300)
     assert code == 0, server_log_tail(tmp_path)
     (run,) = json.loads((tmp_path / "summary.json").read_text())
@@ -35,3 +37,23 @@ def test_steps_go_on_while_a_push_or_a_pull_is_in_flight(tmp_path):
     # transfers behind steps cost no communication time (the simulator's books)
     assert run["comm_share"] < run["compute_share"]
     assert run["steps"] <= run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"]
+
+
+def test_modelled_timing_makes_steps_last_as_the_scenario_says(tmp_path):
+    """wbsp-h1 asks for its modelled timing on real processes: fast steps last
+    0.1 s (±10% noise), the sleeping workers' 0.6 s, and transfers 32 ms, which
+    WBSP-overlap still runs beside its steps."""
+    args = ["--scenario", "wbsp-h1", "--policies", "wbsp-overlap", "--set", "max_time_s=3", "--no-plots"]
+    code = launch(3, [*args, "--out", str(tmp_path)], tmp_path, timeout_s=300)
+    assert code == 0, server_log_tail(tmp_path)
+    (run,) = json.loads((tmp_path / "summary.json").read_text())
+    records = read_trace(tmp_path / run["trace"])
+    durations: dict[int, list[float]] = {}
+    for r in records:
+        if r["ev"] == "compute":
+            durations.setdefault(r["w"], []).append(r["end"] - r["t"])
+    median = {w: sorted(d)[len(d) // 2] for w, d in durations.items()}
+    assert 0.08 <= median[0] <= 0.13 and 0.55 <= median[2] <= 0.7, median  # of 3 workers, w2 sleeps
+    pushes = [r["end"] - r["t"] for r in records if r["ev"] == "push" and r["w"] == 0]
+    assert pushes and min(pushes) >= 0.030, pushes  # 4 MB at 1 Gb/s, throttled
+    assert run["compute_share"] >= 0.9, run["compute_share"]

@@ -62,10 +62,17 @@ class TimingModel:
         load = self.sc.background_load
         return 1.0 if load is None else load.factor_at(worker, now_s)
 
-    def extra_sleep_s(self, worker: int, measured_s: float, now_s: float) -> float:
+    def extra_sleep_s(self, worker: int, measured_s: float, now_s: float, *, paced_batch: int | None = None) -> float:
         """For real processes: how long to sleep after a step that really took
         ``measured_s`` so that it lasts as the scenario says this worker's
         steps last (slowdown, noise, stragglers, load) plus the injected
-        delay. A step cannot be made faster than it really was."""
+        delay. A step cannot be made faster than it really was.
+
+        With ``paced_batch`` (the runtime's ``--pace``) the step lasts the
+        whole modelled :meth:`step_duration_s` of that batch, as in the
+        simulator; without it, the real step is stretched by the slowdown
+        (the real base cost stands in for ``fixed_s + per_sample_s · b``)."""
+        if paced_batch is not None:
+            return max(0.0, self.step_duration_s(worker, paced_batch, now_s) - measured_s)
         factor = self.sc.slowdown[worker] * self.random_factor(worker, now_s)
         return max(0.0, measured_s * (factor - 1.0)) + self.sc.delay_s[worker]

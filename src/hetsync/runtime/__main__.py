@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every-s", type=float, default=10.0)
     p.add_argument("--resume", action="store_true", help="continue each policy from its checkpoint in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="make transfers last model bytes / the worker's bandwidth")
+    p.add_argument("--pace", action="store_true", help="make steps last as long as the scenario models them")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--kill-worker", type=int, default=None, help="fault injection: this worker dies (SIGKILL) ...")
     p.add_argument("--kill-at-s", type=float, default=None, help="... this many seconds into each run")
@@ -77,6 +78,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
             checkpoint_every_s=args.checkpoint_every_s,
             resume=args.resume,
             throttle=args.throttle,
+            pace=args.pace,
             kill_worker=args.kill_worker,
             kill_at_s=args.kill_at_s,
         ),

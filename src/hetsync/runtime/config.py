@@ -47,6 +47,9 @@ class ProcessOptions:
     checkpoint_every_s: float = 10.0
     resume: bool = False  # continue each policy from its checkpoint in checkpoint_dir
     throttle: bool = False  # transfers last at least model bytes / the worker's bandwidth
+    # steps last as long as the scenario models them (fixed_s + per_sample_s · batch, slowdown,
+    # noise, delay), not the real step stretched by the slowdown: with throttle, the scenario's timing
+    pace: bool = False
     kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
     kill_at_s: float | None = None  # ... at this time into each run
 
@@ -61,6 +64,19 @@ class ProcessOptions:
         if self.kill_at_s is not None:
             _seconds("kill_at_s", self.kill_at_s, 0, limits.MAX_TIME_S)
 
+    def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
+        """(throttle, pace) for a run of ``scenario``: the flags, or both on where
+        the scenario asks for its modelled timing (``runtime_timing: modelled``)."""
+        modelled = scenario.runtime_timing == "modelled"
+        throttle, pace = self.throttle or modelled, self.pace or modelled
+        if pace and scenario.measured_timing:
+            why = "runtime_timing: modelled" if modelled else "--pace"
+            raise BadInput(
+                f"{why} needs scenario {scenario.name!r}'s fixed_s and per_sample_s as numbers, and they are "
+                "'measured' (on real processes the real step is the measured one): drop it"
+            )
+        return throttle, pace
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
 
@@ -73,7 +89,7 @@ class ProcessOptions:
                 if not isinstance(given[key], str) or not given[key]:
                     raise BadInput(f"{where}.{key} must be a folder path, got {given[key]!r}")
                 given[key] = Path(given[key])
-        for key in ("resume", "throttle"):
+        for key in ("resume", "throttle", "pace"):
             if key in given and not isinstance(given[key], bool):
                 raise BadInput(f"{where}.{key} must be true or false, got {given[key]!r}")
         return cls(**given)

@@ -79,7 +79,10 @@ def run_process(
 
     kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
     try:
-        WorkerProcess(rank - 1, scenario, workload, throttle=opts.throttle, kill_at_s=kill_at, specs=specs).serve()
+        throttle, pace = opts.emulation(scenario)
+        WorkerProcess(
+            rank - 1, scenario, workload, throttle=throttle, pace=pace, kill_at_s=kill_at, specs=specs
+        ).serve()
     finally:
         dist.destroy_process_group()
     return 0

@@ -62,6 +62,7 @@ class WorkerProcess:
         workload: Workload,
         *,
         throttle: bool = False,
+        pace: bool = False,
         kill_at_s: float | None = None,
         specs: list[str] | None = None,
     ) -> None:
@@ -71,6 +72,7 @@ class WorkerProcess:
         self.workload = workload
         self.kill_at_s = kill_at_s
         self.throttle = throttle
+        self.pace = pace  # steps last the scenario's modelled time (TimingModel.extra_sleep_s)
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
         self.epoch = time.time()
         self.model = LocalModel(None)
@@ -318,7 +320,7 @@ class WorkerProcess:
         scenario's extra share, book it (a local step, or a gradient to
         push), fill ``done``, and push right after if the command says so;
         returns that push's payload."""
-        extra = self.timing.extra_sleep_s(self.w, measured_s, start)
+        extra = self.timing.extra_sleep_s(self.w, measured_s, start, paced_batch=step.batch_size if self.pace else None)
         if extra > 0:
             time.sleep(extra)
         committed = 0
