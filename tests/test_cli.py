@@ -322,6 +322,16 @@ def test_simulate_takes_the_same_policy_spelling_as_compare_and_run(tmp_path, ca
     out = tmp_path / "s"
     assert main(["simulate", "--policies", "bsp", "--set", "max_time_s=1", "-o", str(out), "--no-plots"]) == 0
     assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]
+    out = tmp_path / "c"  # and compare the singular spelling simulate takes
+    assert main(["compare", "--policy", "bsp", "--set", "max_time_s=1", "-o", str(out), "--no-plots"]) == 0
+    assert [r["label"] for r in json.loads((out / "summary.json").read_text())] == ["bsp"]
+
+
+def test_an_unknown_option_is_named_once_without_a_doubled_prefix(capsys):
+    assert main(["compare", "--bogus"]) == 2
+    assert capsys.readouterr().err == "hetsync: error: unrecognized arguments: --bogus\n"
+    assert main(["compare", "--nproc", "x"]) == 2  # a sub-command's own error names it
+    assert capsys.readouterr().err.startswith("hetsync: error: hetsync compare: argument --nproc")
 
 
 @pytest.mark.dist

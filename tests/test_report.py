@@ -149,6 +149,29 @@ def test_summary_table_one_row_per_run() -> None:
     assert "—" in text  # null TTA and null max staleness
 
 
+def test_a_long_label_folds_and_no_number_is_cut_short() -> None:
+    """The demo's SELMCAST label is 49 characters: in a 130-column terminal
+    the label folds onto more lines, and every number stays whole."""
+    long = "selmcast(sync=bsp,p=2,bandwidth=worst,floor=1.0)"
+    console = Console(record=True, width=130)
+    console.print(summary_table([make_run("bsp", tta=3.5), make_run(long, tta=1.25)]))
+    text = console.export_text()
+    assert "…" not in text
+    assert "1.25" in text and "62.0%" in text and "1,234" in text
+    assert long not in text and long in "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
+
+
+def test_html_table_lets_a_long_label_break_after_its_commas(tmp_path: Path) -> None:
+    """Unbroken, the demo's SELMCAST label pushed the last column out of a
+    1280-pixel page (behind a horizontal scroll bar)."""
+    from hetsync.report import write_html
+
+    long = "selmcast(sync=bsp,p=2,bandwidth=worst,floor=1.0)"
+    page = write_html([make_run("bsp"), make_run(long)], tmp_path, tmp_path / "r.html", command="t").read_text()
+    assert "<td>selmcast(sync=bsp,<wbr>p=2,<wbr>bandwidth=worst,<wbr>floor=1.0)</td>" in page
+    assert re.search(r"td:first-child \{[^}]*white-space: normal", page)
+
+
 def test_summary_table_empty() -> None:
     assert summary_table([]).row_count == 0
 
@@ -420,11 +443,11 @@ def test_tables_say_what_max_stale_counts(tmp_path: Path) -> None:
 
     runs = [make_run("bsp"), make_run("ssp(s=3)") | {"max_staleness": 15}]
     text = _text(summary_table(runs))
-    assert STALE_HEADER in text and "SSP's s counts steps" in text
+    assert STALE_HEADER in text and "SSP's bound s counts steps" in text
     md = write_markdown(runs, tmp_path, tmp_path / "page.md", command="test").read_text()
-    assert f"| {STALE_HEADER} |" in md and "SSP's s counts steps" in md
+    assert f"| {STALE_HEADER} |" in md and "SSP's bound s counts steps" in md
     page = write_html(runs, tmp_path, tmp_path / "r.html", command="test").read_text()
-    assert '<th title="† max stale: how many model versions' in page and "SSP&#x27;s s counts steps" in page
+    assert '<th title="† max stale: how many model versions' in page and "SSP&#x27;s bound s counts steps" in page
 
 
 def test_html_page_points_to_trace_json_and_keeps_the_runs_order(tmp_path: Path) -> None:
@@ -495,3 +518,20 @@ def test_long_labels_wrap_after_commas_in_panel_titles():
     lines = _wrap_label(label, width=36).split("\n")
     assert "".join(lines) == label and len(lines) == 2 and all(len(x) <= 36 for x in lines)
     assert _wrap_label("bsp") == "bsp"
+
+
+def test_no_run_is_drawn_in_the_grey_of_the_other_runs(figures: list[Any], tmp_path: Path) -> None:
+    """The panels draw every other run in light grey behind the run: a run of
+    its own must not be grey too (tab10's eighth colour was, the demo's 8th run)."""
+    from matplotlib.colors import rgb_to_hsv, to_rgb
+
+    from hetsync.report import SMALL_MULTIPLES_MIN
+
+    runs = [make_run(f"ssp(s={k})", tta=1.0 + k) for k in range(max(SMALL_MULTIPLES_MIN, 15))]
+    plot_accuracy(runs, tmp_path / "acc.png")
+    panels = [ax for ax in figures[0].axes if ax.get_visible()]
+    assert len(panels) == len(runs)
+    for ax in panels:
+        (run,) = [line for line in ax.lines if line.get_linewidth() == 2.0]  # the panel's own run
+        _, saturation, value = rgb_to_hsv(to_rgb(run.get_color()))
+        assert saturation >= 0.3 or value <= 0.15, ax.get_title(loc="left")  # coloured, or near black

@@ -20,7 +20,8 @@ EXIT_INTERRUPTED = 130
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise BadInput(f"{self.prog}: {message}")
+        # main() prints "hetsync: error: " before it: a sub-command names itself, the top level does not
+        raise BadInput(f"{self.prog}: {message}" if " " in self.prog else message)
 
 
 def _md_arg(p: argparse.ArgumentParser) -> None:
@@ -103,7 +104,11 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="simulate several policies on one scenario, side by side")
     _scenario_args(p)
     p.add_argument(
-        "--policies", "-p", default=None, help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)"
+        "--policies",
+        "--policy",
+        "-p",
+        default=None,
+        help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)",
     )
     p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
@@ -335,7 +340,8 @@ def _check_checkpoint_args(args: argparse.Namespace, scenario: Any) -> None:
 
 
 def _progress_columns() -> tuple[Any, ...]:
-    """One progress bar per policy run: name, bar, percent, time."""
+    """One progress bar per policy run: name, bar, percent, time, and on real
+    processes the server's status (steps, workers, the last evaluation)."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     return (
@@ -343,6 +349,7 @@ def _progress_columns() -> tuple[Any, ...]:
         BarColumn(),
         TextColumn("{task.percentage:>5.1f}%"),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
     )
 
 
@@ -441,10 +448,10 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     columns = _progress_columns()
     interrupted = False
     with Progress(*columns, console=con, transient=False) as bar:
-        tasks = {label: bar.add_task(escape(label), total=1.0) for label in labels}
+        tasks = {label: bar.add_task(escape(label), total=1.0, status="") for label in labels}
 
-        def tick(label: str, fraction: float) -> None:
-            bar.update(tasks[label], completed=fraction)
+        def tick(label: str, fraction: float, status: str = "") -> None:
+            bar.update(tasks[label], completed=fraction, status=escape(status))
 
         def done(summary: dict[str, Any]) -> None:
             runs.append(summary)
@@ -515,15 +522,15 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     columns = _progress_columns()
     interrupted = False
     with Progress(*columns, console=con) as bar:
-        tasks = {label: bar.add_task(escape(label), total=1.0) for label in labels}
+        tasks = {label: bar.add_task(escape(label), total=1.0, status="") for label in labels}
         done: set[str] = set()
 
-        def tick(label: str, fraction: float) -> None:
+        def tick(label: str, fraction: float, status: str = "") -> None:
             for earlier in labels[: labels.index(label)]:
                 if earlier not in done:
                     done.add(earlier)
                     bar.update(tasks[earlier], completed=1.0)
-            bar.update(tasks[label], completed=fraction)
+            bar.update(tasks[label], completed=fraction, status=escape(status))
 
         try:
             code = launch.launch_run(config, nproc, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
@@ -613,10 +620,10 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     )
     _start_clean(con, out)
     with Progress(*_progress_columns(), console=con) as bar:
-        task = bar.add_task(escape(script.name), total=1.0)
+        task = bar.add_task(escape(script.name), total=1.0, status="")
 
-        def tick(label: str, fraction: float) -> None:
-            bar.update(task, description=escape(label), completed=fraction)
+        def tick(label: str, fraction: float, status: str = "") -> None:
+            bar.update(task, description=escape(label), completed=fraction, status=escape(status))
 
         try:
             code = launch.launch(
@@ -801,13 +808,13 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
     )
     forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
     with Progress(*_progress_columns(), console=con) as bar:
-        tasks = {labels[s]: bar.add_task(escape(labels[s]), total=1.0) for s in specs}
+        tasks = {labels[s]: bar.add_task(escape(labels[s]), total=1.0, status="") for s in specs}
 
-        def tick(label: str, fraction: float) -> None:
+        def tick(label: str, fraction: float, status: str = "") -> None:
             if label in tasks:
                 for earlier in list(tasks)[: list(tasks).index(label)]:
                     bar.update(tasks[earlier], completed=1.0)
-                bar.update(tasks[label], completed=fraction)
+                bar.update(tasks[label], completed=fraction, status=escape(status))
 
         try:
             checked = advise.verify(result, out, forwarded, host=args.host, on_progress=tick)
@@ -938,7 +945,7 @@ def _cmd_policies() -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from hetsync import report
+    from hetsync.console import terminal_console
     from hetsync.policies import REGISTRY
     from hetsync.policies.config import config_params
 
@@ -949,7 +956,7 @@ def _cmd_policies() -> int:
     for name, cls in REGISTRY.items():
         params = "\n".join(p.describe() for p in config_params(cls.config_class)) or "—"
         table.add_row(name, escape(cls.summary), escape(params))
-    report.terminal_console().print(table)
+    terminal_console().print(table)
     return 0
 
 
@@ -957,7 +964,7 @@ def _cmd_scenarios() -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from hetsync import report
+    from hetsync.console import terminal_console
     from hetsync.scenario import builtin_scenarios, load_scenario
 
     table = Table(title="built-in scenarios")
@@ -968,7 +975,7 @@ def _cmd_scenarios() -> int:
     for name in builtin_scenarios():
         sc = load_scenario(name)
         table.add_row(name, str(sc.workers), sc.workload, escape(sc.description))
-    report.terminal_console().print(table)
+    terminal_console().print(table)
     return 0
 
 

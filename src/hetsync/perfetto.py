@@ -11,7 +11,8 @@ Layout, in the JSON Object Format of the Trace Event Format
 
 * one *process* per run (``pid`` = its position in ``summary.json`` + 1),
   named after its label;
-* thread ``server`` (``tid`` 0; ``exchanges`` peer to peer): an instant
+* thread ``server`` (``tid`` 0, which Perfetto reads as the ``pid``, making
+  it the process's main thread; ``exchanges`` peer to peer): an instant
   event per global model update (``apply``; a finished exchange peer to
   peer), per ``drop``, per worker that ``left`` and per ``resume``, and a
   counter track per evaluated metric;
@@ -28,9 +29,16 @@ Layout, in the JSON Object Format of the Trace Event Format
   thread never overlap and every viewer draws them as they are.
 
 Complete events (``"ph": "X"``) carry ``ts`` and ``dur`` in microseconds of
-the run's clock (virtual in the simulator). Only the first ``max_workers``
-workers of each run are exported; the process name says when a run had
-more.
+the run's clock (virtual in the simulator), rounded to the nanosecond, so
+the nanosecond integers Perfetto's importer makes of them keep back-to-back
+events touching, never overlapping. Only the first ``max_workers`` workers
+of each run are exported; the process name says when a run had more.
+
+What the file says about itself (the clock, the scenario) is under the
+top-level ``metadata`` key, which both viewers show (Perfetto as
+``json_metadata.*`` in its trace info; ``otherData`` it would drop). There
+is no ``displayTimeUnit``: Perfetto ignores it and flags it in its import
+stats, and chrome://tracing's default is the same.
 """
 
 from __future__ import annotations
@@ -294,14 +302,14 @@ def write_chrome_trace(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     virtual = all(r.get("driver") == "sim" for _, r in traced)
-    other = {
+    metadata = {
         "generator": "hetsync",
         "clock": "virtual seconds of the simulator" if virtual else "seconds since the run started",
         "scenario": ", ".join(dict.fromkeys(str(r.get("scenario")) for _, r in traced)),
         "max_workers": max_workers,
     }
     with tmp.open("w", encoding="utf-8") as f:
-        f.write('{"displayTimeUnit":"ms","otherData":' + json.dumps(other, ensure_ascii=False) + ',"traceEvents":[\n')
+        f.write('{"metadata":' + json.dumps(metadata, ensure_ascii=False) + ',"traceEvents":[\n')
         first = True
         for i, run in traced:
             events = chrome_events(

@@ -21,7 +21,8 @@ traces. Nothing is simulated.
 
 Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
 backend is touched. A run keeps the same colour in every chart: the colour
-of its position in ``runs`` (tab10's ten, then five darker ones).
+of its position in ``runs`` (tab10's nine colours, then five darker ones;
+tab10's grey is left out, as the panels draw every other run in grey).
 
 Traces of large runs can be hundreds of megabytes, so they are streamed line
 by line (``hetsync.trace.iter_records``) and only records of the displayed
@@ -46,10 +47,10 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from hetsync.console import terminal_console  # (re-exported: report.terminal_console for its callers)
 from hetsync.errors import BadInput
 from hetsync.outdir import safe_name  # (the output folder's file-name rule; report.safe_name for its callers)
 from hetsync.trace import INTERVAL_KINDS, iter_records
@@ -64,6 +65,7 @@ __all__ = [
     "plot_timeline",
     "safe_name",
     "summary_table",
+    "terminal_console",
     "timeline_names",
     "timeline_window",
     "write_report",
@@ -84,20 +86,20 @@ PULL_COLOR = "#56B4E9"
 WAIT_COLOR = "#BBBBBB"
 _WAIT_BACKGROUND = "#F1F1F1"
 _WAIT_HATCH_COLOR = "#C8C8C8"
-# one per run, in order: tab10, then five darker colours unlike any of it
-_LABEL_COLORS = [to_hex(c) for c in colormaps["tab10"].colors] + ["#1a1a1a", "#b8860b", "#4b0082", "#008080", "#800000"]
+# one per run, in order: tab10 less its grey (the panels' field of other runs is grey), then five darker colours
+_LABEL_COLORS = [h for h in map(to_hex, colormaps["tab10"].colors) if h != "#7f7f7f"] + [
+    "#1a1a1a",
+    "#b8860b",
+    "#4b0082",
+    "#008080",
+    "#800000",
+]
 _MISSING = "—"
 _SHARE_INSIDE_MIN = 6.0  # percent: a narrower bar segment has its number beside the bar
 
 
 # ---------------------------------------------------------------------------
 # names and small helpers
-
-
-def terminal_console() -> Console:
-    """A rich console; piped output (``make demo`` into a log, CI) gets a width the tables fit in."""
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
 
 
 def _label_colors(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -297,7 +299,7 @@ COLUMNS: tuple[Column, ...] = (
         "max stale",
         _fmt_int,
         footnote="max stale: how many model versions (updates) old a contribution was when applied; "
-        "SSP's s counts steps, so ssp(s=3) can exceed 3",
+        "SSP's bound s counts steps, not versions, so max stale can exceed s",
     ),
     Column("wall_time_s", "wall", _fmt_seconds, unit="s"),
 )
@@ -364,9 +366,9 @@ def summary_table(runs: list[dict[str, Any]]) -> Table:
         header_style="bold",
     )
     for column, header in zip(grid.columns, grid.headers, strict=True):
-        if column.align == "left":
-            table.add_column(Text(header), no_wrap=True)
-        else:
+        if column.align == "left":  # the run's label folds onto more lines when the terminal is narrow
+            table.add_column(Text(header), overflow="fold")
+        else:  # ... so that no number is cut short
             table.add_column(Text(header), justify="right", no_wrap=True)
     for i, cells in enumerate(grid.rows):
         texts = [Text(c) for c in cells]
@@ -1016,7 +1018,7 @@ _HTML_STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1280px; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { padding: 0.25em 0.4em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child { text-align: left; white-space: normal; }
 .wide { overflow-x: auto; }
 td.best { color: #007a3d; font-weight: bold; }
 caption { caption-side: bottom; color: #666; font-size: 0.9em; text-align: left; }
@@ -1056,10 +1058,9 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
         + "</tr>",
     ]
     for i, cells in enumerate(grid.rows):
-        tds = [
-            f'<td class="best">{esc(c)}</td>' if (i, j) in grid.best else f"<td>{esc(c)}</td>"
-            for j, c in enumerate(cells)
-        ]
+        # a long run label may break after its commas, so the table fits a laptop's window
+        texts = [esc(c).replace(",", ",<wbr>") if j == 0 else esc(c) for j, c in enumerate(cells)]
+        tds = [f'<td class="best">{t}</td>' if (i, j) in grid.best else f"<td>{t}</td>" for j, t in enumerate(texts)]
         parts.append("<tr>" + "".join(tds) + "</tr>")
     parts.append("</table></div>")
     events = [

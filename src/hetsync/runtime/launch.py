@@ -418,7 +418,7 @@ def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untype
         state = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    on_progress(state["label"], state["fraction"])
+    on_progress(state["label"], state["fraction"], str(state.get("status", "")))
 
 
 def launcher_reason(out_dir: Path) -> str | None:

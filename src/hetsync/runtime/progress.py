@@ -20,11 +20,14 @@ class Progress:
         self.lines = lines
         self._last_line_s = 0.0  # the last progress line printed
 
-    def update(self, now_s: float, fraction: float, line: Callable[[float], str]) -> None:
-        """Write the fraction done (0..1); print ``line(now_s)`` if a line is due."""
+    def update(self, now_s: float, fraction: float, status: Callable[[float], str]) -> None:
+        """Write the fraction done (0..1) and ``status(now_s)`` (``12.0 s · 340
+        steps · 4 workers · accuracy 0.912``); print it if a line is due."""
+        text = status(now_s)
         tmp = self.path.with_name(".progress.tmp")
-        tmp.write_text(json.dumps({"label": self.label, "run": self.run_index, "fraction": fraction}))
+        state = {"label": self.label, "run": self.run_index, "fraction": fraction, "status": text}
+        tmp.write_text(json.dumps(state))
         os.replace(tmp, self.path)
         if self.lines and now_s - self._last_line_s >= PROGRESS_LINE_S:
             self._last_line_s = now_s
-            print(line(now_s), flush=True)
+            print(f"hetsync: {self.label}  {text}", flush=True)

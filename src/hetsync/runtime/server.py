@@ -419,11 +419,11 @@ class _Run:
                 self.next_ckpt = now + self.srv.opts.checkpoint_every_s
             if now - last_progress >= 0.5:
                 last_progress = now
-                self.progress.update(now, self.core.fraction(now), self._progress_line)
+                self.progress.update(now, self.core.fraction(now), self._progress_status)
                 srv._reap_sends()
 
-    def _progress_line(self, now: float) -> str:
-        """``hetsync: bsp  12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last evaluation)."""
+    def _progress_status(self, now: float) -> str:
+        """``12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last evaluation)."""
         led = self.ledger
         parts = [f"{now:.1f} s", f"{led.steps} steps", f"{len(self.srv.alive)} workers"]
         names = list(self.srv.workload.metrics)
@@ -431,7 +431,7 @@ class _Run:
             metric = self.sc.target_metric if self.sc.target_metric in names else names[0]
             value = led.curve[-1][1 + names.index(metric)]
             parts.append(f"{metric} {value:.4g}" if value is not None else f"{metric} diverged")
-        return f"hetsync: {self.label}  " + " · ".join(parts)
+        return " · ".join(parts)
 
     # --------------------------------------------------------- reports
     def _report(self, w: int, rep: P.Report, payload: torch.Tensor | None, now: float) -> None:
