@@ -139,3 +139,70 @@ def test_the_command_line_names_the_options_that_differ_from_their_defaults():
     args = argparse.Namespace(quick=True, seeds="0,1", policies="bsp", runtime=False, overrides=["max_time_s=2"])
     options = [("quick", False), ("seeds", "0"), ("policies", "bsp"), ("runtime", False)]
     assert ex.command_line("paper-x", args, options) == "hetsync bench paper-x --quick --seeds 0,1 --set max_time_s=2"
+
+
+def test_tables_align_their_first_columns_left_and_the_figures_right():
+    assert ex.md_table(["a", "b"], [["x", ""]]) == ["| a | b |", "|---|---|", "| x | |"]
+    assert ex.md_table(["a", "b", "c"], [], left=1)[1] == "|---|---:|---:|"
+    columns: list[ex.Column] = [("policy", lambda a: a["label"]), ("x", lambda a: ex.fmt_x(a["x"]))]
+    table = ex.aggregate_table([{"label": "bsp", "x": 1.234}, {"label": "asp", "x": None}], columns, left=1)
+    assert table == ["| policy | x |", "|---|---:|", "| bsp | 1.23× |", "| asp | — |"]
+    assert ex.fmt_secs(12.345) == "12.3 s" and ex.fmt_secs(None) == "—"
+    assert ex.ratio(3.0, 2.0) == 1.5 and ex.ratio(None, 2.0) is None and ex.ratio(3.0, 0.0) is None
+
+
+def test_figure_rows_read_each_declared_key_of_an_item():
+    rows = ex.figure_rows({"r": 2.5, "s": None}, [("receivers", "r", ""), ("round", "s", "s")], {"policy": "p"})
+    assert rows == [
+        {"metric": "receivers", "value": 2.5, "unit": "", "policy": "p"},
+        {"metric": "round", "value": None, "unit": "s", "policy": "p"},
+    ]
+
+
+def test_a_case_record_gives_its_runs_finals_and_page_values():
+    res = {
+        "scenario": "elastic-4",
+        "description": "four workers",
+        "max_time_s": 30.0,
+        "eval_every_s": None,
+        "target_metric": "accuracy",
+        "target_value": 0.9,
+        "seeds": [0, 1],
+        "runs": {"0": [_run("bsp", 1.0, final=0.9)], "1": [_run("bsp", 2.0, final=0.8), _run("asp", 1.0)]},
+    }
+    assert [r["final_metric"] for r in ex.seed_runs(res, "bsp")] == [0.9, 0.8]
+    header, cell = ex.finals_column(res)
+    assert header == "final acc (± sd)" and cell({"label": "bsp"}) == "0.850 ± 0.071"
+    assert cell({"label": "ssp", "final_metric_mean": 0.5}) == "0.500"  # no kept runs: the mean alone
+    values = ex.case_values(res)
+    assert values["stop"] == "30 virtual seconds per run" and values["target"] == "accuracy 0.9"
+    assert values["eval_every"] == "run length / 40"
+    assert ex.case_values({**res, "max_time_s": None, "eval_every_s": 2})["stop"] == "runs of max_steps"
+    aggregates = [{"policy": "bsp"}, {"policy": "asp"}, {"policy": "ssp"}]
+    assert ex.by_policy(aggregates, "ssp", "bsp") == [{"policy": "bsp"}, {"policy": "ssp"}]
+
+
+def test_quick_sets_the_run_length_unless_given_and_pages_go_under_out_and_docs(tmp_path):
+    args = argparse.Namespace(quick=True, overrides=["workers=4"], out=str(tmp_path / "out"), docs=None, no_docs=False)
+    assert ex.overrides_of(args, 30.0) == {"workers": 4, "max_time_s": 30.0}
+    assert ex.overrides_of(argparse.Namespace(**{**vars(args), "quick": False}), 30.0) == {"workers": 4}
+    assert ex.overrides_of(argparse.Namespace(**{**vars(args), "overrides": ["max_time_s=2"]}), 30.0) == {
+        "max_time_s": 2
+    }
+    written: list[Path] = []
+    ex.publish(args, written.append)
+    assert written == [tmp_path / "out"]
+    ex.publish(argparse.Namespace(**{**vars(args), "docs": str(tmp_path / "docs")}), written.append)
+    assert written[1:] == [tmp_path / "out", tmp_path / "docs"]
+    p = argparse.ArgumentParser()
+    ex.add_quick_argument(p, 30.0, ", and more")
+    assert p.parse_args(["--quick"]).quick
+    assert "30 virtual seconds per run instead of the scenario's, and more" in " ".join(p.format_help().split())
+
+
+def test_plots_are_copied_from_a_folder_or_by_path_when_they_exist(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"png")
+    img = tmp_path / "img"
+    assert ex.copy_plots(tmp_path, img, {"a.png": "x-a.png", "b.png": "x-b.png"}) == {"a.png": "img/x-a.png"}
+    assert ex.copy_plots(None, img, {str(tmp_path / "a.png"): "y.png"}) == {str(tmp_path / "a.png"): "img/y.png"}
+    assert (img / "x-a.png").read_bytes() == b"png" and not (img / "x-b.png").exists()

@@ -38,9 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
-from hetsync.benches.common import Row, fmt_metric, mean_or_none, pct, short_metric, spread, target_text, with_sd
+from hetsync.benches.common import (
+    Row,
+    docs_dir,
+    fmt_metric,
+    mean_or_none,
+    pct,
+    short_metric,
+    spread,
+    target_text,
+    with_sd,
+)
 from hetsync.errors import BadInput
-from hetsync.scenario import Scenario, load_scenario
+from hetsync.scenario import Scenario, load_scenario, parse_override
 
 Run = dict[str, Any]
 """One run's summary record (``hetsync compare``'s ``summary.json`` entry)."""
@@ -156,12 +166,35 @@ class Experiment:
         return compare(self.scenario(case, self.seeds[0], jitter=0.0), specs, out)
 
 
+def overrides_of(args: Any, quick_max_time_s: float | None = None) -> dict[str, Any]:
+    """The ``--set`` overrides; with ``--quick``, ``max_time_s`` defaults to ``quick_max_time_s``."""
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if quick_max_time_s is not None and args.quick:
+        overrides.setdefault("max_time_s", quick_max_time_s)
+    return overrides
+
+
+def add_quick_argument(p: Any, max_time_s: float, more: str = "") -> None:
+    """``--quick``: ``max_time_s`` virtual seconds per run (unless ``--set`` gives it), and ``more``."""
+    help_text = f"{max_time_s:g} virtual seconds per run instead of the scenario's{more}"
+    p.add_argument("--quick", action="store_true", help=help_text)
+
+
+def publish(args: Any, write: Callable[[Path], Any]) -> None:
+    """Write a bench's page and its plots (``write(folder)``): always under
+    ``--out``, and in ``--docs DIR`` when given."""
+    for where in (Path(args.out), docs_dir(args)):
+        if where is not None:
+            write(where)
+
+
 def run_real(
     raw: Mapping[str, Any], out: Path, *, timeout_s: float, specs: Sequence[str] | None = None, throttle: bool = False
 ) -> list[Run]:
     """A scenario (a mapping, as in a YAML file; written to ``out/<name>.yaml``)
     as real processes, one per worker and a server, launched as ``hetsync run``
-    launches them; its policies, or ``specs``. Returns the runs' summaries;
+    launches them; its policies, or ``specs``; ``throttle``: transfers last
+    their bytes over the worker's bandwidth. Returns the runs' summaries;
     RuntimeError with the end of the server's log if the run failed."""
     import json
 
@@ -186,7 +219,7 @@ def default_progress(s: Run) -> str:
     """A run's progress figures: time to target, final metric, compute and wait shares."""
     metric = s["target_metric"]
     return (
-        f"TTA {_secs(s['time_to_target_s'])}, final {short_metric(metric)} {fmt_metric(metric, s['final_metric'])}, "
+        f"TTA {fmt_secs(s['time_to_target_s'])}, final {short_metric(metric)} {fmt_metric(metric, s['final_metric'])}, "
         f"compute {100 * s['compute_share']:.1f}%, wait {100 * s['wait_share']:.1f}%"
     )
 
@@ -311,14 +344,35 @@ def lite(run: Run, keys: Iterable[str]) -> Run:
     return {k: run.get(k) for k in keys}
 
 
+def seed_runs(res: Mapping[str, Any], label: str) -> list[Run]:
+    """The label's kept runs of a case record (:func:`case_record`), in seed order."""
+    return [r for s in res["seeds"] for r in res["runs"].get(str(s), []) if r["label"] == label]
+
+
+def by_policy(aggregates: Iterable[Mapping[str, Any]], *policies: str) -> list[Any]:
+    """The aggregates (or runs) of the named policies, in their order."""
+    return [a for a in aggregates if a["policy"] in policies]
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``; None when either is missing or ``b`` is zero."""
+    return a / b if a is not None and b else None
+
+
 # ------------------------------------------------------------------ rows
 def fmt_range(lo: float | None, hi: float | None, digits: int = 3) -> str:
     """``lo–hi`` with ``digits`` significant digits; empty when either is missing."""
     return "" if lo is None or hi is None else f"{lo:.{digits}g}–{hi:.{digits}g}"
 
 
-def _secs(v: float | None) -> str:
+def fmt_secs(v: float | None) -> str:
+    """Seconds with three significant digits: ``2.41 s``, ``—`` for None."""
     return "—" if v is None else f"{v:.3g} s"
+
+
+def fmt_x(v: float | None) -> str:
+    """A ratio: ``1.31×``, ``—`` for None."""
+    return "—" if v is None else f"{v:.2f}×"
 
 
 def fmt_sig(v: float | None, digits: int = 3) -> str:
@@ -369,7 +423,7 @@ def policy_rows(
     """A policy's line of a case's table (:func:`case_record`, :func:`aggregate`):
     time to target, speed-up over the baseline, ``middle``, the final metric
     over the seeds, compute and wait shares, ``tail``."""
-    finals = [r["final_metric"] for s in res["seeds"] for r in res["runs"].get(str(s), []) if r["label"] == a["label"]]
+    finals = [r["final_metric"] for r in seed_runs(res, a["label"])]
     return [
         tta_row(a, target=res, max_time_s=res["max_time_s"], keys=keys),
         speedup_row(a, baseline=baseline, prefix=speedup, keys=keys),
@@ -387,6 +441,11 @@ def calm_rows(res: Mapping[str, Any], label: Callable[[str], str] = str, **keys:
         where = {"policy": label(r["label"]), "setting": f"{res['scenario']}, seed {r['seed']} without step-time noise"}
         rows += share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, {**where, **keys})
     return rows
+
+
+def figure_rows(item: Mapping[str, Any], figures: Iterable[tuple[str, str, str]], keys: Row) -> list[Row]:
+    """One row per ``(metric, key, unit)`` of ``figures``: ``item[key]`` as the value."""
+    return [{"metric": metric, "value": item[key], "unit": unit, **keys} for metric, key, unit in figures]
 
 
 def share_rows(shares: Mapping[str, float | None], keys: Row) -> list[Row]:
@@ -412,22 +471,27 @@ def command_line(bench: str, args: Any, options: Sequence[tuple[str, Any]]) -> s
     return shlex.join(parts)
 
 
-def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], align: str | None = None) -> list[str]:
-    """A markdown table; ``align`` the separator row (default ``|---|`` per column)."""
+def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], *, left: int | None = None) -> list[str]:
+    """A markdown table; with ``left``, the first ``left`` columns are aligned
+    left and the others right (default: no alignment)."""
 
     def line(cells: Sequence[str]) -> str:
         return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
 
-    return [line(header), align or "|" + "---|" * len(header), *(line(cells) for cells in lines)]
+    align = "|" + ("---|" * len(header) if left is None else "---|" * left + "---:|" * (len(header) - left))
+    return [line(header), align, *(line(cells) for cells in lines)]
 
 
 Column = tuple[str, Callable[[Mapping[str, Any]], str]]
 """A page table's column: its header and the cell of one aggregate."""
 
 
-def aggregate_table(aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> list[str]:
-    """A markdown table with one line per aggregate (a policy) and the declared columns."""
-    return md_table([h for h, _ in columns], ([cell(a) for _, cell in columns] for a in aggregates))
+def aggregate_table(
+    aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column], *, left: int | None = None
+) -> list[str]:
+    """A markdown table with one line per aggregate (a policy) and the declared
+    columns (``left``: as for :func:`md_table`)."""
+    return md_table([h for h, _ in columns], ([cell(a) for _, cell in columns] for a in aggregates), left=left)
 
 
 def pct_cell(share: float | None) -> str:
@@ -450,6 +514,29 @@ def speedup_cell(a: Mapping[str, Any], baseline: str, prefix: str = "speedup") -
         return "—"
     rng = f" [{fmt_range(a[f'{prefix}_min'], a[f'{prefix}_max'])}]" if a["speedup_pairs"] > 1 else ""
     return f"{a[f'{prefix}_mean']:.2f}×{rng}"
+
+
+def finals_column(res: Mapping[str, Any]) -> Column:
+    """The final metric of a case record's policy: the seeds' mean, ``± sd`` when there are several."""
+    metric = res["target_metric"]
+
+    def cell(a: Mapping[str, Any]) -> str:
+        finals = [r["final_metric"] for r in seed_runs(res, a["label"])] or [a["final_metric_mean"]]
+        return with_sd(finals, lambda v: fmt_metric(metric, v))
+
+    return f"final {short_metric(metric)}{' (± sd)' if len(res['seeds']) > 1 else ''}", cell
+
+
+def case_values(res: Mapping[str, Any]) -> dict[str, Any]:
+    """The placeholders every page fills from a case record: ``scenario``,
+    ``description``, ``stop`` (how long a run lasts), ``target``, ``eval_every``."""
+    return {
+        "scenario": res["scenario"],
+        "description": res["description"],
+        "stop": f"{res['max_time_s']:g} virtual seconds per run" if res["max_time_s"] else "runs of max_steps",
+        "target": target_text(res),
+        "eval_every": res.get("eval_every_s") or "run length / 40",
+    }
 
 
 _BLOCK = re.compile(r"^<!-- block: ([a-z_]+) -->$", re.MULTILINE)
@@ -475,15 +562,17 @@ def fill_page(template: string.Template, values: Mapping[str, Any] | None = None
     return text.strip("\n") + "\n"
 
 
-def copy_plots(src: Path, img: Path, names: Mapping[str, str]) -> dict[str, str]:
-    """Copy ``src/<file>`` to ``img/<new name>`` for each ``{file: new name}`` that
-    exists; returns ``{file: "img/<new name>"}`` for the page."""
+def copy_plots(src: Path | None, img: Path, names: Mapping[str, str]) -> dict[str, str]:
+    """Copy ``src/<file>`` (``src`` None: the path ``file``) to ``img/<new name>``
+    for each ``{file: new name}`` that exists; returns ``{file: "img/<new name>"}``
+    for the page."""
     import shutil
 
     img.mkdir(parents=True, exist_ok=True)
     copied = {}
     for file, new in names.items():
-        if (src / file).is_file():
-            shutil.copyfile(src / file, img / new)
+        path = Path(file) if src is None else src / file
+        if path.is_file():
+            shutil.copyfile(path, img / new)
             copied[file] = f"img/{new}"
     return copied

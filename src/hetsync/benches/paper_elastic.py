@@ -31,18 +31,14 @@ from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
-    docs_dir,
     fmt_metric,
     parse_seeds,
     seeds_setting,
     setup_markdown,
-    short_metric,
     split_list,
-    target_text,
-    with_sd,
 )
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import add_override_argument, parse_override
+from hetsync.scenario import add_override_argument
 from hetsync.trace import iter_records
 
 NAME = "paper-elastic"
@@ -68,6 +64,8 @@ KEPT = (
     *("wait_share", "samples_per_s", "steps", "updates", "mean_staleness", "max_staleness", "barriers"),
     *("host_time_s", "trace"),
 )
+DEFAULTS = {"scenario": SCENARIO, "policies": ",".join(POLICIES), "seeds": SEEDS, "no_diagnosis": False}
+"""The options' defaults; the page's command names those that differ."""
 MEANS = {
     "best_metric_mean": "best_metric",
     "compute_share_mean": "compute_share",
@@ -80,7 +78,7 @@ MEANS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=SCENARIO, help="built-in name or YAML file (default: %(default)s)")
-    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
+    p.add_argument("--policies", default=DEFAULTS["policies"], help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
     add_override_argument(p, "max_time_s=5")
     add_output_arguments(p, NAME, DOC_NAME)
@@ -96,15 +94,12 @@ def run(args: argparse.Namespace) -> list[Row]:
         cases=(ex.Case(key="", scenario=args.scenario),),
         policies=tuple(split_list(args.policies, "--policies")),
         seeds=tuple(parse_seeds(args.seeds)),
-        overrides=dict(parse_override(o) for o in args.overrides),
+        overrides=ex.overrides_of(args),
         baseline=BASELINE,
     )
-    defaults = {"scenario": SCENARIO, "policies": ",".join(POLICIES), "seeds": SEEDS, "no_diagnosis": False}
-    command = ex.command_line(NAME, args, list(defaults.items()))
+    command = ex.command_line(NAME, args, list(DEFAULTS.items()))
     results = bench_paper_elastic(exp, Path(args.out), diagnosis=not args.no_diagnosis)
-    for where in (Path(args.out), docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
-        if where is not None:
-            write_doc(results, where, Path(args.out), command)
+    ex.publish(args, lambda where: write_doc(results, where, Path(args.out), command))
     return rows(results)
 
 
@@ -170,10 +165,6 @@ def rows(results: dict[str, Any]) -> list[Row]:
     return out
 
 
-def _per_seed_runs(results: dict[str, Any], label: str) -> list[dict[str, Any]]:
-    return [r for s in results["seeds"] for r in results["runs"].get(str(s), []) if r["label"] == label]
-
-
 # ------------------------------------------------------------------- plots
 def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> Path:
     """``results-elastic.md`` in ``docs`` plus the first seed's plots in ``docs/img``."""
@@ -214,10 +205,6 @@ PAGE = ex.page_blocks(__file__, "paper_elastic.md.in")
 """The page and its paragraphs that depend on the outcome."""
 
 
-def _by_policy(results: dict[str, Any], *policies: str) -> list[dict[str, Any]]:
-    return [a for a in results["aggregate"] if a["policy"] in policies]
-
-
 def _finals(results: dict[str, Any], aggregates: list[dict[str, Any]]) -> str:
     return ", ".join(
         f"`{a['label']}` {fmt_metric(results['target_metric'], a['final_metric_mean'])}" for a in aggregates
@@ -225,13 +212,6 @@ def _finals(results: dict[str, Any], aggregates: list[dict[str, Any]]) -> str:
 
 
 def _table(results: dict[str, Any]) -> list[str]:
-    metric, several = results["target_metric"], len(results["seeds"]) > 1
-
-    def finals(a: dict[str, Any]) -> str:
-        return with_sd(
-            [r["final_metric"] for r in _per_seed_runs(results, a["label"])], lambda v: fmt_metric(metric, v)
-        )
-
     return ex.aggregate_table(
         results["aggregate"],
         [
@@ -239,7 +219,7 @@ def _table(results: dict[str, Any]) -> list[str]:
             ("TTA (s), mean [range]", ex.tta_cell),
             ("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
             ("speed-up vs BSP, mean [range]", lambda a: ex.speedup_cell(a, BASELINE, "speedup_vs_bsp")),
-            (f"final {short_metric(metric)}{' (± sd)' if several else ''}", finals),
+            ex.finals_column(results),
             ("compute", lambda a: ex.pct_cell(a["compute_share_mean"])),
             ("wait", lambda a: ex.pct_cell(a["wait_share_mean"])),
             ("samples/s", lambda a: f"{a['samples_per_s_mean']:.0f}"),
@@ -250,26 +230,23 @@ def _table(results: dict[str, Any]) -> list[str]:
 
 
 def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str:
-    elastic, metric = _by_policy(results, "elastic-bsp"), results["target_metric"]
+    aggregates, metric = results["aggregate"], results["target_metric"]
+    elastic = ex.by_policy(aggregates, "elastic-bsp")
     speeds = ", ".join(
         f"`{a['label']}` {a['speedup_vs_bsp_mean']:.2f}×" if a["speedup_vs_bsp_mean"] is not None else f"{a['label']} —"
         for a in elastic
     )
-    others = _by_policy(results, BASELINE) + _by_policy(results, "ssp", "asp", "dssp")
-    bsp = next(iter(_by_policy(results, BASELINE)), None)
+    others = ex.by_policy(aggregates, BASELINE) + ex.by_policy(aggregates, "ssp", "asp", "dssp")
+    bsp = next(iter(ex.by_policy(aggregates, BASELINE)), None)
     slow, setup = results.get("slowdown_range"), results.get("setup") or {}
     return ex.fill_page(
         PAGE["page"],
+        ex.case_values(results),
         command=command,
         host_s=f"{results['host_time_s']:.0f}",
-        scenario=results["scenario"],
-        description=results["description"],
-        stop=f"{results['max_time_s']:g} virtual seconds per run" if results["max_time_s"] else "runs of max_steps",
-        target=target_text(results),
         seeds=", ".join(map(str, results["seeds"])),
         setup=setup_markdown([setup] if setup else []),
         table=_table(results),
-        eval_every=results.get("eval_every_s") or "run length / 40",
         paper_speedup=PAPER_SPEEDUP,
         claim_speed=speeds or "no ElasticBSP run",
         claim_accuracy=f"final {metric} {_finals(results, elastic)}; {_finals(results, others)}"
@@ -291,8 +268,8 @@ def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str
 
 def _analysis(results: dict[str, Any]) -> list[str]:
     """The paragraphs of the page's analysis that apply, filled with the figures."""
-    bsp, asp = (next(iter(_by_policy(results, p)), None) for p in (BASELINE, "asp"))
-    elastic, metric = _by_policy(results, "elastic-bsp"), results["target_metric"]
+    bsp, asp = (next(iter(ex.by_policy(results["aggregate"], p)), None) for p in (BASELINE, "asp"))
+    elastic, metric = ex.by_policy(results["aggregate"], "elastic-bsp"), results["target_metric"]
     if bsp is None or not elastic:
         return [ex.fill_page(PAGE["needs_both"])]
     reached = [a for a in elastic if a["speedup_vs_bsp_mean"] is not None]

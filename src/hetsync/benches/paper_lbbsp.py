@@ -7,30 +7,18 @@ finish together, the global batch staying fixed; they report distributed
 training accelerated by up to 54% over BSP on EC2 clusters with background
 load from a stress tool (CPU) and with mixed GPU types (GPU).
 
-This benchmark runs, on the built-in scenarios ``lbbsp-cpu`` (16 CPU
-workers, a stress tool switching on and off on 6 of them) and ``lbbsp-gpu``
-(8 GPUs of three generations with flat-then-linear step curves and memory
-caps), every policy the scenario lists — BSP, SSP(3), ASP, the static
-ablation ``lb-bsp-static`` and ``lb-bsp`` (with the EWMA predictor on the CPU
-scenario, with the CPU rule and the GPU variant on the GPU scenario) — for
-several seeds. Per policy it reports the time to the target accuracy (mean
-over the seeds that reached it, with the range), the speed-up over BSP
-(paired by seed), the final accuracy, the compute and wait shares and the
-samples per second; for the batch-sizing policies also how much the batches
-move from round to round and, on the CPU scenario, the mean batch of the
-loaded workers while loaded and while not. A diagnosis re-runs the
-BSP-family policies of the first seed without step-time noise (jitter 0):
-how much of the remaining wait is the noise that no predictor can foresee.
-
-With ``--runtime`` it also runs BSP and LB-BSP as real processes (4
-workers and a server, ``hetsync run``), on a scenario whose background load
-switches on and off during the run, and reports the batch sizes the workers
-really computed, read from the trace.
-
-It writes the runs under ``--out`` and the page ``results-lbbsp.md`` with
-plots in ``img/lbbsp-*.png`` (under ``--out``, and in ``--docs DIR`` when
-given). Every
-figure is measured in the run that prints it.
+The experiment (:mod:`hetsync.benches.experiment`): every policy of
+``lbbsp-cpu`` (16 CPU workers, a stress tool switching on and off on 6 of
+them) and ``lbbsp-gpu`` (8 GPUs of three generations, flat-then-linear step
+curves, memory caps) for several seeds, BSP the baseline of the paired
+speed-ups; for the batch-sizing policies also how much the batches move and
+the loaded workers' batches while loaded and not (from the traces). The
+diagnosis reruns the BSP family on the first seed without step-time noise.
+``--runtime`` also runs BSP and LB-BSP as real processes (4 workers and a
+server) with a background load switching on and off, and reports the batches
+the workers really computed. The page ``results-lbbsp.md``
+(``paper_lbbsp.md.in``) and its plots ``img/lbbsp-*.png`` go under ``--out``,
+and in ``--docs DIR`` when given.
 """
 
 from __future__ import annotations
@@ -49,21 +37,17 @@ from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
-    docs_dir,
     fmt_metric,
     mean_or_none,
     parse_seeds,
     seeds_setting,
     setup_markdown,
-    short_metric,
     split_list,
-    target_text,
-    with_sd,
 )
 from hetsync.benches.plots import OTHER, PALETTE, compute_records, plot_batches
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
+from hetsync.scenario import Scenario, add_override_argument, load_scenario, scenario_from_dict
 
 NAME = "paper-lbbsp"
 
@@ -75,6 +59,8 @@ BALANCING = ("lb-bsp", "lb-bsp-static")
 DOC_NAME = "results-lbbsp.md"
 IMG_PREFIX = "lbbsp"
 RUNTIME_WORKERS = 4
+DEFAULTS = {"scenarios": SCENARIOS, "seeds": SEEDS, "no_diagnosis": False, "runtime": False}
+"""The options' defaults; the page's command names those that differ (and the runtime's length with --runtime)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,15 +82,13 @@ def run(args: argparse.Namespace) -> list[Row]:
     exp = ex.Experiment(
         cases=tuple(ex.Case(key=name, scenario=name) for name in scenarios),
         seeds=tuple(parse_seeds(args.seeds)),
-        overrides=dict(parse_override(o) for o in args.overrides),
+        overrides=ex.overrides_of(args),
         baseline=BASELINE,
     )
     if args.runtime_time_s <= 0:
         raise BadInput(f"--runtime-time-s must be > 0, got {args.runtime_time_s}")
     exp.validate()  # bad names and keys fail before any run
-    options = {"scenarios": SCENARIOS, "seeds": SEEDS, "no_diagnosis": False, "runtime": False}
-    if args.runtime:
-        options["runtime_time_s"] = 12.0
+    options = {**DEFAULTS, **({"runtime_time_s": 12.0} if args.runtime else {})}
     command = ex.command_line(NAME, args, list(options.items()))
     out = Path(args.out)
     t0 = time.perf_counter()
@@ -117,9 +101,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
-    for where in (out, docs_dir(args)):  # the page and its plots: always under --out, in docs if asked
-        if where is not None:
-            write_doc(results, where, out, command)
+    ex.publish(args, lambda where: write_doc(results, where, out, command))
     return rows(results)
 
 
@@ -218,8 +200,6 @@ RUNTIME_SCENARIO = {
 
 def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
     """BSP and LB-BSP as real processes; the batches the workers computed, from the traces."""
-    from hetsync.scenario import scenario_from_dict
-
     raw = {**RUNTIME_SCENARIO, "max_time_s": max_time_s}
     sc = scenario_from_dict(raw, default_name="lbbsp-runtime")
     specs = ",".join(raw["policies"])
@@ -259,15 +239,10 @@ def rows(results: dict[str, Any]) -> list[Row]:
         for r in rt["runs"]:
             keys = {"policy": r["label"], "setting": where}
             out.append({"metric": "rounds/s", "value": r["rounds_per_s"], "unit": "", **keys})
-            b = r["batches"]
             for state in ("on", "off"):
+                batch = r["batches"].get(f"loaded_batch_{state}")
                 out.append(
-                    {
-                        "metric": f"loaded workers' batch, load {state}",
-                        "value": b.get(f"loaded_batch_{state}"),
-                        "unit": "samples",
-                        **keys,
-                    }
+                    {"metric": f"loaded workers' batch, load {state}", "value": batch, "unit": "samples", **keys}
                 )
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": ""})
     return out
@@ -307,13 +282,11 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
         if sc.background_load is not None:
             order = [r for r in balancing if r["policy"] == "lb-bsp" and "predictor=" not in r["label"]]
             order += [r for r in balancing if r["policy"] == "lb-bsp-static"]
-            colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(sc.background_load.workers)}
             plot_batches(
                 [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
                 img / name,
                 title=f"{res['scenario']}: batch size per worker (loaded workers in colour, the others grey)",
-                colors=colors,
-                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)],
+                **_loaded_colors(sc.background_load),
                 load=sc.background_load,
             )
         else:
@@ -332,12 +305,8 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
     rt = results.get("runtime")
     folder = Path(results["runtime_folder"]) if results.get("runtime_folder") else None
     if rt and folder is not None:
-        from hetsync.scenario import scenario_from_dict
-
-        sc = scenario_from_dict(rt["scenario"])
-        load = sc.background_load
+        load = scenario_from_dict(rt["scenario"]).background_load
         assert load is not None
-        colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(load.workers)}
         panels = [
             (f"{r['label']} on {RUNTIME_WORKERS} real worker processes (gloo)", folder / r["trace"])
             for r in rt["runs"]
@@ -349,13 +318,18 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
                 panels,
                 img / name,
                 title="runtime: the batch each worker really computed (loaded workers in colour)",
-                colors=colors,
-                legend=[(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)],
+                **_loaded_colors(load),
                 load=load,
                 virtual=False,
             )
             made["runtime:batches"] = f"img/{name}"
     return made
+
+
+def _loaded_colors(load: Any) -> dict[str, Any]:
+    """``colors`` and ``legend`` of :func:`plot_batches`: a colour per loaded worker, the others grey."""
+    colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(load.workers)}
+    return {"colors": colors, "legend": [(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)]}
 
 
 # ---------------------------------------------------------------------- doc
@@ -369,7 +343,7 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
 
 
 def _policy(res: dict[str, Any], policy: str) -> list[dict[str, Any]]:
-    return [a for a in res["aggregate"] if a["policy"] == policy]
+    return ex.by_policy(res["aggregate"], policy)
 
 
 def _better(metric: str, res: dict[str, Any], a: float, b: float | None) -> bool:
@@ -377,10 +351,6 @@ def _better(metric: str, res: dict[str, Any], a: float, b: float | None) -> bool
     if b is None:
         return True
     return a <= b if res.get("target_direction") == "min" else a >= b
-
-
-def _finals(res: dict[str, Any], label: str) -> list[float]:
-    return [r["final_metric"] for s in res["seeds"] for r in res["runs"][str(s)] if r["label"] == label]
 
 
 PAGE = ex.page_blocks(__file__, "paper_lbbsp.md.in")
@@ -404,14 +374,9 @@ def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> s
 
 
 def _scenario_table(res: dict[str, Any]) -> list[str]:
-    metric, several = res["target_metric"], len(res["seeds"]) > 1
-
     def thr(a: dict[str, Any]) -> str:
         ratio = a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE
         return f"{a['samples_per_s_mean']:,.0f}" + (f" ({a['throughput_vs_bsp']:.2f}×)" if ratio else "")
-
-    def finals(a: dict[str, Any]) -> str:
-        return with_sd(_finals(res, a["label"]) or [a["final_metric_mean"]], lambda v: fmt_metric(metric, v))
 
     return ex.aggregate_table(
         res["aggregate"],
@@ -421,7 +386,7 @@ def _scenario_table(res: dict[str, Any]) -> list[str]:
             ("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
             ("speed-up vs BSP [range]", lambda a: ex.speedup_cell(a, BASELINE)),
             ("samples/s (× BSP)", thr),
-            (f"final {short_metric(metric)}{' (± sd)' if several else ''}", finals),
+            ex.finals_column(res),
             ("compute", lambda a: ex.pct_cell(a["compute_share_mean"])),
             ("wait", lambda a: ex.pct_cell(a["wait_share_mean"])),
             (
@@ -442,24 +407,20 @@ def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> str:
     )
     calm = ", ".join(f"`{short_label(r['label'])}` {100 * r['wait_share']:.1f}%" for r in res["jitter_0"])
     images = [(f"{res['scenario']}:batches", "batch sizes"), (f"{res['scenario']}:curve", "")]
+    capped = any("max_batch=" in a["label"] for a in res["aggregate"])
     return ex.fill_page(
         PAGE["section"],
-        scenario=res["scenario"],
-        description=res["description"],
+        ex.case_values(res),
         global_batch=res["global_batch"],
-        stop=f"{res['max_time_s']:g} virtual seconds per run" if res["max_time_s"] else "runs of max_steps",
-        target=target_text(res),
-        eval_every=res["eval_every_s"] or "run length / 40",
         setup=setup_markdown([res["setup"]] if res.get("setup") else []),
         table=_scenario_table(res),
-        caps_note=" `max_batch=caps`: the scenario's memory caps, handed to the policy (it cannot read the scenario)."
-        if any("max_batch=" in a["label"] for a in res["aggregate"])
-        else "",
-        loaded=f"Mean batch of the loaded workers (equal share: {res['global_batch'] // res['workers']}): {shown}."
+        caps_note=" " + PAGE["caps_note"].template.strip() if capped else "",
+        loaded=ex.fill_page(PAGE["loaded"], share=res["global_batch"] // res["workers"], shown=shown)
         if res["loaded_workers"] and loaded
         else "",
-        diagnosis=f"Diagnosis, seed {res['jitter_0'][0]['seed']} without step-time noise (jitter 0 instead of "
-        f"{res['jitter']:g}): wait share {calm}."
+        diagnosis=ex.fill_page(
+            PAGE["diagnosis"], seed=res["jitter_0"][0]["seed"], jitter=f"{res['jitter']:g}", calm=calm
+        )
         if res["jitter_0"]
         else "",
         plots="\n\n".join(

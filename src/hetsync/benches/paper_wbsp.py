@@ -24,7 +24,6 @@ measured in the run that prints it.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from hetsync.benches import plots
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
-    docs_dir,
     fmt_metric,
     parse_seeds,
     run_target,
@@ -47,7 +45,7 @@ from hetsync.benches.common import (
 )
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import Scenario, add_override_argument, load_scenario, parse_override
+from hetsync.scenario import Scenario, add_override_argument, load_scenario
 
 NAME = "paper-wbsp"
 
@@ -60,17 +58,16 @@ TIMELINES = ("bsp", "wbsp", "wbsp-overlap")  # per-worker timelines drawn for th
 TIMELINE_S = 5.0
 SWEEP_SCENARIO = "wbsp-h2"
 SWEEP_MODEL_BYTES = (600_000, 16_000_000)  # the paper's CIFAR-10 CNN (148k float32 parameters); 4x the default
+DEFAULTS = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": ",".join(POLICIES), "seeds": "0"}
+DEFAULTS |= {"comm_sweep": None, "sweep_scenario": SWEEP_SCENARIO}
+"""The options' defaults; the page's command names those that differ."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p, NAME, "results-wbsp.md", quick=True)
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"{QUICK_MAX_TIME_S:g} virtual seconds per run instead of the scenario's, and no model-size sweep",
-    )
-    p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: %(default)s)")
-    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default: %(default)s)")
+    ex.add_quick_argument(p, QUICK_MAX_TIME_S, ", and no model-size sweep")
+    p.add_argument("--scenarios", default=DEFAULTS["scenarios"], help="comma-separated (default: %(default)s)")
+    p.add_argument("--policies", default=DEFAULTS["policies"], help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds; several give medians (default: 0)")
     add_override_argument(p, "workers=4")
     p.add_argument(
@@ -87,20 +84,16 @@ Case = ex.Case  # one scenario to run every policy on: a main scenario, or a poi
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    overrides = dict(parse_override(o) for o in args.overrides)
-    if args.quick:
-        overrides.setdefault("max_time_s", QUICK_MAX_TIME_S)
+    overrides = ex.overrides_of(args, QUICK_MAX_TIME_S)
     specs = split_list(args.policies, "--policies")
     seeds = parse_seeds(args.seeds)
     cases = [
         Case(key=load_scenario(n, **overrides).name, scenario=n) for n in split_list(args.scenarios, "--scenarios")
     ]
     cases += sweep_cases(args.sweep_scenario, _sweep(args))
-    docs = docs_dir(args)
     results = bench_paper_wbsp(cases, specs, seeds, Path(args.out), overrides=overrides)
-    for where in (Path(args.out), docs):  # the page and its plots: always under --out, in docs if asked
-        if where is not None:
-            write_docs(results, where, command=_command(args))
+    command = ex.command_line(NAME, args, list(DEFAULTS.items()))
+    ex.publish(args, lambda where: write_docs(results, where, command=command))
     return rows_of(results)
 
 
@@ -119,13 +112,6 @@ def _sweep(args: argparse.Namespace) -> list[int]:
 def sweep_cases(scenario: str, sizes: list[int]) -> list[Case]:
     stem = Path(scenario).stem
     return [Case(key=f"{stem}-model-{v}B", scenario=scenario, overrides={"model_bytes": v}, sweep=True) for v in sizes]
-
-
-def _command(args: argparse.Namespace) -> str:
-    """The command line that reproduces this run (options left at their defaults omitted)."""
-    options = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": ",".join(POLICIES), "seeds": "0"}
-    options |= {"comm_sweep": None, "sweep_scenario": SWEEP_SCENARIO}
-    return ex.command_line(NAME, args, list(options.items()))
 
 
 # ------------------------------------------------------------------ running
@@ -282,30 +268,18 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
                     **keys,
                 }
             )
-            rows.append(
-                {"metric": "TTA ÷ fastest baseline's", "value": p["tta_vs_fastest_baseline"], "unit": "", **keys}
-            )
-            rows.append(
-                {
-                    "metric": f"final {res['target_metric']}",
-                    "value": p["final_metric"],
-                    "unit": "",
-                    "shown": fmt_metric(res["target_metric"], p["final_metric"]),
-                    **keys,
-                }
-            )
+            rows += ex.figure_rows(p, [("TTA ÷ fastest baseline's", "tta_vs_fastest_baseline", "")], keys)
+            final = fmt_metric(res["target_metric"], p["final_metric"])
+            metric = f"final {res['target_metric']}"
+            rows.append({"metric": metric, "value": p["final_metric"], "unit": "", "shown": final, **keys})
             rows += ex.share_rows({k: p[f"{k}_share"] for k in ("compute", "comm", "wait")}, keys)
-            rows.append({"metric": "max staleness", "value": p["max_staleness"], "unit": "versions", **keys})
+            rows += ex.figure_rows(p, [("max staleness", "max_staleness", "versions")], keys)
     return rows
 
 
 # --------------------------------------------------------------------- docs
 PAGE = ex.page_blocks(__file__, "paper_wbsp.md.in")
 """The page, its set-up and per-scenario sections, and the paragraphs that depend on the outcome."""
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
 
 
 def _secs(x: float | None) -> str:
@@ -326,15 +300,12 @@ def _img_name(scenario: str, kind: str) -> str:
 
 def write_docs(results: list[dict[str, Any]], docs: Path, *, command: str) -> Path:
     """Write ``results-wbsp.md`` and copy the plots to ``img/wbsp-*.png``."""
-    img = docs / "img"
-    img.mkdir(parents=True, exist_ok=True)
     main = [r for r in results if not r["sweep"]]
     for res in main:
-        for kind in res["plots"]:
-            shutil.copyfile(res["plots"][kind], img / _img_name(res["scenario"], kind))
+        ex.copy_plots(None, docs / "img", {src: _img_name(res["scenario"], k) for k, src in res["plots"].items()})
     if main:  # timelines of the first scenario only: they look alike in the others
-        for label, src in main[0]["timelines"].items():
-            shutil.copyfile(src, img / _timeline_name(main[0]["scenario"], label))
+        names = {src: _timeline_name(main[0]["scenario"], label) for label, src in main[0]["timelines"].items()}
+        ex.copy_plots(None, docs / "img", names)
     path = docs / "results-wbsp.md"
     path.write_text(render_markdown(results, command=command))
     return path
@@ -379,7 +350,7 @@ def _results_table(res: dict[str, Any]) -> list[str]:
     ratio = "tta_vs_fastest_baseline"
     columns: list[ex.Column] = [
         ("policy", lambda p: p["label"]),
-        *((share, lambda p, k=f"{share}_share": _pct(p[k])) for share in ("compute", "comm", "wait")),
+        *((share, lambda p, k=f"{share}_share": ex.pct_cell(p[k])) for share in ("compute", "comm", "wait")),
         ("TTA (s)", tta),
         ("TTA vs fastest baseline", lambda p: "—" if p[ratio] is None else f"{p[ratio]:.2f}"),
         (f"final {short_metric(res['target_metric'])}", lambda p: fmt_metric(res["target_metric"], p["final_metric"])),
@@ -387,8 +358,7 @@ def _results_table(res: dict[str, Any]) -> list[str]:
         ("updates", lambda p: f"{p['updates']:,.0f}"),
         ("max stale (versions)", lambda p: str(p["max_staleness"])),
     ]
-    table = ex.aggregate_table(res["policies"], columns)
-    return [table[0], "|---|" + "---:|" * (len(columns) - 1), *table[2:]]
+    return ex.aggregate_table(res["policies"], columns, left=1)
 
 
 def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
@@ -409,8 +379,8 @@ def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
         shown = "—" if fastest is None else f"{fastest['label']} ({_secs(fastest['time_to_target_s'])} s)"
         lines.append(
             f"| {(r['model_bytes'] or 0) / 1e6:g} MB | {1000 * (r['transfer_s'] or 0):.0f} ms "
-            f"| {_pct(by['asp']['compute_share']) if 'asp' in by else '—'} "
-            f"| {_pct(by['wbsp']['compute_share']) if 'wbsp' in by else '—'} | {shown} "
+            f"| {ex.pct_cell(by['asp']['compute_share']) if 'asp' in by else '—'} "
+            f"| {ex.pct_cell(by['wbsp']['compute_share']) if 'wbsp' in by else '—'} | {shown} "
             f"| {_change(by['wbsp']['tta_vs_fastest_baseline']) if 'wbsp' in by else '—'} "
             f"| {_change(by['wbsp-overlap']['tta_vs_fastest_baseline']) if 'wbsp-overlap' in by else '—'} |"
         )
@@ -527,7 +497,7 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
         small, large = _by_policy(points[0]), _by_policy(points[-1])
 
         def share(by: dict[str, dict[str, Any]], policy: str) -> str:
-            return _pct(by[policy]["compute_share"]) if policy in by else "—"
+            return ex.pct_cell(by[policy]["compute_share"]) if policy in by else "—"
 
         def change(by: dict[str, dict[str, Any]], policy: str) -> str:
             return _change(by[policy]["tta_vs_fastest_baseline"]) if policy in by else "—"
@@ -577,39 +547,20 @@ def setup_table(main: list[dict[str, Any]]) -> list[str]:
     labels: list[str] = []
     for r in main:
         labels += [p["label"] for p in r["policies"] if p["baseline"] and p["label"] not in labels]
-    lr = setup_cell(setups, "recipe")
     evals = sorted({r["setup"]["duration"].split(", evaluated every ")[-1] for r in main if r.get("setup")})
-    here = {
-        "cluster": setup_cell(
-            [{**s, "c": f"{s['workers']} simulated workers and a parameter server"} for s in setups], "c"
-        ),
-        "heterogeneity and step time": setup_cell(setups, "step"),
-        "learning job": setup_cell([{**s, "j": f"{s['workload']}, batch {s['batch']}"} for s in setups], "j"),
-        "network": setup_cell(setups, "network"),
-        "training recipe": f"{lr}. ASP and SSP weight each gradient 1/N; WBSP steps locally with the same recipe "
-        "and weights deltas 1/N",
-        "duration": setup_cell(setups, "duration"),
-        "baselines": ", ".join(labels) + " — ADSP is not implemented (see the last section)",
-    }
     text = ex.fill_page(
         PAGE["setup"],
-        table=ex.md_table(["", "paper", "here"], ([name, SETUP_PAPER[name], cell] for name, cell in here.items())),
+        cluster=setup_cell(
+            [{**s, "c": f"{s['workers']} simulated workers and a parameter server"} for s in setups], "c"
+        ),
+        step=setup_cell(setups, "step"),
+        job=setup_cell([{**s, "j": f"{s['workload']}, batch {s['batch']}"} for s in setups], "j"),
+        network=setup_cell(setups, "network"),
+        recipe=setup_cell(setups, "recipe"),
+        duration=setup_cell(setups, "duration"),
+        baselines=", ".join(labels),
         are="s are" if len(main) > 1 else " is",
         names=", ".join(f"`{r['scenario']}`" for r in main),
         evals=", ".join(evals),
     )
     return text.splitlines()
-
-
-SETUP_PAPER = {
-    "cluster": "parameter server and GPU workers (V100); half of the workers sleep before every step (the "
-    "authors' code: the odd-numbered of 8)",
-    "heterogeneity and step time": "sleep 0.5 / 1.0 / 1.5 s per step (H1 / H2 / H3)",
-    "learning job": "CIFAR-10 CNN (148k parameters in the authors' code), AlexNet, ImageNet models",
-    "network": "not modelled: real sockets (the authors' code moves every tensor with a length/acknowledgement "
-    "exchange over TCP)",
-    "training recipe": "0.1, then 0.01, 0.001 (authors' code)",
-    "duration": "until the target accuracy",
-    "baselines": "BSP, SSP (s = 40), ASP, ADSP",
-}
-"""The paper's column of the set-up table, as published."""

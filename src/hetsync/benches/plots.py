@@ -1,7 +1,7 @@
 """Plots that several benches draw, from a case's runs and traces.
 
 - :func:`case_plots`: a seed's metric curve (and its zoom on the start), the
-  shares, and per-worker timelines of chosen policies;
+  shares, a bench's own, and per-worker timelines of chosen policies;
 - :func:`plot_batches`: the batch size each worker computed over time, one
   panel per trace, with the background load below;
 - :func:`compute_records`: a trace's ``compute`` records, what they read.
@@ -44,27 +44,33 @@ def compute_records(trace: Path) -> list[dict[str, Any]]:
 
 def case_plots(
     *,
-    baselines: Callable[[dict[str, Any]], bool],
+    baselines: Callable[[dict[str, Any]], bool] | None,
     timelines: Collection[str] = (),
     timeline_s: float = 5.0,
+    max_workers: int = 8,
+    more: Callable[[list[dict[str, Any]], Path, Any], None] | None = None,
 ) -> Callable[[list[dict[str, Any]], Path, Any], None]:
     """An ``after`` hook for :meth:`Experiment.run_case` that draws a seed's
     plots in its folder: the metric curve, its zoom on the start (to 2.5 × the
     fastest baseline's time to target, rounded up to 10 s; none when that cuts
-    nothing), the shares, and the first ``timeline_s`` seconds of the
-    per-worker timeline of each policy in ``timelines``; then prints the
+    nothing, or without ``baselines``), the shares, the bench's ``more`` plots,
+    and the first ``timeline_s`` seconds of the per-worker timeline (up to
+    ``max_workers`` rows) of each policy in ``timelines``; then prints the
     seed's table. ``baselines`` tells a baseline run from a candidate's."""
 
     def plot(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
         curve = report.metric_plot_name(runs)  # accuracy, or the target's metric
         report.plot_metric(runs, where / f"{curve}.png")
-        zoom, zoom_png = zoomed(runs, baselines), where / f"{curve}-zoom.png"
-        if zoom and zoom[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
-            report.plot_metric(zoom, zoom_png)
-        else:  # a zoom that cuts nothing would be the plot above again
-            zoom_png.unlink(missing_ok=True)
+        if baselines is not None:
+            zoom, zoom_png = zoomed(runs, baselines), where / f"{curve}-zoom.png"
+            if zoom and zoom[0]["wall_time_s"] < max(r["wall_time_s"] for r in runs):
+                report.plot_metric(zoom, zoom_png)
+            else:  # a zoom that cuts nothing would be the plot above again
+                zoom_png.unlink(missing_ok=True)
         report.plot_shares(runs, where / "shares.png")
-        plot_timelines(runs, where, timelines, window_s=timeline_s, max_workers=8)
+        if more is not None:
+            more(runs, where, sc)
+        plot_timelines(runs, where, timelines, window_s=timeline_s, max_workers=max_workers)
         report.terminal_console().print(report.summary_table(runs))
 
     return plot
