@@ -10,4 +10,4 @@ from rich.console import Console
 def terminal_console() -> Console:
     """A rich console; piped output (``make demo`` into a log, CI) gets a width the tables fit in."""
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=180)
