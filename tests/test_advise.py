@@ -215,6 +215,7 @@ def tiny(tmp_path):
     return str(path)
 
 
+@pytest.mark.dist  # on a loaded machine the first run is slow enough for advise to start its process pool
 def test_advise_end_to_end(tmp_path, tiny, capsys):
     out = tmp_path / "adv"
     argv = ["advise", "-s", tiny, "--seeds", "2", "--policies", "asp,ssp:s=3,lb-bsp-static", "-o", str(out)]
@@ -346,3 +347,27 @@ def test_noise_stragglers_and_load_weigh_by_the_base_share_of_a_step():
     assert f.jitter == pytest.approx(0.8 * share) and f.straggler_factor == pytest.approx(1 + 10 * share)
     plain = advise.features(replace(sc, delay_s=(0.0,) * 4), 1000)
     assert plain.jitter == 0.8 and plain.straggler_factor == 11.0
+
+
+def test_the_measured_time_to_target_is_the_median_over_real_seeds_a_miss_counting_as_infinitely_slow():
+    from hetsync.advise import median_reached
+
+    assert median_reached([1.0, 3.0, 2.0]) == 2.0
+    assert median_reached([1.0, None, 2.0]) == 2.0
+    assert median_reached([1.0, None, None]) is None
+    assert median_reached([]) is None
+
+
+def test_each_real_seed_runs_in_its_own_folder_with_its_seed(tmp_path):
+    from hetsync.advise import Verification, _seeded, verify_args
+
+    config = verify_args("transient-4", ["max_time_s=4"], None, ["bsp"], tmp_path / "verify")
+    assert config.process.pace and config.process.throttle  # transient-4 is played with its modelled timing
+    seeded = _seeded(config, 2)
+    assert seeded.overrides == {"max_time_s": 4, "seed": 2}
+    assert seeded.process.out == tmp_path / "verify" / "seed-2" and seeded.process.pace
+    assert Verification(rows=(), folder="verify", elapsed_s=0.0, seeds=(0, 1)).run_folders == [
+        "verify/seed-0",
+        "verify/seed-1",
+    ]
+    assert Verification(rows=(), folder="verify", elapsed_s=0.0).run_folders == ["verify"]

@@ -3,6 +3,7 @@ profile of an emulated cluster that must recover its step times and links."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -266,3 +267,95 @@ def test_bad_input_exits_2_with_one_line_before_anything_starts(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err, err
     assert not (out / "raw.json").exists()
+
+
+# ------------------------------------------------------- paced emulation
+PACED = """\
+description: "2 CPU-like workers of 8 and 16 ms steps, played with their modelled timing"
+workers: 2
+workload: digits-mlp
+batch_size: 32
+lr: 0.5
+target_accuracy: 0.8
+max_time_s: 1
+policies: [bsp, asp]
+fixed_s: 0.002
+per_sample_s: 0.0002
+slowdown: [1.0, 2.0]
+jitter: 0.05
+bandwidth_Bps: 1.0e6
+latency_s: 0.0005
+runtime_timing: modelled
+"""
+
+
+class _Timing:
+    """A stand-in TimingModel: asks for ``extra_s`` more, and records how it was asked."""
+
+    def __init__(self, extra_s: float) -> None:
+        self.extra_s, self.asked = extra_s, []
+
+    def extra_sleep_s(self, worker, measured_s, now_s, *, paced_batch=None):
+        self.asked.append(paced_batch)
+        return self.extra_s
+
+
+def test_a_paced_step_records_the_whole_step_as_measured_and_a_stretched_one_the_real_step():
+    import time
+
+    from hetsync.profile_job import emulated_step
+
+    timing = _Timing(0.02)
+    start = time.perf_counter()
+    assert emulated_step(timing, 0, start, 0.001, 0.0, 32, True) >= 0.02  # the cluster's step, not the gradient
+    assert emulated_step(timing, 0, time.perf_counter(), 0.001, 0.0, 32, False) == 0.001
+    assert timing.asked == [32, None]
+
+
+def test_a_paced_profile_writes_a_cluster_that_real_processes_replay_paced(tmp_path):
+    from hetsync.advise import verify_args
+
+    raw = {"paced": True, "batch_sizes": [16, 32, 64]}
+    fits = tuple(profile.fit_worker(w, cpu_steps(0.002, 0.0002, slow=1.0 + w)) for w in range(2))
+    fixed_s, per_sample_s, slow, delay, ref = profile.decompose(fits, 32)
+    prof = profile.Profile(
+        workers=2,
+        batch_size=32,
+        fits=fits,
+        fixed_s=fixed_s,
+        per_sample_s=per_sample_s,
+        slowdown=tuple(slow),
+        delay_s=tuple(delay),
+        reference=ref,
+        jitter=0.0,
+        straggler_prob=0.0,
+        straggler_factor=1.0,
+        transient_steps=0,
+        load=None,
+        links=(),
+        raw=raw,
+    )
+    job = load_scenario("hetero-4").with_workers(2)
+    assert profile.build_scenario(job, prof, description="d")["runtime_timing"] == "modelled"
+    path = profile.write_profiled(job, prof, tmp_path, header="h", description="d")
+    assert verify_args(str(path), [], None, ["bsp"], tmp_path / "v").process.pace
+    unpaced = profile.build_scenario(job, dataclasses.replace(prof, raw={}), description="d")
+    assert "runtime_timing" not in unpaced  # a real cluster's (or stretched emulation's) steps are what they are
+
+
+@pytest.mark.dist
+def test_profile_of_a_paced_cluster_recovers_its_modelled_steps(tmp_path):
+    emu = tmp_path / "paced.yaml"
+    emu.write_text(PACED)
+    out = tmp_path / "prof"
+    argv = ["profile", "--emulate", str(emu), "--compute-s", "2", "--link-reps", "2", "-o", str(out), "--no-plots"]
+    assert main(argv) == 0
+    prof = json.loads((out / "profile.json").read_text())
+    emulated = load_scenario(str(emu))
+    for w, step_s in enumerate(prof["step_s"]):  # 8.4 and 16.8 ms: the modelled steps, not this machine's gradient
+        # (a loaded machine oversleeps by a millisecond or so; the real gradient would be 0.3 ms)
+        want = emulated.nominal_step_s(w, 32)
+        assert step_s == pytest.approx(want, rel=STEP_TOLERANCE, abs=0.002), prof["step_s"]
+    assert prof["per_sample_s"] == pytest.approx(0.0002, rel=0.25)  # the per-sample cost shows in a paced step
+    cluster = load_scenario(str(out / "cluster.yaml"))
+    assert cluster.runtime_timing == "modelled"

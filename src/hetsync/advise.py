@@ -952,10 +952,11 @@ class Verified:
     recommended: bool
     predicted_tta_s: float | None  # median over the seeds
     predicted_tta_range: tuple[float | None, float]  # min, max over the seeds (max inf: a seed missed)
-    measured_tta_s: float | None
+    measured_tta_s: float | None  # the median over the real seeds (a seed that missed counts as infinitely slow)
     predicted_samples_per_s: float | None
-    measured_samples_per_s: float | None
+    measured_samples_per_s: float | None  # median over the real seeds
     measured_wall_s: float | None
+    measured_tta_seeds_s: tuple[float | None, ...] = ()  # per real seed (None: missed the target)
 
     @staticmethod
     def _error(predicted: float | None, measured: float | None) -> float | None:
@@ -986,6 +987,7 @@ class Verified:
             "measured_samples_per_s": self.measured_samples_per_s,
             "samples_per_s_error": self.rate_error,
             "measured_wall_time_s": self.measured_wall_s,
+            "measured_time_to_target_per_seed_s": list(self.measured_tta_seeds_s),
         }
 
 
@@ -994,6 +996,14 @@ class Verification:
     rows: tuple[Verified, ...]
     folder: str  # the real runs' folder, relative to the advice's
     elapsed_s: float
+    seeds: tuple[int, ...] = ()  # the real runs' seeds, one run of each candidate per seed (empty: the run config's)
+
+    @property
+    def run_folders(self) -> list[str]:
+        """The real runs' folders (each with its ``summary.json``), relative to the advice's."""
+        if len(self.seeds) <= 1:
+            return [self.folder]
+        return [f"{self.folder}/{seed_folder(seed)}" for seed in self.seeds]
 
     @property
     def fastest(self) -> Verified | None:
@@ -1041,6 +1051,7 @@ class Verification:
             "held_within": HELD_WITHIN,
             "verdict": self.verdict(),
             "elapsed_s": self.elapsed_s,
+            "seeds": list(self.seeds),
         }
 
 
@@ -1048,12 +1059,17 @@ def verify_args(
     scenario_arg: str, overrides: Sequence[str], seed: int | None, specs: Sequence[str], out: Path
 ) -> RunConfig:
     """The runtime's run config, as ``hetsync run`` writes it; ``throttle``
-    so that transfers last at least the scenario's bytes / bandwidth."""
+    so that transfers last at least the scenario's bytes / bandwidth, and
+    ``pace`` where the cluster is an emulated one played with its modelled
+    timing (``runtime_timing: modelled``, which ``hetsync profile --emulate``
+    writes for such a cluster): its steps then last the profiled step time,
+    as in the simulator. A real cluster's steps are what they are."""
     from hetsync.runtime.config import ProcessOptions
-    from hetsync.scenario import parse_override
+    from hetsync.scenario import load_scenario, parse_override
 
     given = dict(parse_override(o) for o in overrides) | ({} if seed is None else {"seed": seed})
-    process = ProcessOptions(out=out, throttle=True)
+    pace = load_scenario(scenario_arg, **given).runtime_timing == "modelled"
+    process = ProcessOptions(out=out, throttle=True, pace=pace)
     return RunConfig(scenario=scenario_arg, overrides=given, policies=tuple(specs), process=process, plots=False)
 
 
@@ -1074,6 +1090,11 @@ def check_verifiable(scenario: Scenario) -> None:
         )
 
 
+def seed_folder(seed: int) -> str:
+    """The subfolder of ``verify/`` holding one real seed's runs (with more than one seed)."""
+    return f"seed-{seed}"
+
+
 def verify(
     advice: Advice,
     out: Path,
@@ -1081,16 +1102,22 @@ def verify(
     *,
     host: str = "127.0.0.1",
     on_progress: Callable[[str, float], None] | None = None,
+    seeds: int = 1,
 ) -> Verification:
     """Run the shortlist (winner, runner-up, BSP) on the real runtime, as
     ``hetsync run`` does, in ``out/verify``; ``forwarded`` is the runtime's
     run config (:func:`verify_args`, whose ``--out`` must be ``out/verify``).
-    RuntimeError if the runs failed."""
+    With ``seeds`` > 1 the shortlist runs once per seed, the first
+    ``seeds`` of the ones advise simulated (``verify/seed-N/`` each), and
+    the measured figures are the medians over them, as the predicted ones
+    are over the simulated seeds. RuntimeError if the runs failed."""
     import json
 
     from hetsync.outdir import start_clean
     from hetsync.runtime import launch
 
+    if seeds < 1:
+        raise BadInput(f"verify seeds must be >= 1, got {seeds}")
     t0 = time.perf_counter()
     folder = out / VERIFY_DIR
     specs = advice.shortlist()
@@ -1098,23 +1125,29 @@ def verify(
     start_clean(folder)
     sc = advice.scenario
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
-    code = launch.launch_run(
-        forwarded,
-        sc.workers,
-        host=host,
-        on_progress=on_progress,
-        timeout_s=3 * per_run_s * len(specs) + 300,
-    )
-    if code != 0:
-        why = launch.launcher_reason(folder) or launch.server_log_tail(folder)
-        raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
-    real = {r["label"]: r for r in json.loads((folder / "summary.json").read_text())}
+    seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()
+    configs = [forwarded] if not seed_list else [_seeded(forwarded, seed) for seed in seed_list]
+    summaries = []
+    for config in configs:
+        where = config.process.out
+        code = launch.launch_run(
+            config,
+            sc.workers,
+            host=host,
+            on_progress=on_progress,
+            timeout_s=3 * per_run_s * len(specs) + 300,
+        )
+        if code != 0:
+            why = launch.launcher_reason(where) or launch.server_log_tail(where)
+            raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
+        summaries.append({r["label"]: r for r in json.loads((where / "summary.json").read_text())})
     by_spec = {r.candidate.spec: r for r in advice.ranked}
     rec = advice.recommendation.label
     rows = []
     for spec in specs:
         r = by_spec[spec]
-        m = real.get(r.label, {})
+        per_seed = [real.get(r.label, {}) for real in summaries]
+        ttas = tuple(_number(m.get("time_to_target_s")) for m in per_seed)
         rows.append(
             Verified(
                 label=r.label,
@@ -1122,13 +1155,34 @@ def verify(
                 recommended=r.label == rec,
                 predicted_tta_s=r.median_tta_s,
                 predicted_tta_range=(r.min_tta_s, r.max_tta_s),
-                measured_tta_s=_number(m.get("time_to_target_s")),
+                measured_tta_s=median_reached(ttas),
                 predicted_samples_per_s=r.median_of(r.samples_per_s),
-                measured_samples_per_s=_number(m.get("samples_per_s")),
-                measured_wall_s=_number(m.get("wall_time_s")),
+                measured_samples_per_s=_median_known(_number(m.get("samples_per_s")) for m in per_seed),
+                measured_wall_s=_median_known(_number(m.get("wall_time_s")) for m in per_seed),
+                measured_tta_seeds_s=ttas,
             )
         )
-    return Verification(rows=tuple(rows), folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0)
+    return Verification(rows=tuple(rows), folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
+
+
+def _seeded(config: RunConfig, seed: int) -> RunConfig:
+    """``config`` for one real seed: that seed, its runs in ``verify/seed-N``."""
+    process = replace(config.process, out=config.process.out / seed_folder(seed))
+    return replace(config, overrides={**config.overrides, "seed": seed}, process=process)
+
+
+def median_reached(values: Sequence[float | None]) -> float | None:
+    """The median time to target over seeds, a seed that missed (None)
+    counting as infinitely slow; None when the median itself missed."""
+    if not values:
+        return None
+    med = statistics.median(math.inf if v is None else v for v in values)
+    return med if math.isfinite(med) else None
+
+
+def _median_known(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def verification_rows(v: Verification) -> tuple[list[str], list[list[str]]]:
@@ -1156,7 +1210,7 @@ def verification_rows(v: Verification) -> tuple[list[str], list[list[str]]]:
             [
                 r.label + (" ★" if r.recommended else ""),
                 _fmt_s(r.predicted_tta_s) + span,
-                _fmt_s(r.measured_tta_s) if r.measured_tta_s is not None else "not reached",
+                (_fmt_s(r.measured_tta_s) if r.measured_tta_s is not None else "not reached") + _seed_span(r),
                 err(r.tta_error),
                 rate(r.predicted_samples_per_s),
                 rate(r.measured_samples_per_s),
@@ -1166,13 +1220,26 @@ def verification_rows(v: Verification) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def _seed_span(r: Verified) -> str:
+    """`` (lo–hi)`` of the real seeds' times to target (``>``: a seed missed), or nothing for one seed."""
+    ttas = r.measured_tta_seeds_s
+    if len(ttas) < 2:
+        return ""
+    reached = [t for t in ttas if t is not None]
+    if not reached:
+        return ""
+    hi = _fmt_s(max(reached)) if len(reached) == len(ttas) else ">"
+    return f" ({_fmt_s(min(reached))}–{hi})"
+
+
 def verification_table(v: Verification, advice: Advice) -> Any:
     from rich.table import Table
     from rich.text import Text
 
     table = Table(
         title=Text(
-            f"verify · predicted (simulator, median over {len(advice.seeds)} seeds) vs measured (real processes)"
+            f"verify · predicted (simulator, median over {len(advice.seeds)} seeds) vs measured (real processes"
+            + (f", median over {len(v.seeds)} seeds)" if len(v.seeds) > 1 else ")")
         ),
         caption=f"★ recommended; error: measured / predicted − 1; real runs in {v.folder}/",
         header_style="bold",

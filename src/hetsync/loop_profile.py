@@ -18,7 +18,8 @@ unchanged:
   fit sees the per-sample cost; the first rounds are warm-up. ``sync.done``
   turns true after ``compute_s`` seconds. With ``--emulate`` each step then
   sleeps what the emulated cluster adds for this worker, as the runtime's
-  workers do.
+  workers do (a cluster with ``runtime_timing: modelled``: until the step
+  lasts its modelled time, as ``hetsync run --pace``).
 - ``sync.finish()`` times every link (worker–server, worker–worker) with
   transfers around the model's size, the same code as ``hetsync profile``'s
   built-in job (:mod:`hetsync.profile_job`), and rank 0 writes ``raw.json``
@@ -53,7 +54,7 @@ from torch import nn
 
 from hetsync.errors import BadInput
 from hetsync.optim import OptimizerView
-from hetsync.profile_job import RAW_JSON, link_sizes, links_and_gather, raw_record
+from hetsync.profile_job import RAW_JSON, emulated_step, link_sizes, links_and_gather, paced, raw_record
 from hetsync.scenario import Scenario
 
 PROFILE_ENV = "HETSYNC_PROFILE"
@@ -198,7 +199,13 @@ class Profiler:
         job = dict(sc.source) if sc.source is not None else sc.to_dict()
         job.update(name=sc.name, workers=sc.workers, model_bytes=model_nbytes)
         raw = raw_record(
-            self.workers, self.sizes, self._link_bytes, self.settings.compute_s, self.settings.emulate, gathered
+            self.workers,
+            self.sizes,
+            self._link_bytes,
+            self.settings.compute_s,
+            self.settings.emulate,
+            gathered,
+            paced_emulation=paced(self.emulated),
         )
         raw |= {
             "job": job,
@@ -234,6 +241,7 @@ class ProfilingOptimizer(OptimizerView):
         self._sizes = sizes
         self._compute_s = compute_s
         self._timing = timing
+        self._pace = timing is not None and paced(timing.sc)  # the step lasts the emulated cluster's modelled one
         self._steps = 0
         self._rows: list[list[float]] = []
         self.done = False
@@ -253,9 +261,7 @@ class ProfilingOptimizer(OptimizerView):
         self.optimizer.step()
         measured = time.perf_counter() - start
         if self._timing is not None:
-            extra = self._timing.extra_sleep_s(self._w, measured, start - self._t0)
-            if extra > 0:
-                time.sleep(extra)
+            measured = emulated_step(self._timing, self._w, start, measured, start - self._t0, batch, self._pace)
         end = time.perf_counter()
         if self._steps >= WARMUP_ROUNDS * len(self._sizes):
             self._rows.append([start - self._t0, batch, end - start, measured])

@@ -28,6 +28,11 @@ measurements; everything here is pure fitting on them, then output:
 step sleeps the extra the scenario gives that worker, as the runtime's
 workers do, and transfers last at least ``bytes / bandwidth``; the profile
 should then recover the scenario's per-worker step times and bandwidths.
+A cluster with ``runtime_timing: modelled`` is paced: each step lasts its
+modelled time, and that whole step is the measured one (there is no real
+gradient under it to take apart); the written ``cluster.yaml`` then says
+``runtime_timing: modelled`` too, so that ``hetsync run`` and ``advise
+--verify`` replay the fit with the same pacing.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ TIMING_KEYS = (
     "bandwidth_Bps",
     "server_bandwidth_Bps",
     "latency_s",
+    "runtime_timing",
 )
 
 
@@ -93,7 +99,8 @@ class WorkerFit:
     load_steps: int = 0  # outliers in runs (background load)
     knee_batch: int | None = None
     failed_batches: tuple[int, ...] = ()
-    # the gradient alone (each step's time before an emulation's sleep; the whole step without --emulate)
+    # the gradient alone (each step's time before an emulation's sleep; the whole step without --emulate
+    # and on a paced emulation, whose modelled step is the emulated cluster's step)
     gradient_fixed_s: float = 0.0
     gradient_per_sample_s: float = 0.0
 
@@ -671,6 +678,9 @@ def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, An
     if prof.server_Bps is not None:
         raw["server_bandwidth_Bps"] = float(f"{prof.server_Bps:.4g}") if math.isfinite(prof.server_Bps) else math.inf
     raw["latency_s"] = float(f"{prof.latency_s:.4g}")
+    if prof.raw.get("paced"):
+        # an emulated cluster whose steps lasted its modelled time: real processes replay this fit the same way
+        raw["runtime_timing"] = "modelled"
     return raw
 
 
@@ -949,8 +959,9 @@ def worker_rows(prof: Profile) -> tuple[list[str], list[list[str]]]:
 
 def summary_lines(prof: Profile) -> list[str]:
     """What the cluster looks like, in a few lines."""
+    what = "the paced step" if prof.raw.get("paced") else "the gradient alone"
     lines = [
-        f"base step (the gradient alone on worker {prof.reference}, the fastest): fixed {_fmt_ms(prof.fixed_s)} + "
+        f"base step ({what} on worker {prof.reference}, the fastest): fixed {_fmt_ms(prof.fixed_s)} + "
         f"{prof.per_sample_s * 1e6:.3g} µs/sample; noise log-sd {prof.jitter:.3g} (of the base)",
     ]
     if prof.straggler_prob > 0:

@@ -10,6 +10,12 @@ Two phases, each started together after a barrier:
    every step then sleeps the extra the emulated scenario gives this worker
    (:meth:`hetsync.driver.timing.TimingModel.extra_sleep_s`, exactly as the
    runtime's workers do), so one machine can play a heterogeneous cluster.
+   An emulated cluster whose ``runtime_timing`` is ``modelled`` is *paced*
+   instead (as ``hetsync run --pace``): every step lasts the cluster's
+   modelled step (``fixed_s + per_sample_s · b``, slowdown, noise,
+   stragglers, delay), and that whole step is recorded as the measured one
+   (:func:`emulated_step`): the emulated cluster's step is what it is, as a
+   real cluster's, with no real gradient underneath to tell apart.
    A batch size that runs out of memory is dropped and recorded. After
    each step a worker sends a model-sized message to the server and waits
    for one back (``--exchange-bytes``: the model's size), as a push and a pull do in
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     gathered = links_and_gather(rank, n, emulated, link_bytes, args.link_reps, compute)
     if rank == 0:
         out = Path(args.out)
-        raw = raw_record(n, sizes, link_bytes, args.compute_s, args.emulate, gathered)
+        raw = raw_record(n, sizes, link_bytes, args.compute_s, args.emulate, gathered, paced_emulation=paced(emulated))
         tmp = out / (RAW_JSON + ".tmp")
         tmp.write_text(json.dumps(raw) + "\n")
         os.replace(tmp, out / RAW_JSON)
@@ -140,9 +146,17 @@ def links_and_gather(
 
 
 def raw_record(
-    n: int, sizes: list[int], link_bytes: list[int], compute_s: float, emulate: str | None, gathered: list[Any]
+    n: int,
+    sizes: list[int],
+    link_bytes: list[int],
+    compute_s: float,
+    emulate: str | None,
+    gathered: list[Any],
+    *,
+    paced_emulation: bool = False,
 ) -> dict[str, Any]:
-    """``raw.json``'s common fields (what :func:`hetsync.profile.fit_profile` reads)."""
+    """``raw.json``'s common fields (what :func:`hetsync.profile.fit_profile` reads);
+    ``paced``: the emulated cluster's steps lasted its modelled step time."""
     return {
         "workers": n,
         "host": os.uname().nodename,
@@ -150,8 +164,30 @@ def raw_record(
         "link_bytes": link_bytes,
         "compute_s": compute_s,
         "emulate": emulate,
+        "paced": paced_emulation,
         "per_rank": sorted(gathered, key=lambda g: g["rank"]),
     }
+
+
+def paced(emulated: Any) -> bool:
+    """Whether an emulated cluster's steps last its modelled step time
+    (``runtime_timing: modelled``, as ``hetsync run --pace`` makes them)
+    rather than the real step stretched by its slowdown."""
+    return emulated is not None and emulated.runtime_timing == "modelled"
+
+
+def emulated_step(
+    timing: Any, w: int, started_at: float, measured_s: float, now_s: float, batch: int, pace: bool
+) -> float:
+    """Sleep what the emulated cluster adds to a step of worker ``w`` that
+    started at ``started_at`` (``time.perf_counter()``) and really took
+    ``measured_s``; returns what the record's measured column holds: the
+    real step, or (paced) the whole paced step, which on the emulated
+    cluster is the step itself."""
+    extra = timing.extra_sleep_s(w, measured_s, now_s, paced_batch=batch if pace else None)
+    if extra > 0:
+        time.sleep(extra)
+    return time.perf_counter() - started_at if pace else measured_s
 
 
 def _scenarios(job_name: str, emulate: str | None, n: int) -> tuple[Any, Any]:
@@ -227,6 +263,7 @@ def _compute_phase(
     params = workload.init_params(job.seed)
     shard = workload.make_shards(job.workers, job.seed, job.label_skew)[w]
     timing = TimingModel(emulated) if emulated is not None else None
+    pace = paced(emulated)
     failed: dict[int, str] = {}
     alive = list(sizes)
     for b in sizes:  # warm-up; a size that does not fit in memory is dropped here
@@ -255,9 +292,7 @@ def _compute_phase(
         workload.gradient(params, x, y)
         measured = time.perf_counter() - start
         if timing is not None:
-            extra = timing.extra_sleep_s(w, measured, start - t0)
-            if extra > 0:
-                time.sleep(extra)
+            measured = emulated_step(timing, w, start, measured, start - t0, b, pace)
         steps.append([start - t0, b, time.perf_counter() - start, measured])
         if payload is not None:
             at = time.perf_counter() - t0

@@ -66,3 +66,38 @@ def test_bench_advise_bad_arguments_exit_2_before_anything_runs(tmp_path, capsys
     assert main(["bench", "advise", "--set", "workers=1", "--out", str(tmp_path)]) == 2  # --verify needs 2
     assert "at least 2 worker" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_paced_cluster_is_compared_on_its_whole_steps_a_stretched_one_on_its_delays():
+    from types import SimpleNamespace
+
+    from hetsync.benches.advise import recovery
+    from hetsync.scenario import load_scenario
+
+    prof = SimpleNamespace(
+        batch_size=32,
+        delay_s=(0.0,) * 4,
+        slowdown=(1.0,) * 4,
+        bandwidth_Bps=[1.25e8] * 4,
+        step_s=lambda w: 0.011,
+        straggler_prob=0.05,
+        straggler_factor=6.0,
+        jitter=0.1,
+        fixed_s=0.002,
+        per_sample_s=0.00025,
+        latency_s=0.001,
+        link_latency_s=0.0002,
+        exchanges=(),
+        server_Bps=None,
+    )
+    paced = recovery(load_scenario("transient-4"), prof)
+    assert paced["compared"] == "step" and paced["paced"]
+    assert [w["compute_injected_s"] for w in paced["workers"]] == [0.002 + 32 * 0.00025] * 4
+    assert paced["workers"][0]["compute_error"] == pytest.approx(0.1)
+    stretched = recovery(load_scenario("hetero-4"), prof)
+    assert stretched["compared"] == "delay" and [w["compute_injected_s"] for w in stretched["workers"]] == [
+        0.01,
+        0.02,
+        0.03,
+        0.04,
+    ]

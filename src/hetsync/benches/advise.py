@@ -10,8 +10,20 @@ the bench runs the three steps a user runs, with the same functions:
 2. ``hetsync advise -s cluster.yaml``: every candidate simulated over the
    seeds on the profiled cluster, ranked, one recommended.
 3. ``advise --verify``: the recommended policy, the runner-up and BSP run
-   on the real runtime (throttled links); predicted against measured time to
-   target and throughput, their ratio, and whether the recommendation held.
+   on the real runtime (throttled links), once per real seed (the first
+   ``--verify-seeds`` of advise's seeds); predicted against measured time
+   to target (medians over the seeds) and throughput, their ratio, and
+   whether the recommendation held.
+
+A cluster with ``runtime_timing: modelled`` (``slow-links-4``,
+``transient-4``) is played with its modelled timing: every real step
+lasts the cluster's modelled step (``hetsync run --pace``), in the profile
+and in verify, so that a cluster of 10 ms steps is one, whatever this
+machine's gradient costs. ``hetero-4`` keeps the real timing of the
+runtime's calibration (the real gradient plus the injected sleeps, as the
+WBSP paper makes stragglers). Every cluster runs for :data:`MAX_TIME_S`
+seconds with an evaluation every :data:`EVAL_EVERY_S` (``--set`` changes
+them), so that times to target of a second or two are told apart.
 
 Per cluster it prints the profile's recovery table and the verify table; the
 page ``results-advise.md`` (and ``img/advise-*.png``) goes under ``--out``,
@@ -41,14 +53,17 @@ NAME = "advise"
 
 CLUSTERS = "hetero-4,slow-links-4,transient-4"
 POLICIES = "asp,ssp:s=3,local-sgd:H=4,backup:b=1,wbsp,wbsp-overlap,diloco,lb-bsp:variant=cpu"
-SEEDS = 2
+SEEDS = 3  # advise's default
+VERIFY_SEEDS = 3  # real runs of each verified candidate
+MAX_TIME_S = 10.0  # every cluster's run length ...
+EVAL_EVERY_S = 0.1  # ... and evaluation grid, unless --set gives them (times to target are 1-3 s here)
 COMPUTE_S = 6.0
 LINK_REPS = 5
 DOC_NAME = "results-advise.md"
 IMG_PREFIX = "advise"
 OFF_BY = 0.15  # a prediction further than this from the measurement is discussed on the page
 # --quick: one 2-worker cluster, short runs; the machinery of the full bench in well under a minute
-QUICK = {"compute_s": 1.0, "link_reps": 2, "seeds": 1, "policies": "asp", "max_time_s": 3.0}
+QUICK = {"compute_s": 1.0, "link_reps": 2, "seeds": 1, "verify_seeds": 1, "policies": "asp", "max_time_s": 3.0}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +72,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--policies", "-p", default=POLICIES, help="advise's candidates (bsp always runs; default: %(default)s)"
     )
     p.add_argument("--seeds", type=int, default=SEEDS, help="seeds per candidate in advise (default: %(default)s)")
+    p.add_argument(
+        "--verify-seeds",
+        type=int,
+        default=VERIFY_SEEDS,
+        help="real runs per verified candidate, the first of advise's seeds (default: %(default)s)",
+    )
     p.add_argument(
         "--compute-s", type=float, default=COMPUTE_S, help="profile: seconds of timed steps (default: %(default)s)"
     )
@@ -81,6 +102,7 @@ class Settings:
     clusters: tuple[str, ...]
     policies: tuple[str, ...]
     seeds: int
+    verify_seeds: int
     compute_s: float
     link_reps: int
     overrides: tuple[str, ...]  # --set KEY=VALUE, applied to advise and verify (not to the emulation)
@@ -90,14 +112,23 @@ class Settings:
 def settings(args: argparse.Namespace) -> Settings:
     """The bench's settings from its arguments, checked (BadInput names the flag)."""
     seeds, compute_s, link_reps, policies = args.seeds, args.compute_s, args.link_reps, args.policies
+    verify_seeds = args.verify_seeds
     overrides = list(args.overrides)
+    given = {o.split("=", 1)[0].strip() for o in overrides}
     if args.quick:
         seeds, compute_s, link_reps = QUICK["seeds"], QUICK["compute_s"], QUICK["link_reps"]
+        verify_seeds = int(QUICK["verify_seeds"])
         policies = str(QUICK["policies"])
-        if not any(o.split("=", 1)[0].strip() == "max_time_s" for o in overrides):
+        if "max_time_s" not in given:
             overrides.append(f"max_time_s={QUICK['max_time_s']:g}")
+    else:
+        overrides += [
+            f"{k}={v:g}" for k, v in (("max_time_s", MAX_TIME_S), ("eval_every_s", EVAL_EVERY_S)) if k not in given
+        ]
     if not 1 <= seeds <= 100:
         raise BadInput(f"--seeds must be an integer in 1..100, got {seeds}")
+    if not 1 <= verify_seeds <= seeds:
+        raise BadInput(f"--verify-seeds must be an integer in 1..--seeds ({seeds}), got {verify_seeds}")
     if not 0 < compute_s <= 600:
         raise BadInput(f"--compute-s must be in (0, 600], got {compute_s}")
     if not 1 <= link_reps <= 100:
@@ -116,6 +147,7 @@ def settings(args: argparse.Namespace) -> Settings:
         clusters=clusters,
         policies=tuple(split_list(policies, "--policies")),
         seeds=seeds,
+        verify_seeds=verify_seeds,
         compute_s=compute_s,
         link_reps=link_reps,
         overrides=tuple(overrides),
@@ -163,18 +195,27 @@ def _error(fitted: float, injected: float) -> float | None:
 
 def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
     """What the profile recovered of what the cluster injected: per worker
-    the delay and the bandwidth to the server (injected, fitted, error), and
-    the transient stragglers."""
+    the compute and the bandwidth to the server (injected, fitted, error),
+    and the transient stragglers. The compute compared is the whole step
+    (the modelled ``base · slowdown + delay`` at the job's batch against the
+    fitted one) on a paced cluster, whose step is all it injects; on a
+    cluster with real timing it is the injected delay (the rest of a step
+    is this machine's gradient, which nothing injected)."""
+    paced = emulated.runtime_timing == "modelled"
     workers = []
     for w in range(emulated.workers):
         bw_in = emulated.bandwidth_Bps[w] if emulated.bandwidth_Bps else math.inf
         bw_fit = prof.bandwidth_Bps[w]
+        if paced:
+            injected, fitted = emulated.nominal_step_s(w, prof.batch_size), prof.step_s(w)
+        else:
+            injected, fitted = emulated.delay_s[w], prof.delay_s[w]
         workers.append(
             {
                 "worker": w,
-                "delay_injected_s": emulated.delay_s[w],
-                "delay_fitted_s": prof.delay_s[w],
-                "delay_error": _error(prof.delay_s[w], emulated.delay_s[w]),
+                "compute_injected_s": injected,
+                "compute_fitted_s": fitted,
+                "compute_error": _error(fitted, injected),
                 "slowdown_injected": emulated.slowdown[w],
                 "slowdown_fitted": prof.slowdown[w],
                 "step_fitted_s": prof.step_s(w),
@@ -184,6 +225,8 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
             }
         )
     return {
+        "compared": "step" if paced else "delay",
+        "paced": paced,
         "workers": workers,
         "straggler_prob_injected": emulated.straggler_prob,
         "straggler_prob_fitted": prof.straggler_prob,
@@ -214,7 +257,7 @@ def advise_and_verify(path: Path, out: Path, s: Settings, *, host: str = "127.0.
     out.mkdir(parents=True)
     result = advise.advise(sc, out, seeds=s.seeds, only=list(s.policies), jobs=s.jobs)
     forwarded = advise.verify_args(str(path), list(s.overrides), None, result.shortlist(), out / advise.VERIFY_DIR)
-    checked = advise.verify(result, out, forwarded, host=host)
+    checked = advise.verify(result, out, forwarded, host=host, seeds=s.verify_seeds)
     result = dataclasses.replace(result, verification=checked)
     advise.write_outputs(result, out, plots=False, command=f"hetsync bench {NAME}")
     return result
@@ -224,15 +267,15 @@ def verified_runs(result: Any, out: Path) -> list[dict[str, Any]]:
     """Per verified candidate: its role, predicted and measured figures, and
     the shares of time communicating and waiting, simulated (median over the
     seeds) and real."""
-    from hetsync.advise import BASELINE, VERIFY_DIR
+    from hetsync.advise import BASELINE
 
     v = result.verification
-    real = {r["label"]: r for r in json.loads((out / VERIFY_DIR / "summary.json").read_text())}
+    reals = [{r["label"]: r for r in json.loads((out / f / "summary.json").read_text())} for f in v.run_folders]
     ranked = {r.label: r for r in result.ranked}
     rows = []
     for r in v.rows:
         rk = ranked[r.label]
-        m = real.get(r.label, {})
+        m = {key: _median([real.get(r.label, {}).get(key) for real in reals]) for key in ("comm_share", "wait_share")}
         baseline = rk.candidate.policy == BASELINE and not rk.candidate.params
         role = "recommended" if r.recommended else ("BSP" if baseline else "runner-up")
         rows.append(
@@ -244,6 +287,7 @@ def verified_runs(result: Any, out: Path) -> list[dict[str, Any]]:
                 "predicted_tta_s": r.predicted_tta_s,
                 "predicted_tta_range_s": [r.predicted_tta_range[0], _finite(r.predicted_tta_range[1])],
                 "measured_tta_s": r.measured_tta_s,
+                "measured_tta_seeds_s": list(r.measured_tta_seeds_s),
                 "tta_ratio": _ratio(r.measured_tta_s, r.predicted_tta_s),
                 "predicted_samples_per_s": r.predicted_samples_per_s,
                 "measured_samples_per_s": r.measured_samples_per_s,
@@ -253,7 +297,6 @@ def verified_runs(result: Any, out: Path) -> list[dict[str, Any]]:
                 "predicted_wait_share": rk.median_of(rk.wait_share),
                 "measured_wait_share": m.get("wait_share"),
                 "measured_wall_s": r.measured_wall_s,
-                "measured_steps": m.get("steps"),
             }
         )
     return rows
@@ -277,6 +320,11 @@ def held_strictly(runs: list[dict[str, Any]]) -> bool | None:
         if other["role"] == "runner-up" and not t <= other["measured_tta_s"]:
             return False
     return True
+
+
+def _median(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if isinstance(v, (int, float))]
+    return statistics.median(known) if known else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -311,6 +359,7 @@ def bench_cluster(cluster: str, out: Path, s: Settings) -> dict[str, Any]:
         "candidates": len(result.candidates),
         "skipped": [spec for spec, _ in result.skipped],
         "seeds": list(result.seeds),
+        "verify_seeds": list(v.seeds) or [result.scenario.seed],
         "recommendation": result.recommendation.to_dict(),
         "runs": runs,
         "held": held_strictly(runs),
@@ -394,12 +443,13 @@ def rows(results: dict[str, Any]) -> list[Row]:
             ]
         keys = {"setting": f"{c} · profile --emulate {c}: injected vs fitted", "row_name": "worker"}
         rec = res["recovery"]
+        what = rec["compared"]
         for w in rec["workers"]:
             pol = {"policy": str(w["worker"]), **keys}
             out += [
-                {"metric": "delay injected", "value": 1e3 * w["delay_injected_s"], "unit": "ms", **pol},
-                {"metric": "delay fitted", "value": 1e3 * w["delay_fitted_s"], "unit": "ms", **pol},
-                {"metric": "delay error", "value": pct(w["delay_error"]), "unit": "%", **pol},
+                {"metric": f"{what} injected", "value": 1e3 * w["compute_injected_s"], "unit": "ms", **pol},
+                {"metric": f"{what} fitted", "value": 1e3 * w["compute_fitted_s"], "unit": "ms", **pol},
+                {"metric": f"{what} error", "value": pct(w["compute_error"]), "unit": "%", **pol},
                 {"metric": "link injected", "value": _mbps(w["bandwidth_injected_Bps"]), "unit": "MB/s", **pol},
                 {"metric": "link fitted", "value": _mbps(w["bandwidth_fitted_Bps"]), "unit": "MB/s", **pol},
                 {"metric": "link error", "value": pct(w["bandwidth_error"]), "unit": "%", **pol},
@@ -415,7 +465,18 @@ def rows(results: dict[str, Any]) -> list[Row]:
                 "unit": "",
                 **whole,
             },
-            {"metric": "largest delay error (absolute)", "value": _max_abs(rec, "delay_error"), "unit": "%", **whole},
+            {
+                "metric": f"largest {what} error (absolute)",
+                "value": _max_abs(rec, "compute_error"),
+                "unit": "%",
+                **whole,
+            },
+            {
+                "metric": "largest samples/s error, sim vs real (absolute)",
+                "value": _max_rate_error(res),
+                "unit": "%",
+                **whole,
+            },
             {
                 "metric": "largest link error (absolute)",
                 "value": _max_abs(rec, "bandwidth_error"),
@@ -459,6 +520,13 @@ def _mbps(Bps: float | None) -> float | None:
 
 def _max_abs(rec: dict[str, Any], key: str) -> float | None:
     errs = [abs(w[key]) for w in rec["workers"] if w[key] is not None]
+    return pct(max(errs)) if errs else None
+
+
+def _max_rate_error(res: dict[str, Any]) -> float | None:
+    """The verified runs' largest |measured / predicted − 1| of samples/s: how
+    far the simulated run's wall time for the same work was from the real one."""
+    errs = [abs(r["samples_per_s_ratio"] - 1) for r in res["runs"] if r["samples_per_s_ratio"] is not None]
     return pct(max(errs)) if errs else None
 
 
@@ -519,21 +587,35 @@ def doc_text(results: dict[str, Any], command: str, img: str) -> str:
         "",
         f"Produced by `{command}` ({results['host_time_s']:.0f} s of real time on a shared 2-core machine);",
         "every figure below is measured in that run. Per cluster, this machine plays the cluster",
-        "(`hetsync profile --emulate`: injected delays and stragglers applied to every real step, transfers",
+        "(`hetsync profile --emulate`: its steps and transfers played for real on this machine, transfers",
         "throttled to the link bandwidths), `advise` simulates the candidates on the profiled `cluster.yaml`,",
-        "and `--verify` runs the recommended policy, the runner-up and BSP as real processes.",
+        "and `--verify` runs the recommended policy, the runner-up and BSP as real processes, the same",
+        "cluster.yaml, once per real seed.",
         f"Candidates: {', '.join(f'`{p}`' for p in st['policies'])} (and `bsp`; a bare name brings its grid),",
-        f"{st['seeds']} seed{'s' if st['seeds'] != 1 else ''} each — fewer than `advise`'s defaults (every policy's grid, 3 seeds), to",
-        f"shorten the run; profile: {st['compute_s']:g} s of steps, {st['link_reps']} transfers per size"
+        f"{st['seeds']} simulated seed{'s' if st['seeds'] != 1 else ''} each (advise's default is every policy's grid);",
+        f"{st['verify_seeds']} real seed{'s' if st['verify_seeds'] != 1 else ''} of each verified candidate (the first of the simulated ones);",
+        f"profile: {st['compute_s']:g} s of steps, {st['link_reps']} transfers per size"
         + (f"; overrides {', '.join(f'`{o}`' for o in st['overrides'])}" if st["overrides"] else "")
         + ".",
         "",
+        "**How the clusters are played.** `slow-links-4` and `transient-4` say `runtime_timing: modelled`:",
+        "every real step lasts the cluster's modelled step (`fixed_s + per_sample_s · b` = 2 ms + 0.25 ms",
+        "per sample, 10 ms at batch 32, × noise × stragglers; `hetsync run --pace`), in the profile and in",
+        "verify, and every transfer model bytes / bandwidth (`--throttle`). Their step costs were chosen",
+        "as a CPU cluster's (a few milliseconds of fixed cost, most of a step per sample, 10 ms at the job's",
+        "batch) before any policy ran on them, not to make one win: played as the real gradient of",
+        "`digits-mlp` stretched by the injected factors (0.3 ms), a transient-4 straggler lasted 1.8 ms,",
+        "machine noise of the same order, and the profile could not tell them apart. `hetero-4` keeps the",
+        "runtime's calibration timing (the real gradient plus the injected sleeps of 10–40 ms, as the",
+        "WBSP paper makes stragglers), so its profile is compared on the delays it injects, the others on",
+        "their whole steps.",
+        "",
         "*Held*: the recommended policy measured at least as fast as the runner-up and faster than BSP.",
         "*Advise's own rule* (`advise --verify`): the fastest of the three for real, or within 10% of it.",
+        "Measured times to target are medians over the real seeds, as predicted ones are over the simulated.",
         "",
-        "Times to target are read at the evaluations (every run length / 40 = 0.5 s for 20 s runs), so",
-        "they move in steps of that size, and each real run is one seed: a time to target that matches its",
-        "prediction while the samples/s do not is the evaluation grid, not a good prediction.",
+        "Times to target are read at the evaluations (every `eval_every_s`), so they move in steps of",
+        "that size: with the bench's 0.1 s grid, times to target of 1–3 s span 10–30 evaluations.",
         "",
         *_summary(results),
         f"![predicted and measured time to target]({img})",
@@ -548,25 +630,27 @@ def doc_text(results: dict[str, Any], command: str, img: str) -> str:
 def _cluster_section(res: dict[str, Any]) -> list[str]:
     rec = res["recommendation"]
     r = res["recovery"]
+    what = r["compared"]
     lines = [
         f"## `{res['cluster']}`",
         "",
         f"{res['description']}. Profile {res['profile_s']:.0f} s, advise {res['advise_s']:.0f} s "
         f"({res['candidates']} candidates × {len(res['seeds'])} seed{'s' if len(res['seeds']) != 1 else ''}), verify {res['verify_s']:.0f} s "
-        f"(runs of {res['max_time_s']:g} s).",
+        f"(runs of {res['max_time_s']:g} s, {len(res['verify_seeds'])} real seed{'s' if len(res['verify_seeds']) != 1 else ''} each).",
         "",
-        "| worker | delay injected | delay fitted | error | link injected | link fitted | error | step fitted |",
+        f"| worker | {what} injected | {what} fitted | error | link injected | link fitted | error | step fitted |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for w in r["workers"]:
         lines.append(
-            f"| {w['worker']} | {1e3 * w['delay_injected_s']:.1f} ms | {1e3 * w['delay_fitted_s']:.1f} ms "
-            f"| {_pct(w['delay_error'])} | {_mb(w['bandwidth_injected_Bps'])} | {_mb(w['bandwidth_fitted_Bps'])} "
+            f"| {w['worker']} | {1e3 * w['compute_injected_s']:.1f} ms | {1e3 * w['compute_fitted_s']:.1f} ms "
+            f"| {_pct(w['compute_error'])} | {_mb(w['bandwidth_injected_Bps'])} | {_mb(w['bandwidth_fitted_Bps'])} "
             f"| {_pct(w['bandwidth_error'])} | {1e3 * w['step_fitted_s']:.1f} ms |"
         )
+    base = "the paced step of the fastest worker" if r["paced"] else "the gradient alone"
     lines += [
         "",
-        f"Base step (the gradient alone) {1e3 * r['base_step_s']:.2f} ms; noise log-sd injected "
+        f"Base step ({base}) {1e3 * r['base_step_s']:.2f} ms; noise log-sd injected "
         f"{r['jitter_injected']:g}, fitted {r['jitter_fitted']:.3g}; transient stragglers injected "
         f"{_straggler(r, 'injected')}, fitted {_straggler(r, 'fitted')}.",
         "",
@@ -591,6 +675,7 @@ def _cluster_section(res: dict[str, Any]) -> list[str]:
     held = {True: "held", False: "did not hold", None: "could not be judged"}[res["held"]]
     verdict = res["verdict"].removeprefix("verify: ")
     lines += ["", f"**The recommendation {held}** (bench's rule). Advise's verdict: {verdict}.", ""]
+    lines += _why_not(res)
     lines += _misses(res)
     return lines
 
@@ -598,19 +683,21 @@ def _cluster_section(res: dict[str, Any]) -> list[str]:
 def _summary(results: dict[str, Any]) -> list[str]:
     """One line per cluster: the recommendation, whether it held, what the profile recovered, the time spent."""
     lines = [
-        "| cluster | recommended | held | advise's rule | max delay error | max link error "
-        "| stragglers injected → fitted | profile / advise / verify (s) |",
-        "|---|---|---|---|---:|---:|---|---:|",
+        "| cluster | recommended | held | advise's rule | max step/delay error | max link error "
+        "| stragglers injected → fitted | max samples/s error, sim vs real | profile / advise / verify (s) |",
+        "|---|---|---|---|---:|---:|---|---:|---:|",
     ]
     yes = {True: "yes", False: "no", None: "—"}
     for res in results["clusters"]:
         r = res["recovery"]
-        delay, link = _max_abs(r, "delay_error"), _max_abs(r, "bandwidth_error")
+        compute, link = _max_abs(r, "compute_error"), _max_abs(r, "bandwidth_error")
+        what = r["compared"]
+        rate = _max_rate_error(res)
         lines.append(
             f"| `{res['cluster']}` | `{res['recommendation']['label']}` | {yes[res['held']]} "
-            f"| {yes[res['held_within_10pct']]} | {'—' if delay is None else f'{delay:.1f}%'} "
+            f"| {yes[res['held_within_10pct']]} | {'—' if compute is None else f'{compute:.1f}% ({what})'} "
             f"| {'—' if link is None else f'{link:.1f}%'} | {_straggler(r, 'injected')} → "
-            f"{_straggler(r, 'fitted')} | {_times(res)} |"
+            f"{_straggler(r, 'fitted')} | {'—' if rate is None else f'{rate:.1f}%'} | {_times(res)} |"
         )
     slow = max(results["clusters"], key=lambda res: res["advise_s"])
     step_s = min(w["step_fitted_s"] for w in slow["recovery"]["workers"])
@@ -653,6 +740,15 @@ def _emulation_note(r: dict[str, Any]) -> list[str]:
     if not r["straggler_prob_injected"]:
         return []
     base_ms, factor = 1e3 * r["base_step_s"], r["straggler_factor_injected"]
+    if r["paced"]:
+        step_ms = 1e3 * statistics.median(w["compute_injected_s"] for w in r["workers"])
+        return [
+            f"The emulation paces every step: an injected {factor:g}× straggler step lasts about "
+            f"{factor * step_ms:.0f} ms against {step_ms:.0f} ms, and the profile fits what it measured: the "
+            "injected stragglers and whatever else on this shared machine made a step more than 1.5× its "
+            "median (a sleep that woke late, a descheduled process).",
+            "",
+        ]
     return [
         f"The emulation multiplies only the real gradient ({base_ms:.2f} ms here): an injected "
         f"{factor:g}× straggler step lasts about {factor * base_ms:.2f} ms, {(factor - 1) * base_ms:.2f} ms "
@@ -661,6 +757,43 @@ def _emulation_note(r: dict[str, Any]) -> list[str]:
         "the injected ones among them), not the injected parameters.",
         "",
     ]
+
+
+def _seeds_span(v: dict[str, Any]) -> str:
+    ttas = v.get("measured_tta_seeds_s") or []
+    reached = [t for t in ttas if t is not None]
+    if len(ttas) < 2 or not reached:
+        return ""
+    return f" (seeds {min(reached):.2f}–{max(reached):.2f}{'' if len(reached) == len(ttas) else ', one missed'})"
+
+
+def _why_not(res: dict[str, Any]) -> list[str]:
+    """Where the recommendation did not hold (bench's rule): the real seeds of
+    the recommended and the fastest, and how far the simulator's throughput
+    and waiting were off for each."""
+    if res["held"] is not False:
+        return []
+    runs = [v for v in res["runs"] if v["measured_tta_s"] is not None]
+    rec = next((v for v in res["runs"] if v["role"] == "recommended"), None)
+    if rec is None or not runs:
+        return []
+    best = min(runs, key=lambda v: v["measured_tta_s"])
+    if best is rec:
+        best = min((v for v in runs if v is not rec), key=lambda v: v["measured_tta_s"], default=rec)
+    text = (
+        f"Why not: for real, `{best['label']}` reached the target in {_s(best['measured_tta_s'])} s{_seeds_span(best)}"
+        f" and `{rec['label']}` in {_s(rec['measured_tta_s'])} s{_seeds_span(rec)}"
+    )
+    ra, rb = rec["samples_per_s_ratio"], best["samples_per_s_ratio"]
+    if ra is not None and rb is not None:
+        text += (
+            f"; the measured samples/s were {_x(ra)} the simulator's for `{rec['label']}` against {_x(rb)} for "
+            f"`{best['label']}`"
+        )
+    pw, mw = rec["predicted_wait_share"], rec["measured_wait_share"]
+    if pw is not None and mw is not None:
+        text += f", and `{rec['label']}` waited {_share(mw)} of the time for real against {_share(pw)} simulated"
+    return [text + ".", ""]
 
 
 def _misses(res: dict[str, Any]) -> list[str]:
@@ -691,11 +824,6 @@ def _misses(res: dict[str, Any]) -> list[str]:
             parts.append(
                 f"it needed about {meas_n:,.0f} samples to reach the target for real against {pred_n:,.0f} "
                 f"predicted (time to target × samples/s; {meas_n / pred_n:.2f}×)"
-            )
-        if v["label"].startswith("wbsp-overlap") and pc is not None and mc is not None and mc > pc + 0.1:
-            parts.append(
-                "the simulator overlaps wbsp-overlap's transfers with compute; the runtime does not yet "
-                "(a worker's main thread pushes and steps one after the other: issue 17)"
             )
         out.append("; ".join(parts) + ".")
     if out:
