@@ -268,6 +268,8 @@ def test_parallel_runs_match_serial_runs(tmp_path, tiny):
         (["--seeds", "0"], "--seeds"),
         (["--policies", ","], "--policies"),
         (["--jobs", "0"], "--jobs"),
+        (["--seeds", "2", "--verify-seeds", "3"], "--verify-seeds must be an integer in 1..2"),
+        (["--verify-seeds", "0"], "--verify-seeds"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_leaves_the_folder(tmp_path, tiny, capsys, extra, needle):

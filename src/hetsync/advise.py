@@ -1101,7 +1101,7 @@ def verify(
     forwarded: RunConfig,
     *,
     host: str = "127.0.0.1",
-    on_progress: Callable[[str, float], None] | None = None,
+    on_progress: Callable[[str, float, str], None] | None = None,
     seeds: int = 1,
 ) -> Verification:
     """Run the shortlist (winner, runner-up, BSP) on the real runtime, as

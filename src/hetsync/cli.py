@@ -192,6 +192,13 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         help="then run the recommended policy, the runner-up and BSP for real (as hetsync run, with --throttle, "
         "in OUT/verify/) and print predicted against measured time to target and throughput",
     )
+    p.add_argument(
+        "--verify-seeds",
+        type=int,
+        default=1,
+        help="with --verify: real runs per verified policy, the first of the simulated seeds; measured figures "
+        "are their medians (default: 1)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="with --verify: rendezvous address (default: loopback)")
 
     p = sub.add_parser(
@@ -733,6 +740,11 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
     if not 1 <= args.seeds <= 100:
         raise BadInput(f"--seeds must be an integer in 1..100, got {args.seeds}")
+    if not 1 <= args.verify_seeds <= args.seeds:
+        raise BadInput(
+            f"--verify-seeds must be an integer in 1..{args.seeds} (the real runs take the first of the "
+            f"--seeds {args.seeds} simulated seeds), got {args.verify_seeds}"
+        )
     if args.jobs is not None and args.jobs < 1:
         raise BadInput(f"--jobs must be >= 1, got {args.jobs}")
     con = report.terminal_console()
@@ -817,7 +829,7 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
                 bar.update(tasks[label], completed=fraction, status=escape(status))
 
         try:
-            checked = advise.verify(result, out, forwarded, host=args.host, on_progress=tick)
+            checked = advise.verify(result, out, forwarded, host=args.host, on_progress=tick, seeds=args.verify_seeds)
         except KeyboardInterrupt:
             _say(con, "verify: interrupted; the advice is written without it", style="yellow")
             return result, EXIT_INTERRUPTED
