@@ -230,13 +230,20 @@ class Ledger:
         of the workload, in its order, and a ``curve`` row ``[t, value, ...]``
         (the same order; the summary picks the target metric's column). A
         value that is not finite (a diverged model) is recorded as None."""
-        if self.theta is None or not self.workload.metrics or (self.curve and self.curve[-1][0] == now_s):
-            return
-        values = self.workload.evaluate_metrics(self.theta)
+        if self.wants_evaluation(now_s):
+            assert self.theta is not None
+            self.record_evaluation(now_s, self.workload.evaluate_metrics(self.theta), self.version)
+
+    def wants_evaluation(self, now_s: float) -> bool:
+        """Whether there is a model and metrics to evaluate, and no evaluation at ``now_s`` yet."""
+        return not (self.theta is None or not self.workload.metrics or (self.curve and self.curve[-1][0] == now_s))
+
+    def record_evaluation(self, now_s: float, values: dict[str, float], version: int) -> None:
+        """Book an evaluation of model ``version`` taken at ``now_s`` (see :meth:`evaluate`)."""
         # a diverged model's loss is inf or NaN: recorded as null (JSON has neither)
         metrics = {name: _finite_or_none(values[name]) for name in self.workload.metrics}
         self.curve.append([now_s, *metrics.values()])
-        self.trace.write({"t": now_s, "ev": "eval", **metrics, "version": self.version})
+        self.trace.write({"t": now_s, "ev": "eval", **metrics, "version": version})
 
     # ----------------------------------------------------------- summary
     def summary(

@@ -74,7 +74,8 @@ def run_process(
     warm_up()  # (before any run's clock starts)
     _form_group(rank, opts)
     if rank == 0:
-        _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished)  # never returns: os._exit
+        # never returns: os._exit
+        _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished, background_eval=True)
     from hetsync.runtime.worker import WorkerProcess
 
     kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
@@ -133,6 +134,7 @@ def _serve_and_report(
     gradient_stepper: Any = None,
     progress_lines: bool | None = None,
     on_finished: OnFinished | None = None,
+    background_eval: bool = False,
 ) -> None:
     """Serve, then leave ``exit-status.json`` as the very last act: a launcher
     stops waiting for the agents of workers that died once it appears
@@ -142,7 +144,8 @@ def _serve_and_report(
     the server; ``on_finished``: the caller's use of the summaries (its
     report), before the exit status. ``progress_lines``: print a progress
     line every few seconds (default: unless ``hetsync run`` shows its own
-    progress bar)."""
+    progress bar). ``background_eval``: evaluate beside the server loop
+    (:mod:`hetsync.runtime.evaluator`; not for a user's own ``evaluate``)."""
     status_path = opts.out / EXIT_STATUS
     status_path.unlink(missing_ok=True)
     if progress_lines is None:
@@ -156,6 +159,7 @@ def _serve_and_report(
             gradient_stepper=gradient_stepper,
             progress_lines=progress_lines,
             on_finished=on_finished,
+            background_eval=background_eval,
         )
         message = ""
     except BadInput as e:
@@ -179,6 +183,7 @@ def _serve(
     gradient_stepper: Any = None,
     progress_lines: bool = False,
     on_finished: OnFinished | None = None,
+    background_eval: bool = False,
 ) -> int:
     from hetsync.driver import policy_labels
     from hetsync.runtime.server import RuntimeOptions, ServerProcess
@@ -188,7 +193,11 @@ def _serve(
     server = ServerProcess(
         scenario,
         workload,
-        RuntimeOptions(**{f.name: getattr(opts, f.name) for f in fields(opts)}, progress_lines=progress_lines),
+        RuntimeOptions(
+            **{f.name: getattr(opts, f.name) for f in fields(opts)},
+            progress_lines=progress_lines,
+            background_eval=background_eval,
+        ),
         gradient_stepper=gradient_stepper,
     )
     runs = []

@@ -65,6 +65,7 @@ from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FOR
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
 from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
+from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.progress import Progress
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -82,6 +83,9 @@ class RuntimeOptions(ProcessOptions):
     """The process's options (what every rank is given) and the server's own one."""
 
     progress_lines: bool = False  # print a progress line every few seconds (under plain torchrun)
+    # evaluate copies of the global model on a thread beside the loop (runtime.evaluator), so the
+    # server keeps serving the workers meanwhile; the own loop's user evaluate runs on the loop
+    background_eval: bool = False
 
     @property
     def out_dir(self) -> Path:
@@ -202,6 +206,7 @@ class _Run:
         self.continuous: dict[int, Compute] = {}  # workers training nonstop (Compute.continuous)
         self.halted: set[int] = set()  # workers sent HaltCmd: a step already begun is not booked
         self.stopping = False  # the run is over: commands the policy still gives are not sent
+        self.evaluator: BackgroundEvaluator | None = None  # set when the run starts
         self.trace_path = trace_path
         self.run_index = run_index
         self.peers = [_Peer() for _ in range(server.n)]
@@ -285,6 +290,11 @@ class _Run:
             self.core.started(self.offset_s, model_nbytes=srv.nbytes, scenario=sc, driver="dist")
         if self._restore is not None:
             self._resume(self._restore)
+        self.evaluator = (
+            BackgroundEvaluator(srv.workload.evaluate_metrics)
+            if srv.opts.background_eval and self.p2p is None and srv.workload.metrics
+            else None
+        )
         try:
             self._reset_workers()
             start = self.now()
@@ -301,10 +311,13 @@ class _Run:
             if self.p2p is not None:
                 self.p2p.final_evaluation(wall)
             else:
+                self._record_evaluations(wait=True)
                 self.ledger.evaluate(wall)
             self._checkpoint(wall)
             self.core.ended(wall, self.stop_reason)
         finally:
+            if self.evaluator is not None:
+                self.evaluator.close()
             self.trace.close(sync=True)
         peers = self.peers
         if self.resumed is not None:
@@ -411,9 +424,10 @@ class _Run:
                 if self.p2p is not None:
                     self.p2p.evaluate(now)
                 else:
-                    self.ledger.evaluate(now)
+                    self._evaluate(now)
                 self.next_eval = now + self.eval_every_s
                 self.trace.flush()
+            self._record_evaluations()
             if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
                 self._checkpoint(now)
                 self.next_ckpt = now + self.srv.opts.checkpoint_every_s
@@ -556,9 +570,27 @@ class _Run:
         """A report owed by ``w`` came in (or is forgiven)."""
         self.watchdog.paid(w, now)
 
+    # ------------------------------------------------------- evaluation
+    def _evaluate(self, now: float) -> None:
+        """Evaluate the global model as it is at ``now``: here, or on the
+        evaluator's thread (its result is booked when it comes back)."""
+        led, ev = self.ledger, self.evaluator
+        if ev is None:
+            led.evaluate(now)
+        elif led.wants_evaluation(now) and ev.last_s != now:
+            assert led.theta is not None
+            ev.submit(now, led.theta, led.version)
+
+    def _record_evaluations(self, *, wait: bool = False) -> None:
+        """Book the evaluator's finished results (``wait``: all of those asked for)."""
+        if self.evaluator is not None:
+            for at_s, values, version in self.evaluator.drain() if wait else self.evaluator.ready():
+                self.ledger.record_evaluation(at_s, values, version)
+
     # ------------------------------------------------------ checkpoints
     def _checkpoint(self, now: float) -> None:
         if self.checkpointer.path is not None:
+            self._record_evaluations(wait=True)  # the checkpoint's curve holds every evaluation asked for
             self.checkpointer.save(self.checkpoint_state(now))
 
     def checkpoint_state(self, now: float) -> dict[str, Any]:
