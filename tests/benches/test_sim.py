@@ -1,8 +1,23 @@
-"""hetsync.benches.sim: the network's share of a math-off run."""
+"""hetsync.benches.sim: the network's share of a math-off run, and ``--before``."""
 
 from __future__ import annotations
 
-from hetsync.benches.sim import _NETWORK_CALLS, _measure, _network_rows, _timed_network
+from pathlib import Path
+
+import pytest
+
+from hetsync.benches.sim import (
+    _NETWORK_CALLS,
+    _before_rows,
+    _floor_rows,
+    _in_fresh_process,
+    _math_floor,
+    _measure,
+    _network_rows,
+    _source_dir,
+    _timed_network,
+)
+from hetsync.errors import BadInput
 from hetsync.sim.network import Network
 
 
@@ -28,3 +43,57 @@ def test_measure_times_the_network_within_the_run():
     assert 0.0 < rows["network share of run time, math off"] < 100.0
     assert rows["network time per event, math off"] > 0.0
     assert _measure("default", {"max_steps": 3}, "asp", False, False, False)["network_s"] is None
+
+
+@pytest.mark.dist
+def test_before_runs_another_source_tree_in_a_fresh_process(tmp_path):
+    import shutil
+
+    import hetsync
+
+    src = tmp_path / "old" / "src"
+    shutil.copytree(Path(hetsync.__file__).parent, src / "hetsync", ignore=shutil.ignore_patterns("__pycache__"))
+    run = _in_fresh_process("default", {"max_steps": 2}, "asp", False, False, False, source=_source_dir(src))
+    assert run["source"] == str(src.resolve())
+    assert run["steps"] == 16 and run["events"] > 0
+
+
+def test_before_must_be_a_hetsync_src_folder(tmp_path):
+    with pytest.raises(BadInput, match="--before .*hetsync/__init__.py"):
+        _source_dir(tmp_path)
+    assert _source_dir(None) is None
+
+
+def test_before_rows_give_both_figures_and_their_ratio():
+    def run(steps, events, host_s):
+        return {"steps": steps, "events": events, "host_time_s": host_s}
+
+    best = {
+        ("/old", True): run(100, 0, 2.0),
+        (None, True): run(100, 0, 1.0),
+        ("/old", False): run(100, 0, 4.0),
+        (None, False): run(100, 0, 4.0),
+        ("/old", None): run(0, 1000, 0.5),
+        (None, None): run(0, 1000, 0.25),
+    }
+    rows = {
+        (r["metric"], r["setting"].split(", ")[3]): r["value"] for r in _before_rows("s, p, 8 workers", best, "/old", 2)
+    }
+    assert rows["gradient steps simulated per second, before", "batched math"] == 50.0
+    assert rows["gradient steps simulated per second, after / before", "batched math"] == 2.0
+    assert rows["gradient steps simulated per second, after / before", "unbatched math"] == 1.0
+    assert rows["events per second, after", "math off"] == 4000.0
+    assert rows["events per second, after / before", "math off"] == 2.0
+
+
+def test_math_floor_counts_the_flops_and_times_each_way():
+    floor = _math_floor("default", {}, 8, repeat=1)
+    # digits-mlp 64 -> 64 -> 10 at batch 32: the forward's two matmuls, the same again for the
+    # weight gradients, and the hidden layer's input gradient (the data's is not needed)
+    assert floor["flops"] == 2 * 32 * (64 * 64 + 64 * 10) * 2 + 2 * 32 * 64 * 10
+    assert floor["models"] == 8 and floor["workload"] == "digits-mlp"
+    assert 0.0 < floor["matmul_s"] < floor["vmap_s"]
+    assert floor["one_s"] > 0.0
+    rows = {r["metric"]: r["value"] for r in _floor_rows("default, digits-mlp", floor)}
+    assert rows["gradient FLOPs per step"] == floor["flops"] / 1e6
+    assert rows["bound on batched / unbatched math"] == pytest.approx(floor["one_s"] / floor["matmul_s"])

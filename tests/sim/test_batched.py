@@ -121,3 +121,58 @@ def test_batcher_max_group_is_validated():
 
     with pytest.raises(BadInput, match="max_group"):
         GradientBatcher(_wl(), max_group=0)
+
+
+def test_batcher_rows_of_the_training_split_give_the_batches_gradients_bit_for_bit():
+    """submit_rows gathers a group's samples in one take: the same gradients,
+    to the bit, as the batches submitted as tensors (and as one call each)."""
+    wl = _wl()
+    shards = wl.make_shards(4, 0)
+    base = wl.init_params(0)
+    by_rows, by_tensors = GradientBatcher(wl), GradientBatcher(wl)
+    singles = {}
+    for i, shard in enumerate(shards):
+        params = base + 0.01 * i
+        index = shard.next_index(8)
+        rows = shard.indices[index]
+        x, y = shard.x.index_select(0, torch.from_numpy(index)), shard.y.index_select(0, torch.from_numpy(index))
+        assert torch.equal(x, wl.train_x[torch.from_numpy(rows)])  # a shard's samples are rows of the split
+        by_rows.submit_rows(i, params, rows)
+        by_tensors.submit(i, params, x, y)
+        singles[i] = wl.gradient(params, x, y)[0]
+    for i in range(4):
+        got = by_rows.take(i)
+        assert torch.equal(got, by_tensors.take(i))
+        assert torch.equal(got, singles[i])
+    assert by_rows.calls == by_tensors.calls == 1
+
+
+def test_a_group_on_one_model_passes_it_expanded_and_gets_the_same_bits():
+    wl = _wl()
+    shards = wl.make_shards(3, 0)
+    model = wl.init_params(0)
+    batcher = GradientBatcher(wl)
+    seen = []
+    gradients = wl.gradients
+    wl.gradients = lambda params, x, y: (seen.append(params), gradients(params, x, y))[1]
+    singles = {}
+    for i, shard in enumerate(shards):
+        x, y = shard.next_batch(8)
+        batcher.submit(i, model, x, y)
+        singles[i] = wl.gradient(model, x, y)[0]
+    for i in range(3):
+        assert torch.equal(batcher.take(i), singles[i])
+    assert seen[0].stride(0) == 0  # one model, not three copies
+    batcher.submit(0, model, *shards[0].next_batch(8))
+    batcher.submit(1, model + 0.0, *shards[1].next_batch(8))  # an equal model, another tensor: stacked
+    batcher.flush()
+    assert seen[1].stride(0) == wl.n_params
+
+
+def test_a_shard_draws_the_same_batches_by_index_and_by_tensors():
+    wl = _wl()
+    a, b = wl.make_shards(2, 5)[1], wl.make_shards(2, 5)[1]
+    for size in (3, 100, 1, len(a), 2 * len(a) + 7):  # within an epoch, across one, several at once
+        index = a.next_index(size)
+        x, y = b.next_batch(size)
+        assert torch.equal(a.x[torch.from_numpy(index)], x) and torch.equal(a.y[torch.from_numpy(index)], y)

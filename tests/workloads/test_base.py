@@ -281,6 +281,20 @@ def test_next_batch_larger_than_shard() -> None:
     assert one.next_batch(32)[0].shape == (32, 1)
 
 
+def test_next_batch_serves_the_current_tensors_and_ones_numpy_cannot_view() -> None:
+    """next_batch gathers through numpy views of x and y: a replaced x is
+    served from then on, and a tensor without a numpy view (it requires
+    grad) goes through index_select, as before."""
+    a, b = _shard(20, seed=3), _shard(20, seed=3)
+    a.next_batch(4), b.next_batch(4)
+    a.x = a.x * 10
+    assert torch.equal(a.next_batch(4)[0], b.next_batch(4)[0] * 10)
+    a.x = a.x.clone().requires_grad_()
+    xa, _ = a.next_batch(4)
+    assert xa.requires_grad and torch.equal(xa.detach(), b.next_batch(4)[0] * 10)
+    assert len(a._views) <= 2  # the views of tensors replaced are let go
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     n=st.integers(1, 20),

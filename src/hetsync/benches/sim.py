@@ -1,6 +1,12 @@
 """``hetsync bench sim``: how fast the simulator is, what batching the gradient
 math buys, what its bookkeeping costs, and whether 10,240 workers fit.
 
+First, the floor of the gradient math of the main scenario's workload: its
+FLOPs per step (``torch.utils.flop_counter``), and in CPU time per model one
+gradient call per model, one vmapped call of up to ``MAX_GROUP`` models, and
+that call's matrix multiplies alone (``torch.profiler``); one call per model
+over the matrix multiplies alone bounds what batching can give the math.
+
 For the main scenario (``large-1024``) and each policy (ASP, BSP) it runs,
 each in a fresh process so that peak memory is that run's own:
 
@@ -21,6 +27,14 @@ their ratio is measured side by side. Then it runs the large scenario
 (``large-10k``) once with batched math and prints its wall time (process
 start to end, setup included) and peak memory. Every run writes its trace,
 as in normal use.
+
+``--before DIR`` measures an older version of hetsync side by side with this
+one: ``DIR`` is the ``src`` folder of that version (for instance
+``git archive <commit> src | tar -x -C /tmp/old`` and ``--before
+/tmp/old/src``). Its batched, unbatched and math-off runs alternate with
+this version's, in fresh processes that import hetsync from ``DIR``, and the
+rows give both figures and their ratio (after / before), so that a speed-up
+is measured on the same (possibly busy) machine at the same time.
 """
 
 from __future__ import annotations
@@ -28,8 +42,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib
 import multiprocessing
+import os
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -45,6 +62,8 @@ NAME = "sim"
 _MiB = 1024 * 1024
 # The network's public calls; none calls another, so their times add up.
 _NETWORK_CALLS = ("start_flow", "next_event_s", "advance", "set_capacity")
+# torch.profiler's names of the matrix multiplies a vmapped gradient runs
+_MATMULS = frozenset({"aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm", "aten::addbmm"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,6 +85,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=2,
         help="batched and unbatched runs per policy, alternating; the fastest of each counts (default: %(default)s)",
     )
+    p.add_argument(
+        "--before",
+        default=None,
+        metavar="DIR",
+        help="the src folder of an older hetsync, measured side by side with this one (after / before ratios)",
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -78,6 +103,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         large_policy=args.large_policy,
         large_max_steps=args.large_max_steps,
         repeat=args.repeat,
+        before=args.before,
     )
 
 
@@ -152,10 +178,150 @@ def _measure(
     return out
 
 
-def _in_fresh_process(*args: Any) -> dict[str, Any]:
-    """:func:`_measure` in a new interpreter, so its peak memory is its own."""
+def _measure_from(source: str, *args: Any) -> dict[str, Any]:
+    """:func:`_measure` of the hetsync whose ``src`` folder is ``source``
+    (in a fresh process: the hetsync imported so far is forgotten)."""
+    for name in [m for m in sys.modules if m == "hetsync" or m.startswith("hetsync.")]:
+        del sys.modules[name]
+    sys.path.insert(0, source)
+    importlib.invalidate_caches()
+    other = importlib.import_module("hetsync.benches.sim")
+    out: dict[str, Any] = other._measure(*args)
+    out["source"] = str(Path(importlib.import_module("hetsync").__file__ or "").parent.parent)
+    return out
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null while open (what C++ libraries print there too)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _math_floor(scenario_name: str, overrides: dict[str, Any], models: int, repeat: int = 5) -> dict[str, Any]:
+    """What the gradient math of the scenario's workload costs per model, in
+    CPU time on one thread (fastest of ``repeat``): one :meth:`gradient` call
+    per model, one vmapped :meth:`gradients` call of ``models`` models, and
+    the part of that call spent in matrix multiplies (``torch.profiler``:
+    ``aten::bmm`` and friends); with its FLOPs (``torch.utils.flop_counter``)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from hetsync.scenario import load_scenario
+    from hetsync.workloads import make_workload
+
+    sc = load_scenario(scenario_name, **overrides)
+    wl = make_workload(sc.workload, **sc.workload_args)
+    shards = wl.make_shards(max(models, sc.workers), sc.seed, sc.label_skew)
+    base = wl.init_params(sc.seed)
+    params = torch.stack([base + 1e-3 * i for i in range(models)])  # models that differ, as in ASP
+    batches = [shards[i].next_batch(sc.batch_size) for i in range(models)]
+    x, y = torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])
+    torch.set_num_threads(1)
+    with FlopCounterMode(display=False) as counter:
+        wl.gradient(params[0], x[0], y[0])
+    singles = min(models, 64)
+
+    def fastest(call: Any) -> float:
+        call()  # warm up
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.process_time()
+            call()
+            best = min(best, time.process_time() - t0)
+        return best
+
+    one_s = fastest(lambda: [wl.gradient(params[i], x[i], y[i]) for i in range(singles)]) / singles
+    vmap_s = fastest(lambda: wl.gradients(params, x, y)) / models
+    matmul_s = float("inf")
+    for _ in range(3):
+        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:  # (kineto's start/stop lines)
+            wl.gradients(params, x, y)
+        spent_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in _MATMULS)
+        matmul_s = min(matmul_s, spent_us * 1e-6 / models)
+    return {
+        "flops": counter.get_total_flops(),
+        "one_s": one_s,
+        "vmap_s": vmap_s,
+        "matmul_s": matmul_s,
+        "models": models,
+        "workload": wl.name,
+    }
+
+
+def _floor_rows(where: str, floor: dict[str, Any]) -> list[Row]:
+    """The math's floor: FLOPs, each way's cost per model, and the best ratio batching can give."""
+    flops = floor["flops"]
+    k = floor["models"]
+    rows: list[Row] = [
+        {
+            "metric": "gradient FLOPs per step",
+            "value": flops / 1e6,
+            "unit": "MFLOP",
+            "setting": f"{where}, torch.utils.flop_counter",
+        },
+    ]
+    for metric, key, how in (
+        ("gradient math per model, one call per model", "one_s", "unbatched"),
+        ("gradient math per model, vmapped", "vmap_s", f"{k} models in one call"),
+        ("matrix multiplies per model, vmapped", "matmul_s", f"{k} models in one call, aten::bmm/mm (torch.profiler)"),
+    ):
+        rows.append({"metric": metric, "value": floor[key] * 1e6, "unit": "us", "setting": f"{where}, {how}, CPU time"})
+        rows.append(
+            {
+                "metric": f"{metric}, rate",
+                "value": flops / floor[key] / 1e9,
+                "unit": "GFLOP/s",
+                "setting": f"{where}, {how}",
+            }
+        )
+    rows.append(
+        {
+            "metric": "bound on batched / unbatched math",
+            "value": _ratio(floor["one_s"], floor["matmul_s"]),
+            "unit": "ratio",
+            "setting": f"{where}: one call per model / the vmapped call's matrix multiplies alone (no bookkeeping, "
+            "no other op): what batching could give at most",
+        }
+    )
+    return rows
+
+
+def _in_fresh_process_call(call: Any, *args: Any) -> dict[str, Any]:
+    """``call(*args)`` in a new interpreter (torch's state, threads and caches its own)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_measure, *args).result()
+        result: dict[str, Any] = pool.submit(call, *args).result()
+        return result
+
+
+def _in_fresh_process(*args: Any, source: str | None = None) -> dict[str, Any]:
+    """:func:`_measure` in a new interpreter, so its peak memory is its own;
+    ``source``: of the hetsync in that ``src`` folder (``--before``)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        if source is None:
+            return pool.submit(_measure, *args).result()
+        return pool.submit(_measure_from, source, *args).result()
+
+
+def _source_dir(before: str | Path | None) -> str | None:
+    """``--before``'s folder, checked: it must hold a hetsync package."""
+    if before is None:
+        return None
+    path = Path(before).expanduser().resolve()
+    if not (path / "hetsync" / "__init__.py").is_file():
+        raise BadInput(
+            f"--before {before}: not the src folder of a hetsync checkout (no hetsync/__init__.py in it); "
+            "make one with `git archive <commit> src | tar -x -C DIR` and pass DIR/src"
+        )
+    return str(path)
 
 
 def bench_sim(
@@ -167,10 +333,12 @@ def bench_sim(
     large_policy: str = "asp",
     large_max_steps: int | None = None,
     repeat: int = 2,
+    before: str | Path | None = None,
 ) -> list[Row]:
     from hetsync.driver import policy_context
     from hetsync.policies import make_policy
     from hetsync.scenario import load_scenario
+    from hetsync.sim.batch import MAX_GROUP
 
     overrides = _overrides(max_steps, "--max-steps")
     large_overrides = _overrides(large_max_steps, "--large-max-steps")
@@ -182,22 +350,27 @@ def bench_sim(
         make_policy(policy, policy_context(scenario))  # unknown names fail here, before any run
     if large is not None:
         load_scenario(large, **large_overrides)
+    source = _source_dir(before)
+    versions = [None] if source is None else [None, source]
 
     rows: list[Row] = []
+    floor = _in_fresh_process_call(_math_floor, scenario_name, overrides, min(MAX_GROUP, scenario.workers))
+    rows += _floor_rows(f"{scenario.name}, {floor['workload']}", floor)
     for policy in policies:
         where = f"{scenario.name}, {policy}, {scenario.workers} workers"
-        runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-        for _ in range(repeat):  # alternating, so both modes see the same (busy) machine
-            for batch_math in (True, False):
-                runs[batch_math].append(_in_fresh_process(scenario_name, overrides, policy, True, batch_math, True))
-        batched, single = (min(runs[mode], key=lambda r: r["host_time_s"]) for mode in (True, False))
-        bare = min(
-            (_in_fresh_process(scenario_name, overrides, policy, False, False, True) for _ in range(repeat)),
-            key=lambda r: r["host_time_s"],
-        )
+        # (version, mode) -> runs; mode True / False: batched / unbatched math, None: math off
+        runs: dict[tuple[str | None, bool | None], list[dict[str, Any]]] = {}
+        for _ in range(repeat):  # alternating, so every mode and version sees the same (busy) machine
+            for mode in (True, False, None):
+                for version in versions:
+                    args = (scenario_name, overrides, policy, mode is not None, bool(mode), True)
+                    runs.setdefault((version, mode), []).append(_in_fresh_process(*args, source=version))
+        best = {key: min(found, key=lambda r: r["host_time_s"]) for key, found in runs.items()}
         timed = _in_fresh_process(scenario_name, overrides, policy, False, False, True, True)
-        rows += _policy_rows(where, batched, single, bare, repeat)
+        rows += _policy_rows(where, best[None, True], best[None, False], best[None, None], repeat)
         rows += _network_rows(where, timed)
+        if source is not None:
+            rows += _before_rows(where, best, source, repeat)
     if large is not None:
         big = _in_fresh_process(large, large_overrides, large_policy, True, True, False)
         where = f"{big['scenario']}, {large_policy}, {big['workers']} workers, batched math"
@@ -226,6 +399,32 @@ def bench_sim(
                 "value": _ratio(big["host_time_s"], big["math_time_s"]),
                 "unit": "ratio",
                 "setting": where,
+            },
+        ]
+    return rows
+
+
+def _before_rows(
+    where: str, best: dict[tuple[str | None, bool | None], dict[str, Any]], source: str, repeat: int
+) -> list[Row]:
+    """This version against ``--before``'s, run for run: both figures and after / before."""
+    rows: list[Row] = []
+    for mode, label in ((True, "batched math"), (False, "unbatched math"), (None, "math off")):
+        if mode is None:
+            metric, unit = "events per second", "events/s"
+            before, after = (best[v, mode]["events"] / best[v, mode]["host_time_s"] for v in (source, None))
+        else:
+            metric, unit = "gradient steps simulated per second", "steps/s"
+            before, after = (best[v, mode]["steps"] / best[v, mode]["host_time_s"] for v in (source, None))
+        setting = f"{where}, {label}, fastest of {repeat}"
+        rows += [
+            {"metric": f"{metric}, before", "value": before, "unit": unit, "setting": f"{setting}, {source}"},
+            {"metric": f"{metric}, after", "value": after, "unit": unit, "setting": setting},
+            {
+                "metric": f"{metric}, after / before",
+                "value": _ratio(after, before),
+                "unit": "ratio",
+                "setting": f"{setting}, measured alternately",
             },
         ]
     return rows

@@ -282,11 +282,17 @@ class Simulation:
             led.math_time_s += time.perf_counter() - t0
         if self.math:
             t0 = time.perf_counter()
-            x, y = self.shards[cmd.worker].next_batch(cmd.batch_size)
-            if self.batcher is not None:
-                self.batcher.submit(cmd.worker, w.model.local, x, y)  # type: ignore[arg-type]
+            shard = self.shards[cmd.worker]
+            if self.batcher is not None and shard.indices is not None:
+                # the batch as rows of the training split: gathered with its group's, in one go
+                rows = shard.indices[shard.next_index(cmd.batch_size)]
+                self.batcher.submit_rows(cmd.worker, w.model.local, rows)  # type: ignore[arg-type]
             else:
-                w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
+                x, y = shard.next_batch(cmd.batch_size)
+                if self.batcher is not None:
+                    self.batcher.submit(cmd.worker, w.model.local, x, y)  # type: ignore[arg-type]
+                else:
+                    w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
             led.math_time_s += time.perf_counter() - t0
         w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.model.base_version
         self._schedule(self.now + duration, _COMPUTE, cmd.worker)
