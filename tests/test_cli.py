@@ -157,6 +157,17 @@ def test_bench_sim_prints_and_writes_json(tmp_path, capsys):
     assert "events per second" in capsys.readouterr().out
 
 
+def _popen_interruptible(argv: list[str]) -> subprocess.Popen:
+    """The child with SIGINT at its default: a suite started in the background
+    (``make test &``) has SIGINT ignored, and a child would inherit that."""
+    import signal
+
+    def default_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+
+
 def _wait_for(path, proc, timeout_s: float = 120.0) -> None:
     import time
 
@@ -178,7 +189,7 @@ def test_ctrl_c_reports_the_finished_runs_and_sets_the_partial_one_aside(tmp_pat
     argv = [sys.executable, "-m", "hetsync", "compare", "-s", "default", "-p", "bsp,asp,ssp:s=3", "-o", str(out)]
     # the first run is short, the second long enough to be interrupted
     argv += ["--set", "max_time_s=60"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _popen_interruptible(argv)
     _wait_for(out / "summary.json", proc)
     _wait_for(out / "trace-asp.jsonl", proc)  # the second run has begun (a loaded machine may lag between them)
     proc.send_signal(signal.SIGINT)
@@ -281,7 +292,7 @@ def test_ctrl_c_during_hetsync_run_reports_the_finished_policy(tmp_path):
     out = tmp_path / "dist"
     argv = [sys.executable, "-m", "hetsync", "run", "-s", "hetero-4", "-p", "bsp,asp", "--nproc", "2"]
     argv += ["--set", "max_time_s=3", "-o", str(out), "--no-plots"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _popen_interruptible(argv)
     _wait_for(out / "summary.json", proc, timeout_s=150)
     _wait_for(out / "trace-asp.jsonl", proc, timeout_s=60)  # asp has started: its trace is there to set aside
     proc.send_signal(signal.SIGINT)

@@ -283,7 +283,7 @@ def test_the_server_killed_leaves_a_readable_trace_and_a_clean_error(run_in):
 def test_an_interrupted_launcher_leaves_nothing(run_in):
     """Ctrl-C (here from the progress callback) stops every process at once."""
 
-    def interrupt(label: str, fraction: float) -> None:
+    def interrupt(label: str, fraction: float, status: str) -> None:
         if fraction > 0.2:
             raise KeyboardInterrupt
 
