@@ -78,6 +78,9 @@ class Watch:
         self.seen: dict[int, tuple[int, int]] = {}  # pid: (start time, process group)
         self.ranks: dict[int, int] = {}  # rank: pid of its runtime process
         self.status_at: float | None = None
+        # what this test process had started before (e.g. multiprocessing's resource
+        # tracker, left by an earlier test's process pool) is not this run's
+        self.before = {(pid, st[3]) for pid, st in _all_stats().items() if st[1] == os.getpid()}
 
     def look(self) -> None:
         stats = _all_stats()
@@ -86,7 +89,7 @@ class Watch:
         while grew:
             grew = False
             for pid, (_, ppid, pgrp, start) in stats.items():
-                if ppid in mine and pid not in mine:
+                if ppid in mine and pid not in mine and (pid, start) not in self.before:
                     mine.add(pid)
                     grew = True
                     self.seen.setdefault(pid, (start, pgrp))
@@ -301,8 +304,8 @@ def test_a_killed_launcher_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     code = "from pathlib import Path; from hetsync.runtime.launch import launch; "
     code += f"launch(2, {[*ARGS, '--out', str(out)]!r}, Path({str(out)!r}))"
+    run = Watch(out)  # (before the launcher: what runs already is not this run's)
     launcher = subprocess.Popen([sys.executable, "-c", code])
-    run = Watch(out)
     try:
         deadline = time.monotonic() + 120
         while not (run.started() and len(run.ranks) == 3):
