@@ -364,10 +364,12 @@ def test_each_real_seed_runs_in_its_own_folder_with_its_seed(tmp_path):
     from hetsync.advise import Verification, _seeded, verify_args
 
     config = verify_args("transient-4", ["max_time_s=4"], None, ["bsp"], tmp_path / "verify")
-    assert config.process.pace and config.process.throttle  # transient-4 is played with its modelled timing
+    # transient-4 is played with its modelled timing: paced and throttled
+    assert config.process.emulation(config.load_scenario()) == (True, True)
     seeded = _seeded(config, 2)
     assert seeded.overrides == {"max_time_s": 4, "seed": 2}
-    assert seeded.process.out == tmp_path / "verify" / "seed-2" and seeded.process.pace
+    assert seeded.process.out == tmp_path / "verify" / "seed-2"
+    assert seeded.process.emulation(seeded.load_scenario()) == (True, True)
     assert Verification(rows=(), folder="verify", elapsed_s=0.0, seeds=(0, 1)).run_folders == [
         "verify/seed-0",
         "verify/seed-1",

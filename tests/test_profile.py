@@ -338,7 +338,8 @@ def test_a_paced_profile_writes_a_cluster_that_real_processes_replay_paced(tmp_p
     job = load_scenario("hetero-4").with_workers(2)
     assert profile.build_scenario(job, prof, description="d")["runtime_timing"] == "modelled"
     path = profile.write_profiled(job, prof, tmp_path, header="h", description="d")
-    assert verify_args(str(path), [], None, ["bsp"], tmp_path / "v").process.pace
+    config = verify_args(str(path), [], None, ["bsp"], tmp_path / "v")
+    assert config.process.emulation(config.load_scenario())[1]  # verify paces it
     unpaced = profile.build_scenario(job, dataclasses.replace(prof, raw={}), description="d")
     assert "runtime_timing" not in unpaced  # a real cluster's (or stretched emulation's) steps are what they are
 

@@ -1059,17 +1059,18 @@ def verify_args(
     scenario_arg: str, overrides: Sequence[str], seed: int | None, specs: Sequence[str], out: Path
 ) -> RunConfig:
     """The runtime's run config, as ``hetsync run`` writes it; ``throttle``
-    so that transfers last at least the scenario's bytes / bandwidth, and
-    ``pace`` where the cluster is an emulated one played with its modelled
-    timing (``runtime_timing: modelled``, which ``hetsync profile --emulate``
-    writes for such a cluster): its steps then last the profiled step time,
-    as in the simulator. A real cluster's steps are what they are."""
+    so that transfers last at least the scenario's bytes / bandwidth. An
+    emulated cluster played with its modelled timing (``runtime_timing:
+    modelled``, which ``hetsync profile --emulate`` writes for such a
+    cluster) is also paced, by the runtime itself
+    (:meth:`~hetsync.runtime.config.ProcessOptions.emulation`): its steps
+    then last the profiled step time, as in the simulator. A real cluster's
+    steps are what they are."""
     from hetsync.runtime.config import ProcessOptions
-    from hetsync.scenario import load_scenario, parse_override
+    from hetsync.scenario import parse_override
 
     given = dict(parse_override(o) for o in overrides) | ({} if seed is None else {"seed": seed})
-    pace = load_scenario(scenario_arg, **given).runtime_timing == "modelled"
-    process = ProcessOptions(out=out, throttle=True, pace=pace)
+    process = ProcessOptions(out=out, throttle=True)
     return RunConfig(scenario=scenario_arg, overrides=given, policies=tuple(specs), process=process, plots=False)
 
 

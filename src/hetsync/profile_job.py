@@ -173,7 +173,7 @@ def paced(emulated: Any) -> bool:
     """Whether an emulated cluster's steps last its modelled step time
     (``runtime_timing: modelled``, as ``hetsync run --pace`` makes them)
     rather than the real step stretched by its slowdown."""
-    return emulated is not None and emulated.runtime_timing == "modelled"
+    return emulated is not None and bool(emulated.modelled_timing)
 
 
 def emulated_step(

@@ -267,6 +267,11 @@ class Scenario:
         return base * self.slowdown[worker] + self.delay_s[worker]
 
     @property
+    def modelled_timing(self) -> bool:
+        """Whether real processes play this scenario's modelled step and transfer times (``runtime_timing``)."""
+        return self.runtime_timing == "modelled"
+
+    @property
     def measured_timing(self) -> bool:
         """Whether ``fixed_s`` or ``per_sample_s`` is ``measured`` (not resolved yet)."""
         return self.fixed_s == MEASURED or self.per_sample_s == MEASURED

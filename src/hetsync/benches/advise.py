@@ -201,7 +201,7 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
     fitted one) on a paced cluster, whose step is all it injects; on a
     cluster with real timing it is the injected delay (the rest of a step
     is this machine's gradient, which nothing injected)."""
-    paced = emulated.runtime_timing == "modelled"
+    paced = emulated.modelled_timing
     workers = []
     for w in range(emulated.workers):
         bw_in = emulated.bandwidth_Bps[w] if emulated.bandwidth_Bps else math.inf

@@ -67,7 +67,7 @@ class ProcessOptions:
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where
         the scenario asks for its modelled timing (``runtime_timing: modelled``)."""
-        modelled = scenario.runtime_timing == "modelled"
+        modelled = scenario.modelled_timing
         throttle, pace = self.throttle or modelled, self.pace or modelled
         if pace and scenario.measured_timing:
             why = "runtime_timing: modelled" if modelled else "--pace"
