@@ -143,7 +143,8 @@ def test_transfers_and_updates(demo: tuple[Path, list[dict[str, Any]], dict[str,
             trace = [json.loads(line) for line in (out / run["trace"]).read_text().splitlines()]
             for kind in ("push", "pull"):
                 assert sum(e["ph"] == "X" and e["name"] == kind for e in events) == sum(r["ev"] == kind for r in trace)
-        counters = [e for e in events if e["ph"] == "C" and e["name"] == "accuracy"]
+        counters = [e for e in events if e["ph"] == "C" and e["name"] == "eval" and "accuracy" in e["args"]]
+        assert all(len(e["args"]) == 1 for e in events if e["ph"] == "C")  # Perfetto: track "eval accuracy"
         assert len(counters) == len(run["metric_curve"])
 
 

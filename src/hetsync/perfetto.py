@@ -239,10 +239,12 @@ def chrome_events(
             "ts": _us(instant["t"]),
             "args": instant["args"],
         }
+    # Perfetto names a counter track "<name> <arg key>" (Chrome's viewer, one
+    # track per name with a series per key): "eval accuracy", "eval loss".
     for t, values in run.counters:
         for metric, value in values.items():
             yield {
-                "name": metric,
+                "name": "eval",
                 "cat": "eval",
                 "ph": "C",
                 "pid": pid,
