@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--scenario", default="hetero-4")
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--checkpoint-dir", help="rank 0 saves the run here every 10 s and at the end")
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir's checkpoint")
     args = parser.parse_args()
     train, test = data()
 
@@ -73,6 +75,8 @@ def main() -> None:
         batch_size=args.batch_size,
         max_time_s=600,  # the run ends when the workers' loops do (or after this long)
         target={"metric": "accuracy", "value": 0.8},
+        checkpoint_dir=args.checkpoint_dir,
+        resume=args.resume,
     )
     torch.manual_seed(0)
     model = SignalCNN()
@@ -83,19 +87,20 @@ def main() -> None:
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))
     )
+    sync.fast_forward(sched)  # hetsync: a resumed run's schedule goes on where it was
+    taken = sync.first_step  # hetsync: 0, or where the resumed run's checkpoint left this worker
     loader = sync.loader(train)  # hetsync: this worker's shard, in batches of the size the policy asks for
-    for _ in range(args.epochs):
-        for x, y in loader:
+    while taken < steps and not sync.done:  # hetsync: sync.done = the run's time is up
+        for x, y in loader:  # (a resumed run's loader goes on after the samples drawn before)
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()  # pushes, pulls, waits or multicasts as the policy says
             opt.zero_grad()
             sched.step()
-            if sync.done:  # hetsync: the run's time is up
+            taken += 1
+            if taken == steps or sync.done:
                 break
-        if sync.done:  # hetsync
-            break
     sync.finish()  # hetsync: leave the run; rank 0 writes the summary, trace and model
 
 

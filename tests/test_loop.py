@@ -100,6 +100,8 @@ class _Sizes:
     def batch_size(self) -> int:
         return self.sizes[0] if len(self.sizes) == 1 else self.sizes.pop(0)
 
+    drawn_before = 0
+
 
 class _Sampler:
     def __init__(self, n: int) -> None:
@@ -121,6 +123,16 @@ def test_batches_follow_the_size_the_policy_asks_for_each_step():
     assert [b for b in batches] == [[0, 1], [2, 3, 4, 5, 6], [7], [8, 9]]  # (no len(): it reads a size too)
     assert [b for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert sampler.epochs == [0, 1]  # a new shuffle each pass
+
+
+def test_a_resumed_loops_batches_go_on_after_the_samples_drawn_before():
+    sizes = _Sizes([4])
+    sizes.drawn_before = 23  # two epochs of 10, then 3 samples into the third
+    sampler = _Sampler(10)
+    batches = PolicyBatches(sizes, sampler)  # type: ignore[arg-type]
+    assert [b for b in batches] == [[3, 4, 5, 6], [7, 8, 9]]
+    assert [b for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert sampler.epochs == [2, 3]
 
 
 def test_the_scenario_of_a_loop_gets_the_world_size_and_a_useful_evaluation_interval():

@@ -35,6 +35,18 @@ def test_start_clean_removes_hetsync_files_only(tmp_path):
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(theirs)
 
 
+def test_start_clean_can_set_the_traces_aside_for_a_run_that_resumes(tmp_path):
+    for name, text in (
+        ("trace-bsp.jsonl", "new"),
+        ("trace-bsp.jsonl.partial", "old"),
+        ("trace-asp.jsonl.partial", "old"),
+    ):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "summary.json").write_text("[]")
+    assert len(start_clean(tmp_path, set_aside_traces=True)) == 4
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"trace-bsp.jsonl.partial": "new"}
+
+
 def test_start_clean_creates_the_folder_and_drops_an_empty_logs_folder(tmp_path):
     assert start_clean(tmp_path / "new") == [] and (tmp_path / "new").is_dir()
     (tmp_path / "new" / "logs").mkdir()

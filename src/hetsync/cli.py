@@ -410,10 +410,10 @@ def _say(con: Any, text: str, style: str | None = None) -> None:
     con.print(text, style=style, markup=False, highlight=False)
 
 
-def _start_clean(con: Any, out: Path) -> None:
+def _start_clean(con: Any, out: Path, *, set_aside_traces: bool = False) -> None:
     from hetsync.outdir import start_clean
 
-    removed = start_clean(out)
+    removed = start_clean(out, set_aside_traces=set_aside_traces)
     if removed:
         _say(con, f"replacing the results of an earlier run in {out}/ ({len(removed)} files)", style="dim")
 
@@ -625,7 +625,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         f"[bold]{escape(script.name)}[/] on torch.distributed (gloo): {args.nproc} worker processes + 1 "
         f"for the policy (rank 0) → {escape(str(out))}/"
     )
-    _start_clean(con, out)
+    _start_clean(con, out, set_aside_traces=True)  # (a script that resumes from a checkpoint continues its trace)
     with Progress(*_progress_columns(), console=con) as bar:
         task = bar.add_task(escape(script.name), total=1.0, status="")
 
@@ -704,8 +704,11 @@ def _bad_input_message(out: Path) -> str | None:
         lines = (out / "logs" / "rank-0.log").read_text().splitlines()
     except OSError:
         return None
-    marker = "hetsync.runtime: error: "  # runtime/__main__.py refused the scenario before starting
-    found = [ln.split(marker, 1)[1] for ln in lines if marker in ln]
+    markers = (
+        "hetsync.runtime: error: ",  # runtime/__main__.py refused the scenario before starting
+        "hetsync.errors.BadInput: ",  # a script under hetsync launch: hetsync.init refused its arguments
+    )
+    found = [ln.split(m, 1)[1] for ln in lines for m in markers if m in ln]
     return found[-1] if found else None
 
 

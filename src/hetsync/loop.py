@@ -58,7 +58,11 @@ next step (LB-BSP changes it per worker): draw that many samples.
 are not synchronized; rank 0 evaluates with its own, so an ``evaluate`` of
 a model with BatchNorm should refresh them first (a few training batches
 through ``model.train()`` under ``torch.no_grad()``, then ``model.eval()``). Frozen parameters keep
-each rank's values. No checkpoints or resume yet. Under plain torchrun a
+each rank's values. Checkpoints (``checkpoint_dir=``, ``resume=True``) hold
+rank 0's side, as ``hetsync run``'s do; the loop's own state is the
+script's: a resumed loop starts again, fast-forwards its schedule
+(``sync.fast_forward(sched)``) and its step count by ``sync.first_step``, and ``sync.loader`` skips the samples drawn before;
+the workers' local optimizer state (local policies) starts afresh. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank under its own agent, so the
 server sees the worker leave and carries on, as in ``hetsync run``.
@@ -71,6 +75,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -107,6 +112,9 @@ def init(
     worker_timeout_s: float = 60.0,
     startup_timeout_s: float = 60.0,
     plots: bool = True,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every_s: float = 10.0,
+    resume: bool = False,
     **overrides: Any,
 ) -> Sync:
     """Join the run as the rank torchrun made this process (rank 0: the
@@ -127,6 +135,14 @@ def init(
         metrics: direction (``"max"``/``"min"``) of metrics other than
             accuracy, loss, perplexity and error.
         throttle: transfers last model bytes / the scenario's bandwidth.
+        checkpoint_dir: rank 0 saves the run there every
+            ``checkpoint_every_s`` and at the end, as ``hetsync run
+            --checkpoint-dir`` does (the global model, the server's copy of
+            your optimizer, the policy's state, each worker's step count and
+            samples drawn).
+        resume: continue from the checkpoint in ``checkpoint_dir``; each
+            worker's :attr:`Sync.first_step` and :meth:`Sync.loader` go on
+            from where the checkpoint left it.
         overrides: scenario keys (``max_time_s=60``, ``target={...}``).
     """
     global _active
@@ -148,6 +164,9 @@ def init(
             f"hetsync launch writes into --out {launched}, and hetsync.init was given out={str(out)!r}: drop one"
         )
     folder = Path(out if out is not None else launched or "runs/loop")
+    checkpoints = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if resume:
+        _check_resumable(checkpoints, policy_labels(sc, [policy])[0])
     from hetsync.runtime.process import ProcessOptions, _form_group
 
     opts = ProcessOptions(
@@ -155,6 +174,9 @@ def init(
         worker_timeout_s=worker_timeout_s,
         startup_timeout_s=startup_timeout_s,
         throttle=throttle,
+        checkpoint_dir=checkpoints,
+        checkpoint_every_s=checkpoint_every_s,
+        resume=resume,
     )
     from hetsync.runtime.agent import die_with_parent
 
@@ -168,6 +190,22 @@ def init(
     if profiling is not None:
         _active._profiler = Profiler(rank, sc, profiling, opts.out)
     return _active
+
+
+def _check_resumable(checkpoint_dir: Path | None, label: str) -> None:
+    """``resume=True`` needs the checkpoint it continues (checked on every
+    rank before the process group forms; rank 0's server checks that it is
+    this run's when it loads it)."""
+    from hetsync.runtime.checkpoint_check import checkpoint_path
+
+    if checkpoint_dir is None:
+        raise BadInput("hetsync.init(resume=True) needs checkpoint_dir=: the folder the interrupted run saved into")
+    path = checkpoint_path(checkpoint_dir, label)
+    if not path.is_file():
+        raise BadInput(
+            f"hetsync.init(resume=True): {str(path)!r} does not exist (no checkpoint of {label} in "
+            f"{str(checkpoint_dir)!r}); drop resume=True to start afresh"
+        )
 
 
 def _ranks() -> tuple[int, int]:
@@ -240,6 +278,30 @@ class Sync:
         return self.scenario.batch_size
 
     @property
+    def first_step(self) -> int:
+        """This worker's step count when its loop began: 0, or where a resumed
+        run's checkpoint left it (fast-forward a schedule by as many steps).
+        Known once :meth:`optimizer` has returned."""
+        w = self._worker
+        return 0 if w is None else w.first_step
+
+    @property
+    def drawn_before(self) -> int:
+        """Samples this worker had drawn by the checkpoint a resumed run goes
+        on from (0 on a fresh run); :meth:`loader` skips them."""
+        w = self._worker
+        return 0 if w is None else w.drawn_before
+
+    def fast_forward(self, scheduler: Any) -> None:
+        """Step ``scheduler`` (any ``torch.optim.lr_scheduler``) :attr:`first_step`
+        times: a resumed run's schedule goes on where it was; nothing on a
+        fresh run. Call it after :meth:`optimizer`, before the loop."""
+        with warnings.catch_warnings():  # the scheduler's "step() before optimizer.step()" does not apply
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`", category=UserWarning)
+            for _ in range(self.first_step):
+                scheduler.step()
+
+    @property
     def done(self) -> bool:
         """The run is over for this worker (the server's time or step limit):
         further ``opt.step()`` calls do nothing; leave the loop."""
@@ -262,7 +324,9 @@ class Sync:
     def loader(self, dataset: Any, *, shuffle: bool = True, **kwargs: Any) -> torch.utils.data.DataLoader:
         """A ``DataLoader`` over this worker's shard whose every batch has the
         size the policy asks for that step (``sync.batch_size``: LB-BSP varies
-        it), reshuffled each time it is iterated (each epoch). ``kwargs`` go to
+        it), reshuffled each time it is iterated (each epoch). A resumed run's
+        loader goes on after the samples the worker had drawn by the
+        checkpoint (its epoch and place in it). ``kwargs`` go to
         the ``DataLoader`` (``collate_fn``, ``pin_memory``...); with
         ``num_workers > 0`` the sizes lag by the loader's prefetch depth."""
         if "batch_size" in kwargs or "sampler" in kwargs or "batch_sampler" in kwargs:
@@ -332,11 +396,17 @@ class PolicyBatches(torch.utils.data.Sampler):
         self.sync = sync
         self.sampler = sampler
         self.epoch = 0
+        self._skip: int | None = None  # samples a resumed run had drawn, skipped at the first iteration
 
     def __iter__(self) -> Any:
+        if self._skip is None:
+            self.epoch, self._skip = divmod(self.sync.drawn_before, max(1, len(self.sampler)))
         self.sampler.set_epoch(self.epoch)
         self.epoch += 1
         indices = iter(self.sampler)
+        if self._skip:
+            indices = itertools.islice(indices, self._skip, None)
+            self._skip = 0
         while True:
             batch = list(itertools.islice(indices, self.sync.batch_size))
             if not batch:
@@ -511,10 +581,13 @@ class _LoopWorker(WorkerProcess):
         self._exited = False
         self._in_module: torch.Tensor | None = None  # the flat model last copied into the module
         self._initial_lr = float(optimizer.param_groups[0].get("initial_lr", optimizer.param_groups[0]["lr"]))
+        self.first_step = 0  # where the run (a resumed one: its checkpoint) left this worker
+        self.drawn_before = 0  # samples drawn by then
 
     # the user's loop owns the data and the local optimizer
     def _reset_data(self, drawn: int) -> None:
         self.shard = None
+        self.first_step, self.drawn_before = self.steps, drawn
 
     def _stepper(self, run: int) -> None:
         return None

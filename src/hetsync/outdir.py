@@ -15,6 +15,7 @@ report reads as a finished run.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -95,13 +96,20 @@ def previous_results(out: Path) -> list[Path]:
     return [p for p in dict.fromkeys(found) if p.is_file()]
 
 
-def start_clean(out: Path) -> list[Path]:
+def start_clean(out: Path, *, set_aside_traces: bool = False) -> list[Path]:
     """Remove what an earlier hetsync run left in ``out`` (only files
     hetsync writes; the user's own files stay) and create the folder.
-    Returns the files removed."""
+    ``set_aside_traces``: keep each ``trace-*.jsonl`` as its ``.partial``
+    instead (a run that resumes from a checkpoint takes it back and goes on;
+    ``hetsync launch`` cannot know whether the script will). Returns the
+    files removed or set aside."""
     removed = previous_results(out)
+    kept = [p for p in removed if set_aside_traces and p.parent == out and fnmatch.fnmatch(p.name, "trace-*.jsonl")]
     for path in removed:
-        path.unlink(missing_ok=True)
+        if path not in kept:
+            path.unlink(missing_ok=True)  # (older .partial traces first: the ones set aside replace them)
+    for path in kept:
+        os.replace(path, partial_name(path))
     logs = out / LOGS
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()

@@ -3,7 +3,9 @@ data order and AdamW (+ a step schedule) under plain DDP (``ddp``) or under a
 hetsync policy through the wrapper (any other first argument: the policy).
 
     torchrun --nproc-per-node=2 loop_train.py ddp OUT STEPS
-    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS [KILL_WORKER]
+    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS [KILL_WORKER|-] [CKPT_DIR [resume]]
+
+STEPS counts from the run's start: a resumed loop goes on at ``sync.first_step``.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def ddp(out: str, steps: int) -> None:
     dist.destroy_process_group()
 
 
-def wrapped(policy: str, out: str, steps: int, kill_worker: int | None) -> None:
+def wrapped(policy: str, out: str, steps: int, kill_worker: int | None, ckpt: str | None, resume: bool) -> None:
     import hetsync
 
     train, xt, yt = data()
@@ -83,11 +85,14 @@ def wrapped(policy: str, out: str, steps: int, kill_worker: int | None) -> None:
             "loss": nn.functional.cross_entropy(out, yt).item(),
         }
 
-    sync = hetsync.init(policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False)
+    sync = hetsync.init(
+        policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False, checkpoint_dir=ckpt, resume=resume
+    )
     model, opt, _ = build()
     opt = sync.optimizer(model, opt)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
-    taken = 0
+    sync.fast_forward(sched)  # a resumed loop: the schedule goes on where it was
+    taken = sync.first_step
     loader = sync.loader(train, shuffle=False)  # the order DDP's DistributedSampler(shuffle=False) gives
     while taken < steps and not sync.done:
         for x, y in loader:
@@ -109,4 +114,6 @@ if __name__ == "__main__":
     if mode == "ddp":
         ddp(out, steps)
     else:
-        wrapped(mode, out, steps, int(sys.argv[4]) if len(sys.argv) > 4 else None)
+        extra = sys.argv[4:] + [""] * 3
+        kill = None if extra[0] in ("", "-") else int(extra[0])
+        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume")

@@ -61,6 +61,38 @@ def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path):
     assert run["final_metrics"]["accuracy"] > 0.5
 
 
+def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(tmp_path):
+    """BSP for 8 steps with checkpoints, then a new launch with resume=True to
+    step 20: the server's AdamW moments, the model and the version come back
+    from the checkpoint, the script fast-forwards its schedule by
+    ``sync.first_step`` and ``sync.loader`` skips the samples already drawn,
+    so the result is DDP's 20 uninterrupted steps."""
+    ckpt = tmp_path / "ckpt"
+    (run,) = launched(tmp_path, "bsp", 8, "-", str(ckpt))
+    assert run["updates"] == 8 and (ckpt / "ckpt-bsp.pt").is_file()
+    (run,) = launched(tmp_path, "bsp", 20, "-", str(ckpt), "resume")
+    assert run["resumed_from"]["steps"] == 16 and run["resumed_from"]["version"] == 8
+    assert run["resumed_from"]["trace"] == "continued"  # hetsync launch set the first run's trace aside
+    records = [json.loads(line) for line in (tmp_path / run["trace"]).read_text().splitlines()]
+    assert sum(r["ev"] == "resume" for r in records) == 1
+    assert sum(r["ev"] == "apply" for r in records) == 20
+    assert run["updates"] == 20 and run["stop_reason"] == "no workers left"
+    ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)
+    reference = ddp(tmp_path, 20)
+    assert max((ours[k] - reference[k]).abs().max().item() for k in ours) <= 1e-5
+
+
+def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_path, monkeypatch):
+    import hetsync
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(BadInput, match="needs checkpoint_dir="):
+        hetsync.init("bsp", resume=True)
+    with pytest.raises(BadInput, match=r"ckpt-ssp-s-2\.pt' does not exist .*drop resume=True"):
+        hetsync.init("ssp:s=2", checkpoint_dir=tmp_path, resume=True)
+
+
 @pytest.mark.parametrize("policy", [p if p != "diloco" else "diloco:H=3" for p in REGISTRY])
 def test_every_policy_trains_your_model_to_the_end_of_your_loop(tmp_path, policy):
     steps = 12
