@@ -12,6 +12,8 @@ from hetsync.benches.common import (
     scenario_setup,
     setup_cell,
     shown_value,
+    target_of,
+    target_text,
     with_sd,
 )
 from hetsync.scenario import load_scenario
@@ -82,3 +84,9 @@ def test_the_set_up_is_read_from_the_scenario_that_ran():
     assert "workers 4–7 sleep 0.5 s per step" in plain["step"] and plain["duration"].startswith("20 virtual")
     assert setup_cell([plain, plain], "batch") == plain["batch"]
     assert setup_cell([plain, setup], "batch").startswith("`wbsp-h1`: 32 per worker")
+
+
+def test_a_record_names_its_target():
+    run = {"target_metric": "loss", "target_value": 0.3, "target_direction": "min", "label": "bsp"}
+    assert target_of(run) == {"target_metric": "loss", "target_value": 0.3, "target_direction": "min"}
+    assert target_text(target_of(run)) == "loss ≤ 0.3"

@@ -68,7 +68,7 @@ def test_rows_show_means_with_ranges_and_seeds_reached_or_the_run_length():
     assert (speed["metric"], speed["value"], speed["shown"]) == ("speed-up over bsp", 2.0, None)  # one pair
     assert ex.speedup_row({**a, "policy": "bsp"}, baseline="bsp", keys=keys)["value"] == 1.0
     assert ex.final_row("accuracy", [0.9, 0.8], 0.85, keys)["shown"] == "0.850 ± 0.071"
-    assert ex.share_rows({"compute": 0.5, "wait": None}, keys)[0] | {"x": 1} == {
+    assert ex.col_rows({"compute_share": 0.5}, [ex.share_col("compute", "compute_share")], keys)[0] | {"x": 1} == {
         "metric": "compute share",
         "value": 50.0,
         "unit": "%",
@@ -151,14 +151,6 @@ def test_tables_align_their_first_columns_left_and_the_figures_right():
     assert ex.ratio(3.0, 2.0) == 1.5 and ex.ratio(None, 2.0) is None and ex.ratio(3.0, 0.0) is None
 
 
-def test_figure_rows_read_each_declared_key_of_an_item():
-    rows = ex.figure_rows({"r": 2.5, "s": None}, [("receivers", "r", ""), ("round", "s", "s")], {"policy": "p"})
-    assert rows == [
-        {"metric": "receivers", "value": 2.5, "unit": "", "policy": "p"},
-        {"metric": "round", "value": None, "unit": "s", "policy": "p"},
-    ]
-
-
 def test_a_case_record_gives_its_runs_finals_and_page_values():
     res = {
         "scenario": "elastic-4",
@@ -206,3 +198,79 @@ def test_plots_are_copied_from_a_folder_or_by_path_when_they_exist(tmp_path):
     assert ex.copy_plots(tmp_path, img, {"a.png": "x-a.png", "b.png": "x-b.png"}) == {"a.png": "img/x-a.png"}
     assert ex.copy_plots(None, img, {str(tmp_path / "a.png"): "y.png"}) == {str(tmp_path / "a.png"): "img/y.png"}
     assert (img / "x-a.png").read_bytes() == b"png" and not (img / "x-b.png").exists()
+
+
+def test_a_column_is_declared_once_for_the_page_and_the_rows():
+    columns = [
+        ex.Col("policy", lambda a: a["label"]),  # page only: no metric
+        ex.Col("rate", lambda a: f"{a['r']:.0f}", "samples/s", "r"),
+        ex.Col(None, metric="twice", value=lambda a: 2 * a["r"], unit="x", shown=lambda a: "two"),  # rows only
+        ex.Col("odd", lambda a: "yes", row=lambda a: {"metric": "odd", "value": 1} if a["r"] % 2 else None),
+    ]
+    items = [{"label": "bsp", "r": 3.0}, {"label": "asp", "r": 4.0}]
+    assert ex.aggregate_table(items, columns, left=1) == [
+        "| policy | rate | odd |",
+        "|---|---:|---:|",
+        "| bsp | 3 | yes |",
+        "| asp | 4 | yes |",
+    ]
+    assert ex.col_rows(items[0], columns, {"policy": "bsp"}) == [
+        {"metric": "samples/s", "value": 3.0, "unit": "", "policy": "bsp"},
+        {"metric": "twice", "value": 6.0, "unit": "x", "shown": "two", "policy": "bsp"},
+        {"metric": "odd", "value": 1, "policy": "bsp"},
+    ]
+    assert [r["metric"] for r in ex.col_rows(items[1], columns, {})] == ["samples/s", "twice"]  # odd: no row
+    rows = ex.table_rows(items, columns[1:2], setting="s")
+    assert rows == [
+        {"metric": "samples/s", "value": 3.0, "unit": "", "policy": "bsp", "setting": "s"},
+        {"metric": "samples/s", "value": 4.0, "unit": "", "policy": "asp", "setting": "s"},
+    ]
+    assert ex.table_rows(items[:1], columns[1:2], policy=lambda a: a["label"].upper())[0]["policy"] == "BSP"
+    rate = ex.key_col("rate", "r", "{:.1f}".format, "samples/s", "1/s", shown=True)
+    assert rate.cell(items[0]) == "3.0"
+    assert ex.col_rows(items[0], [rate], {}) == [{"metric": "samples/s", "value": 3.0, "unit": "1/s", "shown": "3.0"}]
+    assert ex.col_rows(items[0], [ex.key_col(None, "r", str, "rate")], {})[0] == {
+        "metric": "rate",
+        "value": 3.0,
+        "unit": "",
+    }
+
+
+def test_the_case_columns_give_the_rows_and_cells_of_the_shared_figures():
+    res = {
+        "target_metric": "accuracy",
+        "target_value": 0.9,
+        "max_time_s": 30.0,
+        "seeds": [0, 1, 2],
+        "runs": {str(s): runs for s, runs in RUNS.items()},
+    }
+    a = {
+        "policy": "asp",
+        "label": "asp",
+        **ex.tta_stats(ex.by_label(RUNS, "asp")),
+        **ex.speedup_stats("asp", RUNS, "bsp"),
+    }
+    a |= {"final_metric_mean": 0.7, "compute_share_mean": 0.5, "wait_share_mean": None}
+    col = ex.case_columns(res, baseline="bsp")
+    keys = {"policy": "asp"}
+    rows = ex.col_rows(a, [col[n] for n in ("tta", "reached", "speedup", "final", "compute", "wait")], keys)
+    assert rows == [
+        ex.tta_row(a, target=res, max_time_s=30.0, keys=keys),
+        ex.speedup_row(a, baseline="bsp", keys=keys),
+        ex.final_row("accuracy", [0.8, 0.6, 0.7], 0.7, keys),
+        {"metric": "compute share", "value": 50.0, "unit": "%", **keys},
+        {"metric": "wait share", "value": None, "unit": "%", **keys},
+    ]
+    page = ex.aggregate_table([a], [col[n] for n in ("tta", "reached", "speedup", "final", "compute", "wait")])
+    assert (
+        page[0]
+        == "| TTA (s), mean [range] | reached | speed-up vs BSP, mean [range] | final acc (± sd) | compute | wait |"
+    )
+    assert page[2] == "| 4.50 [4–5] | 2/3 | 2.00× | 0.700 ± 0.100 | 50.0% | — |"
+
+
+def test_seed_means_count_the_seeds_that_reached_the_target():
+    runs = ex.by_label(RUNS, "asp")
+    got = ex.seed_means(runs, ("samples_per_s", "time_to_target_s"), extra=1)
+    assert got == {"samples_per_s": 290.0, "time_to_target_s": 4.5, "extra": 1, "reached": 2, "seeds": 3}
+    assert list(got) == ["samples_per_s", "time_to_target_s", "extra", "reached", "seeds"]  # the JSON's order

@@ -252,6 +252,11 @@ def run_target(sc: Any, runs: list[dict[str, Any]] | None = None) -> dict[str, A
     return {"target_metric": sc.target_metric, "target_value": sc.target_value, "target_direction": direction}
 
 
+def target_of(record: dict[str, Any]) -> dict[str, Any]:
+    """``target_metric``, ``target_value``, ``target_direction`` of a run's summary (or a record that has them)."""
+    return {k: record[k] for k in ("target_metric", "target_value", "target_direction")}
+
+
 def target_text(target: dict[str, Any]) -> str:
     """``accuracy 0.93``, ``perplexity ≤ 40`` (≥ is implied for a metric to maximize)."""
     sign = "≤ " if target.get("target_direction") == "min" else ""

@@ -14,8 +14,9 @@ policies, the seeds and the baseline; this module
   without step-time noise (``jitter: 0``), which tells how much of a
   barrier's wait is noise no policy can foresee;
 - **prints** one table shape (rows of ``policy × metric`` per setting, shares
-  in %: :mod:`hetsync.benches.common`), built from :func:`tta_row`,
-  :func:`speedup_row`, :func:`final_row` and :func:`share_rows`;
+  in %: :mod:`hetsync.benches.common`); a bench declares a table's columns
+  once (:class:`Col`, :func:`case_columns`) for the page and the terminal
+  (:func:`aggregate_table`, :func:`col_rows`);
 - **runs for real** (:func:`run_real`): a scenario as real processes, with
   the launch ``hetsync run`` uses;
 - **fills a page template** (:func:`fill_page`): the prose and the paper's
@@ -34,8 +35,9 @@ import string
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hetsync import report
 from hetsync.benches.common import (
@@ -269,6 +271,13 @@ def means(runs: Sequence[Run], keys: Mapping[str, str]) -> dict[str, float | Non
     return {name: mean_or_none([r[key] for r in runs if r.get(key) is not None]) for name, key in keys.items()}
 
 
+def seed_means(runs: Sequence[Run], keys: Iterable[str], **more: Any) -> dict[str, Any]:
+    """A policy's runs over the seeds: the mean of each of ``keys`` (:func:`means`),
+    ``more`` as given, and how many seeds reached the target of how many."""
+    reached = sum(r["time_to_target_s"] is not None for r in runs)
+    return {**means(runs, {k: k for k in keys}), **more, "reached": reached, "seeds": len(runs)}
+
+
 def speedup_stats(
     label: str, runs_by_seed: RunsBySeed, baseline: str, name: str = "speedup"
 ) -> dict[str, float | int | None]:
@@ -410,47 +419,13 @@ def final_row(metric: str, finals: Sequence[float], mean: float, keys: Row) -> R
     return {"metric": f"final {metric}", "value": mean, "unit": "", "shown": shown, **keys}
 
 
-def policy_rows(
-    res: Mapping[str, Any],
-    a: Mapping[str, Any],
-    *,
-    baseline: str,
-    keys: Row,
-    speedup: str = "speedup",
-    middle: Sequence[Row] = (),
-    tail: Sequence[Row] = (),
-) -> list[Row]:
-    """A policy's line of a case's table (:func:`case_record`, :func:`aggregate`):
-    time to target, speed-up over the baseline, ``middle``, the final metric
-    over the seeds, compute and wait shares, ``tail``."""
-    finals = [r["final_metric"] for r in seed_runs(res, a["label"])]
-    return [
-        tta_row(a, target=res, max_time_s=res["max_time_s"], keys=keys),
-        speedup_row(a, baseline=baseline, prefix=speedup, keys=keys),
-        *middle,
-        final_row(res["target_metric"], finals, a["final_metric_mean"], keys),
-        *share_rows({"compute": a["compute_share_mean"], "wait": a["wait_share_mean"]}, keys),
-        *tail,
-    ]
-
-
 def calm_rows(res: Mapping[str, Any], label: Callable[[str], str] = str, **keys: Any) -> list[Row]:
     """The diagnosis runs (``jitter_0``) as a table of their own: compute and wait shares."""
     rows: list[Row] = []
     for r in res["jitter_0"]:
         where = {"policy": label(r["label"]), "setting": f"{res['scenario']}, seed {r['seed']} without step-time noise"}
-        rows += share_rows({"compute": r["compute_share"], "wait": r["wait_share"]}, {**where, **keys})
+        rows += col_rows(r, [share_col(name, f"{name}_share") for name in ("compute", "wait")], {**where, **keys})
     return rows
-
-
-def figure_rows(item: Mapping[str, Any], figures: Iterable[tuple[str, str, str]], keys: Row) -> list[Row]:
-    """One row per ``(metric, key, unit)`` of ``figures``: ``item[key]`` as the value."""
-    return [{"metric": metric, "value": item[key], "unit": unit, **keys} for metric, key, unit in figures]
-
-
-def share_rows(shares: Mapping[str, float | None], keys: Row) -> list[Row]:
-    """``{"compute": 0.52, ...}`` → ``compute share`` rows in %."""
-    return [{"metric": f"{name} share", "value": pct(v), "unit": "%", **keys} for name, v in shares.items()]
 
 
 # ------------------------------------------------------------------ pages
@@ -483,15 +458,7 @@ def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], *, left: int
 
 
 Column = tuple[str, Callable[[Mapping[str, Any]], str]]
-"""A page table's column: its header and the cell of one aggregate."""
-
-
-def aggregate_table(
-    aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column], *, left: int | None = None
-) -> list[str]:
-    """A markdown table with one line per aggregate (a policy) and the declared
-    columns (``left``: as for :func:`md_table`)."""
-    return md_table([h for h, _ in columns], ([cell(a) for _, cell in columns] for a in aggregates), left=left)
+"""A page table's column: its header and the cell of one aggregate (or a :class:`Col`)."""
 
 
 def pct_cell(share: float | None) -> str:
@@ -527,6 +494,109 @@ def finals_column(res: Mapping[str, Any]) -> Column:
     return f"final {short_metric(metric)}{' (± sd)' if len(res['seeds']) > 1 else ''}", cell
 
 
+# ------------------------------------------------------------------ columns
+class Col(NamedTuple):
+    """One figure of a policy, declared once for both tables it shows in: the
+    page's (``header`` and ``cell``; ``header`` None: not on the page) and the
+    terminal's and ``--json``'s rows (``metric``, ``unit``, the ``value`` read
+    by key or getter, and ``shown``, the text a row shows instead of its value
+    when given; ``metric`` None: no row). ``row`` replaces the whole row (None: none)."""
+
+    header: str | None
+    cell: Callable[[Mapping[str, Any]], str] | None = None
+    metric: str | None = None
+    value: str | Callable[[Mapping[str, Any]], Any] | None = None
+    unit: str = ""
+    shown: Callable[[Mapping[str, Any]], str | None] | None = None
+    row: Callable[[Mapping[str, Any]], Row | None] | None = None
+
+
+def key_col(
+    header: str | None,
+    key: str,
+    fmt: Callable[[Any], str],
+    metric: str | None = None,
+    unit: str = "",
+    *,
+    shown: bool = False,
+) -> Col:
+    """A column of one figure, ``item[key]``: ``fmt(value)`` on the page; the
+    row ``metric`` with the value (``shown``: and the page's text)."""
+
+    def cell(a: Mapping[str, Any]) -> str:
+        return fmt(a[key])
+
+    return Col(header, cell, metric, key, unit, cell if shown else None)
+
+
+def share_col(name: str, key: str, header: str | None = None) -> Col:
+    """A share (0–1) at ``key``: ``52.3%`` on the page (under ``header``, else
+    ``name``), ``{name} share`` in % in the rows."""
+    return Col(header or name, lambda a: pct_cell(a[key]), f"{name} share", lambda a: pct(a[key]), "%")
+
+
+def aggregate_table(
+    aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column | Col], *, left: int | None = None
+) -> list[str]:
+    """A markdown table with one line per aggregate (a policy) and the declared
+    columns that have a header (``left``: as for :func:`md_table`)."""
+    shown = [c for c in columns if c[0] is not None]
+    return md_table([c[0] for c in shown], ([c[1](a) for c in shown] for a in aggregates), left=left)  # type: ignore[misc]
+
+
+def col_rows(item: Mapping[str, Any], columns: Iterable[Col], keys: Row) -> list[Row]:
+    """The terminal rows of one item (a policy) for the columns that declare a
+    ``metric`` (or a ``row``), in their order, each with ``keys``."""
+    rows: list[Row] = []
+    for c in columns:
+        if c.row is not None:
+            rows += [] if (row := c.row(item)) is None else [{**row, **keys}]
+        elif c.metric is not None:
+            value = item[c.value] if isinstance(c.value, str) else c.value(item) if c.value else None
+            shown = {} if c.shown is None else {"shown": c.shown(item)}
+            rows.append({"metric": c.metric, "value": value, "unit": c.unit, **shown, **keys})
+    return rows
+
+
+def table_rows(
+    items: Iterable[Mapping[str, Any]],
+    columns: Sequence[Col],
+    *,
+    policy: Callable[[Mapping[str, Any]], str] = lambda a: a["label"],
+    **keys: Any,
+) -> list[Row]:
+    """A printed table's rows: :func:`col_rows` of every item (a line), keyed by
+    ``policy`` (the item's label) and ``keys`` (its ``setting``, ...)."""
+    return [row for a in items for row in col_rows(a, columns, {"policy": policy(a), **keys})]
+
+
+def case_columns(res: Mapping[str, Any], *, baseline: str, speedup: str = "speedup") -> dict[str, Col]:
+    """The columns every case table has (a :func:`case_record`'s aggregates), by
+    name: time to target, the seeds that reached it (page only), the paired
+    speed-up over ``baseline`` (named ``speedup``), the final metric, compute and wait shares."""
+
+    def finals(a: Mapping[str, Any]) -> list[float]:
+        return [r["final_metric"] for r in seed_runs(res, a["label"])]
+
+    tta = partial(tta_row, target=res, max_time_s=res["max_time_s"], keys={})
+    return {
+        "tta": Col("TTA (s), mean [range]", tta_cell, row=tta),
+        "reached": Col("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
+        "speedup": Col(
+            f"speed-up vs {baseline.upper()}, mean [range]",
+            lambda a: speedup_cell(a, baseline, speedup),
+            row=partial(speedup_row, baseline=baseline, prefix=speedup, keys={}),
+        ),
+        "final": Col(
+            *finals_column(res),
+            row=lambda a: final_row(res["target_metric"], finals(a), a["final_metric_mean"], {}),
+        ),
+        "compute": share_col("compute", "compute_share_mean"),
+        "wait": share_col("wait", "wait_share_mean"),
+    }
+
+
+# ------------------------------------------------------------------ page values
 def case_values(res: Mapping[str, Any]) -> dict[str, Any]:
     """The placeholders every page fills from a case record: ``scenario``,
     ``description``, ``stop`` (how long a run lasts), ``target``, ``eval_every``."""

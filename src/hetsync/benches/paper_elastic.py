@@ -140,26 +140,25 @@ def _lite(r: dict[str, Any]) -> dict[str, Any]:
     return ex.lite(r, KEPT) | {"steps_per_worker": r["per_worker"]["steps"]}
 
 
-# --------------------------------------------------------------------- rows
+# ------------------------------------------------------------------ tables
+def columns(results: dict[str, Any]) -> list[ex.Col]:
+    """Per policy (a line of the page's table and of the printed one): time to
+    target, speed-up over BSP, final metric, shares (%), samples/s, staleness;
+    on the page also the seeds that reached the target and the barriers."""
+    col = ex.case_columns(results, baseline=BASELINE, speedup="speedup_vs_bsp")
+    return [
+        ex.Col("policy", lambda a: f"`{a['label']}`"),
+        *(col[name] for name in ("tta", "reached", "speedup", "final", "compute", "wait")),
+        ex.key_col("samples/s", "samples_per_s_mean", "{:.0f}".format, "samples/s"),
+        ex.key_col("mean staleness (versions)", "mean_staleness", "{:.2f}".format, "mean staleness", "versions"),
+        ex.Col("barriers", lambda a: "—" if a["barriers_mean"] is None else f"{a['barriers_mean']:.0f}"),
+    ]
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
-    """Per policy (a line of the table): time to target, speed-up over BSP,
-    final metric, shares (%), samples/s and staleness; the diagnosis runs as
-    a second table."""
+    """The table's rows (:func:`columns`); the diagnosis runs as a second table."""
     where = seeds_setting(results["scenario"], results["seeds"])
-    out: list[Row] = []
-    for a in results["aggregate"]:
-        keys = {"policy": a["label"], "setting": where}
-        out += ex.policy_rows(
-            results,
-            a,
-            baseline=BASELINE,
-            keys=keys,
-            speedup="speedup_vs_bsp",
-            tail=[
-                {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
-                {"metric": "mean staleness", "value": a["mean_staleness"], "unit": "versions", **keys},
-            ],
-        )
+    out = ex.table_rows(results["aggregate"], columns(results), setting=where)
     out += ex.calm_rows(results)
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": where})
     return out
@@ -211,24 +210,6 @@ def _finals(results: dict[str, Any], aggregates: list[dict[str, Any]]) -> str:
     )
 
 
-def _table(results: dict[str, Any]) -> list[str]:
-    return ex.aggregate_table(
-        results["aggregate"],
-        [
-            ("policy", lambda a: f"`{a['label']}`"),
-            ("TTA (s), mean [range]", ex.tta_cell),
-            ("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
-            ("speed-up vs BSP, mean [range]", lambda a: ex.speedup_cell(a, BASELINE, "speedup_vs_bsp")),
-            ex.finals_column(results),
-            ("compute", lambda a: ex.pct_cell(a["compute_share_mean"])),
-            ("wait", lambda a: ex.pct_cell(a["wait_share_mean"])),
-            ("samples/s", lambda a: f"{a['samples_per_s_mean']:.0f}"),
-            ("mean staleness (versions)", lambda a: f"{a['mean_staleness']:.2f}"),
-            ("barriers", lambda a: "—" if a["barriers_mean"] is None else f"{a['barriers_mean']:.0f}"),
-        ],
-    )
-
-
 def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str:
     aggregates, metric = results["aggregate"], results["target_metric"]
     elastic = ex.by_policy(aggregates, "elastic-bsp")
@@ -246,7 +227,7 @@ def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str
         host_s=f"{results['host_time_s']:.0f}",
         seeds=", ".join(map(str, results["seeds"])),
         setup=setup_markdown([setup] if setup else []),
-        table=_table(results),
+        table=ex.aggregate_table(results["aggregate"], columns(results)),
         paper_speedup=PAPER_SPEEDUP,
         claim_speed=speeds or "no ElasticBSP run",
         claim_accuracy=f"final {metric} {_finals(results, elastic)}; {_finals(results, others)}"

@@ -217,33 +217,47 @@ def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------- rows
+def columns(res: dict[str, Any]) -> list[ex.Col]:
+    """Per policy (a line of the page's table and of the printed one): time to
+    target, speed-up over BSP, samples/s and its ratio to BSP's, final metric,
+    shares (%); on the page also the seeds that reached the target and how much the batches moved."""
+    col = ex.case_columns(res, baseline=BASELINE)
+
+    def thr(a: dict[str, Any]) -> str:
+        ratio = a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE
+        return f"{a['samples_per_s_mean']:,.0f}" + (f" ({a['throughput_vs_bsp']:.2f}×)" if ratio else "")
+
+    def moves(a: dict[str, Any]) -> str:
+        return "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {ex.fmt_sig(a['move_later'], 2)}"
+
+    return [
+        ex.Col("policy", lambda a: f"`{short_label(a['label'])}`"),
+        *(col[name] for name in ("tta", "reached")),
+        col["speedup"]._replace(header="speed-up vs BSP [range]"),
+        ex.Col("samples/s (× BSP)", thr, "samples/s", "samples_per_s_mean"),
+        ex.Col(None, None, "samples/s ÷ bsp's", lambda a: 1.0 if a["policy"] == BASELINE else a["throughput_vs_bsp"]),
+        *(col[name] for name in ("final", "compute", "wait")),
+        ex.Col("batch moves/round, rounds 1–10 → later", moves),
+    ]
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
-    """Per scenario a table, per policy a line: time to target, speed-up over
-    BSP, samples/s and its ratio to BSP's, final metric, shares (%); the
-    diagnosis and the runtime runs as tables of their own."""
+    """Per scenario a table (:func:`columns`); the diagnosis and the runtime runs as tables of their own."""
     out: list[Row] = []
     for res in results["scenarios"]:
         where = seeds_setting(res["scenario"], res["seeds"])
-        for a in res["aggregate"]:
-            keys = {"policy": short_label(a["label"]), "setting": where, "scenario": res["scenario"]}
-            thr = 1.0 if a["policy"] == BASELINE else a["throughput_vs_bsp"]
-            middle = [
-                {"metric": "samples/s", "value": a["samples_per_s_mean"], "unit": "", **keys},
-                {"metric": "samples/s ÷ bsp's", "value": thr, "unit": "", **keys},
-            ]
-            out += ex.policy_rows(res, a, baseline=BASELINE, keys=keys, middle=middle)
+        out += ex.table_rows(
+            res["aggregate"],
+            columns(res),
+            policy=lambda a: short_label(a["label"]),
+            setting=where,
+            scenario=res["scenario"],
+        )
         out += ex.calm_rows(res, short_label, scenario=res["scenario"])
     rt = results.get("runtime")
     if rt:
         where = f"runtime: {RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s"
-        for r in rt["runs"]:
-            keys = {"policy": r["label"], "setting": where}
-            out.append({"metric": "rounds/s", "value": r["rounds_per_s"], "unit": "", **keys})
-            for state in ("on", "off"):
-                batch = r["batches"].get(f"loaded_batch_{state}")
-                out.append(
-                    {"metric": f"loaded workers' batch, load {state}", "value": batch, "unit": "samples", **keys}
-                )
+        out += ex.table_rows(rt["runs"], RUNTIME_COLUMNS, setting=where)
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": ""})
     return out
 
@@ -373,32 +387,6 @@ def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> s
     )
 
 
-def _scenario_table(res: dict[str, Any]) -> list[str]:
-    def thr(a: dict[str, Any]) -> str:
-        ratio = a["throughput_vs_bsp"] is not None and a["policy"] != BASELINE
-        return f"{a['samples_per_s_mean']:,.0f}" + (f" ({a['throughput_vs_bsp']:.2f}×)" if ratio else "")
-
-    return ex.aggregate_table(
-        res["aggregate"],
-        [
-            ("policy", lambda a: f"`{short_label(a['label'])}`"),
-            ("TTA (s), mean [range]", ex.tta_cell),
-            ("reached", lambda a: f"{a['reached']}/{a['seeds']}"),
-            ("speed-up vs BSP [range]", lambda a: ex.speedup_cell(a, BASELINE)),
-            ("samples/s (× BSP)", thr),
-            ex.finals_column(res),
-            ("compute", lambda a: ex.pct_cell(a["compute_share_mean"])),
-            ("wait", lambda a: ex.pct_cell(a["wait_share_mean"])),
-            (
-                "batch moves/round, rounds 1–10 → later",
-                lambda a: (
-                    "—" if a["move_early"] is None else f"{a['move_early']:.1f} → {ex.fmt_sig(a['move_later'], 2)}"
-                ),
-            ),
-        ],
-    )
-
-
 def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> str:
     loaded = [a for a in res["aggregate"] if a["loaded_batch_on"] is not None and a["loaded_batch_off"] is not None]
     shown = "; ".join(
@@ -413,7 +401,7 @@ def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> str:
         ex.case_values(res),
         global_batch=res["global_batch"],
         setup=setup_markdown([res["setup"]] if res.get("setup") else []),
-        table=_scenario_table(res),
+        table=ex.aggregate_table(res["aggregate"], columns(res)),
         caps_note=" " + PAGE["caps_note"].template.strip() if capped else "",
         loaded=ex.fill_page(PAGE["loaded"], share=res["global_batch"] // res["workers"], shown=shown)
         if res["loaded_workers"] and loaded
@@ -461,23 +449,41 @@ def _claims(results: dict[str, Any]) -> tuple[str, str]:
     return "; ".join(shown) or "no lb-bsp run", "; ".join(pred) or "no static run"
 
 
+def _loaded_batch(state: str) -> Any:
+    return lambda r: r["batches"].get(f"loaded_batch_{state}")
+
+
+def _on_off(r: dict[str, Any]) -> str:
+    on, off = _loaded_batch("on")(r), _loaded_batch("off")(r)
+    return "—" if on is None or off is None else f"{on:.1f} / {off:.1f}"
+
+
+def _distinct(r: dict[str, Any]) -> str:
+    sizes = r["distinct_batches"]
+    return ", ".join(map(str, sizes)) if len(sizes) <= 8 else f"{len(sizes)} sizes, {sizes[0]}–{sizes[-1]}"
+
+
+RUNTIME_COLUMNS = (
+    ex.Col("policy", lambda r: f"`{r['label']}`"),
+    ex.key_col("rounds/s", "rounds_per_s", ex.fmt_sig, "rounds/s"),
+    ex.key_col("compute", "compute_share", ex.pct_cell),
+    ex.key_col("wait", "wait_share", ex.pct_cell),
+    ex.Col(
+        "loaded workers' mean batch, load on / off",
+        _on_off,
+        "loaded workers' batch, load on",
+        _loaded_batch("on"),
+        "samples",
+    ),
+    ex.Col(None, None, "loaded workers' batch, load off", _loaded_batch("off"), "samples"),
+    ex.Col("distinct batch sizes used", _distinct),
+)
+"""The runtime runs: per policy rounds/s, shares, the loaded workers' mean
+batch with the load on and off, the batch sizes the workers used."""
+
+
 def _runtime_section(rt: dict[str, Any], plots: dict[str, str]) -> str:
     sc = rt["scenario"]
-    lines = []
-    for r in rt["runs"]:
-        b, distinct = r["batches"], r["distinct_batches"]
-        on, off = b.get("loaded_batch_on"), b.get("loaded_batch_off")
-        lines.append(
-            [
-                *(f"`{r['label']}`", ex.fmt_sig(r["rounds_per_s"])),
-                *(f"{100 * r['compute_share']:.1f}%", f"{100 * r['wait_share']:.1f}%"),
-                "—" if on is None or off is None else f"{on:.1f} / {off:.1f}",
-                ", ".join(map(str, distinct))
-                if len(distinct) <= 8
-                else f"{len(distinct)} sizes, {distinct[0]}–{distinct[-1]}",
-            ]
-        )
-    header = ["policy", "rounds/s", "compute", "wait", "loaded workers' mean batch, load on / off"]
     return ex.fill_page(
         PAGE["runtime"],
         workers=RUNTIME_WORKERS,
@@ -487,7 +493,7 @@ def _runtime_section(rt: dict[str, Any], plots: dict[str, str]) -> str:
         on=f"{sc['background_load']['on_s']:g}",
         max_time=f"{sc['max_time_s']:g}",
         host_s=f"{rt['host_time_s']:.0f}",
-        table=ex.md_table([*header, "distinct batch sizes used"], lines),
+        table=ex.aggregate_table(rt["runs"], RUNTIME_COLUMNS),
         plot=f"![runtime batch sizes]({plots['runtime:batches']})" if "runtime:batches" in plots else "",
     )
 

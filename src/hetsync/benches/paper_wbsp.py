@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -179,36 +180,26 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, out: Path)
     """Per policy: mean shares and final target metric, median time to target and ratio over the seeds."""
     seeds = sorted(runs_by_seed)
     fastest = {seed: _fastest_baseline(runs) for seed, runs in runs_by_seed.items()}
-
-    def fastest_tta(runs: list[dict[str, Any]]) -> float | None:
-        base = _fastest_baseline(runs)
-        return None if base is None else base[1]
-
     policies = []
     for label in ex.labels_of(runs_by_seed):
         per_seed = ex.by_label(runs_by_seed, label)
-        ttas = [r["time_to_target_s"] for r in per_seed]
-        ratios = ex.paired_ratios(runs_by_seed, label, fastest_tta, inverse=True)
+        ratios = ex.paired_ratios(
+            runs_by_seed, label, lambda runs: (_fastest_baseline(runs) or (0, None))[1], inverse=True
+        )
         policies.append(
             {
                 "policy": per_seed[0]["policy"],
                 "label": label,
                 "baseline": per_seed[0]["policy"] not in CANDIDATES,
                 **ex.means(per_seed, {k: k for k in ("compute_share", "comm_share", "wait_share")}),
-                "time_to_target_s": _median_or_none(ttas),
-                "reached": sum(t is not None for t in ttas),
+                "time_to_target_s": _median_or_none([r["time_to_target_s"] for r in per_seed]),
+                "reached": sum(r["time_to_target_s"] is not None for r in per_seed),
                 "tta_vs_fastest_baseline": _median_or_none(ratios),
                 **ex.means(per_seed, {k: k for k in ("final_metric", "steps", "dropped_steps", "updates")}),
                 "max_staleness": max(r["max_staleness"] for r in per_seed),
                 "per_seed": [
-                    {
-                        "seed": s,
-                        "time_to_target_s": r["time_to_target_s"],
-                        "tta_vs_fastest_baseline": x,
-                        "compute_share": r["compute_share"],
-                        "final_metric": r["final_metric"],
-                        "host_time_s": r["host_time_s"],
-                    }
+                    {"seed": s, **ex.lite(r, ["time_to_target_s"]), "tta_vs_fastest_baseline": x}
+                    | ex.lite(r, ("compute_share", "final_metric", "host_time_s"))
                     for s, r, x in zip(seeds, per_seed, ratios, strict=True)
                 ],
             }
@@ -244,36 +235,60 @@ def _aggregate(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, out: Path)
     }
 
 
+def columns(res: dict[str, Any]) -> dict[str, ex.Col]:
+    """A case's figures per policy, by name (the page and the rows show them in
+    the orders of :data:`PAGE_COLUMNS` and :data:`ROW_COLUMNS`)."""
+    metric, seeds, ratio = res["target_metric"], res["seeds"], "tta_vs_fastest_baseline"
+
+    def tta_cell(p: dict[str, Any]) -> str:
+        several = p["time_to_target_s"] is None and len(seeds) > 1
+        return _secs(p["time_to_target_s"]) + (f" ({p['reached']} seeds)" if several else "")
+
+    def tta_row(p: dict[str, Any]) -> Row:
+        tta = p["time_to_target_s"]
+        reached = "" if tta is not None or len(seeds) == 1 else f" ({p['reached']}/{len(seeds)} seeds)"
+        shown = None if tta is not None else f"not in {res['max_time_s']:g} s{reached}"
+        return {
+            "metric": f"time to {target_text(res)}",
+            "value": tta,
+            "unit": "s",
+            "shown": shown,
+            "reached": p["reached"],
+        }
+
+    return {
+        "policy": ex.key_col("policy", "label", str),
+        **{name: ex.share_col(name, f"{name}_share") for name in ("compute", "comm", "wait")},
+        "tta": ex.Col("TTA (s)", tta_cell, row=tta_row),
+        "ratio": ex.key_col("TTA vs fastest baseline", ratio, _fixed, "TTA ÷ fastest baseline's"),
+        "final": ex.key_col(
+            f"final {short_metric(metric)}", "final_metric", partial(fmt_metric, metric), f"final {metric}", shown=True
+        ),
+        **{
+            header: ex.key_col(header, key, "{:,.0f}".format)
+            for header, key in (("steps", "steps"), ("dropped", "dropped_steps"), ("updates", "updates"))
+        },
+        "stale": ex.key_col("max stale (versions)", "max_staleness", str, "max staleness", "versions"),
+    }
+
+
+PAGE_COLUMNS = ("policy", "compute", "comm", "wait", "tta", "ratio", "final", "steps", "dropped", "updates", "stale")
+ROW_COLUMNS = ("tta", "ratio", "final", "compute", "comm", "wait", "stale")
+
+
 def rows_of(results: list[dict[str, Any]]) -> list[Row]:
     """The printed and ``--json`` rows: per case (a table) and policy (a line),
     the time to target, its ratio to the fastest baseline's, the final
     metric, the three shares (in %) and the largest staleness."""
     rows: list[Row] = []
     for res in results:
-        seeds = res["seeds"]
+        seeds, col = res["seeds"], columns(res)
         setting = res["case"] + (
             f", seeds {','.join(map(str, seeds))} (medians of times, means)" if len(seeds) > 1 else ""
         )
         for p in res["policies"]:
             keys = {"scenario": res["scenario"], "case": res["case"], "policy": p["label"], "setting": setting}
-            tta = p["time_to_target_s"]
-            reached = "" if tta is not None or len(seeds) == 1 else f" ({p['reached']}/{len(seeds)} seeds)"
-            rows.append(
-                {
-                    "metric": f"time to {target_text(res)}",
-                    "value": tta,
-                    "unit": "s",
-                    "shown": None if tta is not None else f"not in {res['max_time_s']:g} s{reached}",
-                    "reached": p["reached"],
-                    **keys,
-                }
-            )
-            rows += ex.figure_rows(p, [("TTA ÷ fastest baseline's", "tta_vs_fastest_baseline", "")], keys)
-            final = fmt_metric(res["target_metric"], p["final_metric"])
-            metric = f"final {res['target_metric']}"
-            rows.append({"metric": metric, "value": p["final_metric"], "unit": "", "shown": final, **keys})
-            rows += ex.share_rows({k: p[f"{k}_share"] for k in ("compute", "comm", "wait")}, keys)
-            rows += ex.figure_rows(p, [("max staleness", "max_staleness", "versions")], keys)
+            rows += ex.col_rows(p, [col[name] for name in ROW_COLUMNS], keys)
     return rows
 
 
@@ -284,6 +299,10 @@ PAGE = ex.page_blocks(__file__, "paper_wbsp.md.in")
 
 def _secs(x: float | None) -> str:
     return "—" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def _fixed(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _span(values: list[float]) -> str:
@@ -319,6 +338,18 @@ def _by_policy(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["policy"]: p for p in res["policies"]}
 
 
+def _share(res: dict[str, Any], policy: str) -> str:
+    """The policy's compute share in a case, ``—`` if it did not run."""
+    p = _by_policy(res).get(policy)
+    return "—" if p is None else ex.pct_cell(p["compute_share"])
+
+
+def _gain(res: dict[str, Any], policy: str) -> str:
+    """The policy's time to target against the fastest baseline's in a case, as a change (:func:`_change`)."""
+    p = _by_policy(res).get(policy)
+    return "—" if p is None else _change(p["tta_vs_fastest_baseline"])
+
+
 def _change(ratio: float | None) -> str:
     """A TTA ratio as a signed change: 0.43 → "−57%", 1.12 → "+12%"."""
     if ratio is None:
@@ -343,22 +374,8 @@ def _claims(main: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _results_table(res: dict[str, Any]) -> list[str]:
-    def tta(p: dict[str, Any]) -> str:
-        several = p["time_to_target_s"] is None and len(res["seeds"]) > 1
-        return _secs(p["time_to_target_s"]) + (f" ({p['reached']} seeds)" if several else "")
-
-    ratio = "tta_vs_fastest_baseline"
-    columns: list[ex.Column] = [
-        ("policy", lambda p: p["label"]),
-        *((share, lambda p, k=f"{share}_share": ex.pct_cell(p[k])) for share in ("compute", "comm", "wait")),
-        ("TTA (s)", tta),
-        ("TTA vs fastest baseline", lambda p: "—" if p[ratio] is None else f"{p[ratio]:.2f}"),
-        (f"final {short_metric(res['target_metric'])}", lambda p: fmt_metric(res["target_metric"], p["final_metric"])),
-        *((name, lambda p, k=key: f"{p[k]:,.0f}") for name, key in (("steps", "steps"), ("dropped", "dropped_steps"))),
-        ("updates", lambda p: f"{p['updates']:,.0f}"),
-        ("max stale (versions)", lambda p: str(p["max_staleness"])),
-    ]
-    return ex.aggregate_table(res["policies"], columns, left=1)
+    col = columns(res)
+    return ex.aggregate_table(res["policies"], [col[name] for name in PAGE_COLUMNS], left=1)
 
 
 def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
@@ -373,16 +390,12 @@ def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
         "|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in points:
-        by = _by_policy(r)
         base = [p for p in r["policies"] if p["baseline"] and p["time_to_target_s"] is not None]
         fastest = min(base, key=lambda p: p["time_to_target_s"]) if base else None
         shown = "—" if fastest is None else f"{fastest['label']} ({_secs(fastest['time_to_target_s'])} s)"
         lines.append(
             f"| {(r['model_bytes'] or 0) / 1e6:g} MB | {1000 * (r['transfer_s'] or 0):.0f} ms "
-            f"| {ex.pct_cell(by['asp']['compute_share']) if 'asp' in by else '—'} "
-            f"| {ex.pct_cell(by['wbsp']['compute_share']) if 'wbsp' in by else '—'} | {shown} "
-            f"| {_change(by['wbsp']['tta_vs_fastest_baseline']) if 'wbsp' in by else '—'} "
-            f"| {_change(by['wbsp-overlap']['tta_vs_fastest_baseline']) if 'wbsp-overlap' in by else '—'} |"
+            f"| {_share(r, 'asp')} | {_share(r, 'wbsp')} | {shown} | {_gain(r, 'wbsp')} | {_gain(r, 'wbsp-overlap')} |"
         )
     return lines
 
@@ -494,24 +507,17 @@ def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     sweep, timelines = "", ""
     if any(r["sweep"] for r in results):
         points = _sweep_points(results)
-        small, large = _by_policy(points[0]), _by_policy(points[-1])
-
-        def share(by: dict[str, dict[str, Any]], policy: str) -> str:
-            return ex.pct_cell(by[policy]["compute_share"]) if policy in by else "—"
-
-        def change(by: dict[str, dict[str, Any]], policy: str) -> str:
-            return _change(by[policy]["tta_vs_fastest_baseline"]) if policy in by else "—"
-
+        small, large = points[0], points[-1]
         sweep = ex.fill_page(
             PAGE["sweep"],
             asp_idle=_span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)]),
             table=_sweep_table(results),
-            asp_small=share(small, "asp"),
-            asp_large=share(large, "asp"),
-            wbsp_small=change(small, "wbsp"),
-            wbsp_large=change(large, "wbsp"),
-            overlap_small=change(small, "wbsp-overlap"),
-            overlap_large=change(large, "wbsp-overlap"),
+            asp_small=_share(small, "asp"),
+            asp_large=_share(large, "asp"),
+            wbsp_small=_gain(small, "wbsp"),
+            wbsp_large=_gain(large, "wbsp"),
+            overlap_small=_gain(small, "wbsp-overlap"),
+            overlap_large=_gain(large, "wbsp-overlap"),
         )
     if main and main[0]["timelines"]:
         first = main[0]

@@ -1,0 +1,268 @@
+"""SELMCAST's fairness floor (``hetsync bench paper-selmcast --floors``), and
+the figures of a point of every SELMCAST comparison (its columns, its progress line).
+
+The study: ``selmcast:floor=f`` for each floor, and ``p2p-random``, under BSP
+and SSP rounds, on label-skewed (``p2p-bw-skew``) and iid (``p2p-bw``) shards
+under both mixings (``p2p_mixing``), for every seed; per case and policy the
+final metric of each seed and their mean, the round, receivers per sender,
+time to target and the copies per round of the least- and the most-served
+worker; ratios to p2p-random under the same rounds. It writes the floor
+section of ``results-selmcast.md`` and the page ``results-p2p-mixing.md``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from hetsync.benches import experiment as ex
+from hetsync.benches.common import Row, fmt_metric, short_metric, target_of, target_text
+from hetsync.benches.experiment import Col
+from hetsync.trace import iter_records
+
+SCENARIOS = ("p2p-bw-skew", "p2p-bw")
+FLOORS = (0.0, 0.5, 1.0)
+MIXINGS = ("equal", "push-sum")
+BASELINES = {"bsp": "p2p-random:p=2", "ssp": "p2p-random:sync=ssp:p=2"}
+METRICS = ("mean_receivers", "mean_exchange_s", "mean_round_s", "compute_share", "time_to_target_s", "final_metric")
+"""The figures of a point averaged over the seeds, per policy."""
+
+
+# ------------------------------------------------------------------ a point's figures
+def progress(s: dict[str, Any]) -> str:
+    """A run's progress figures: receivers per sender, exchange, compute share, time to target."""
+    return (
+        f"receivers/sender {s['mean_receivers']:.2f}, exchange {ex.fmt_secs(s['mean_exchange_s'])}, "
+        f"compute {100 * s['compute_share']:.1f}%, TTA {ex.fmt_secs(s['time_to_target_s'])}"
+    )
+
+
+def _tta(p: dict[str, Any]) -> str:
+    reached = "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+    return f"{ex.fmt_secs(p['time_to_target_s'])}{reached}"
+
+
+def _tta_shown(p: dict[str, Any]) -> str | None:
+    tta, all_reached = p["time_to_target_s"], p["reached"] == p["seeds"]
+    return "not reached" if tta is None else None if all_reached else f"{tta:.3g} ({p['reached']}/{p['seeds']})"
+
+
+def point_columns(target: dict[str, Any]) -> dict[str, Col]:
+    """The columns of a point (a policy's means over the seeds), by name."""
+    metric = target["target_metric"]
+    final = partial(fmt_metric, metric)
+    return {
+        "policy": Col("policy", lambda p: p["label"]),
+        "receivers": ex.key_col("receivers / sender", "mean_receivers", "{:.2f}".format, "receivers per sender"),
+        "exchange": ex.key_col("exchange", "mean_exchange_s", ex.fmt_secs, "mean exchange", "s"),
+        "sync": ex.key_col("sync / step", "sync_s", ex.fmt_secs, "sync per step", "s"),
+        "round": ex.key_col("round", "mean_round_s", ex.fmt_secs, "mean round", "s"),
+        "compute": ex.share_col("compute", "compute_share", "compute share"),
+        "tta": Col("time to target", _tta, f"time to {target_text(target)}", "time_to_target_s", "s", _tta_shown),
+        "final": ex.key_col(f"final {short_metric(metric)}", "final_metric", final, f"final {metric}", shown=True),
+    }
+
+
+# ------------------------------------------------------------------ running
+def copies_in(run: dict[str, Any], where: Path) -> list[int]:
+    """Copies each worker received in a run (its trace's ``send`` records)."""
+    got = [0] * run["workers"]
+    for rec in iter_records(where / run["trace"], kinds="send"):
+        got[int(rec["to"])] += 1
+    return got
+
+
+def _count(runs: list[dict[str, Any]], where: Path, _sc: Any) -> None:
+    """Copies per round of the least- and the most-served worker (a round: one multicast per worker)."""
+    for r in runs:
+        got = copies_in(r, where)
+        rounds = r["multicasts"] / r["workers"] if r["multicasts"] else 0.0
+        r["least_served"] = min(got) / rounds if rounds else None
+        r["most_served"] = max(got) / rounds if rounds else None
+
+
+def bench_floors(floors: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:
+    """The study (the module's docstring) under ``out``, with ``exp``'s seeds and overrides."""
+    ssp = {"bsp": "", "ssp": "sync=ssp:"}
+    specs = [
+        spec
+        for sync in ("bsp", "ssp")
+        for spec in (BASELINES[sync], *(f"selmcast:{ssp[sync]}p=2:floor={f:g}" for f in floors))
+    ]
+    study = ex.Experiment(
+        cases=tuple(
+            ex.Case(key=f"{name}-{mix}", scenario=name, overrides={"p2p_mixing": mix})
+            for name in SCENARIOS
+            for mix in MIXINGS
+        ),
+        policies=tuple(specs),
+        seeds=exp.seeds,
+        overrides=exp.overrides,
+        seed_dirs=True,
+    )
+    cases, target = [], {}
+    for case in study.cases:
+        _sc, runs_by_seed = study.run_case(case, out, progress=progress, after=_count)
+        rows = []
+        for label in ex.labels_of(runs_by_seed):
+            rs = ex.by_label(runs_by_seed, label)
+            target = target or target_of(rs[0])
+            rows.append(
+                {
+                    "label": label,
+                    "policy": rs[0]["policy"],
+                    "sync": rs[0]["params"]["sync"],
+                    "floor": rs[0]["params"].get("floor") if rs[0]["policy"] == "selmcast" else None,
+                    "finals": [r["final_metric"] for r in rs],
+                    **ex.seed_means(rs, (*METRICS, "least_served", "most_served")),
+                }
+            )
+        for row in rows:
+            base = next(b for b in rows if b["policy"] == "p2p-random" and b["sync"] == row["sync"])
+            row["metric_gain"] = row["final_metric"] - base["final_metric"]
+            row["round_speedup"] = ex.ratio(base["mean_round_s"], row["mean_round_s"])
+            row["receivers_ratio"] = ex.ratio(row["mean_receivers"], base["mean_receivers"])
+        cases.append({"scenario": case.scenario, "mixing": case.overrides["p2p_mixing"], "rows": rows})
+    return {"seeds": list(exp.seeds), "floors": floors, "cases": cases, **target}
+
+
+# ------------------------------------------------------------------ tables
+def _columns(fair: dict[str, Any]) -> list[Col]:
+    """The floor table: per mixing and policy the final metric of each seed, its
+    mean and gain over p2p-random, round and its ratio, receivers per sender,
+    least/most served, time to target; the rows: those figures but the seeds'."""
+    metric, seeds = fair["target_metric"], " / ".join(map(str, fair["seeds"]))
+    col = point_columns(fair)
+
+    def served(p: dict[str, Any]) -> str:
+        return f"{p['least_served']:.2f} / {p['most_served']:.2f}" if p["least_served"] is not None else "—"
+
+    return [
+        col["policy"],
+        ex.key_col("mixing", "mixing", str),
+        Col(
+            f"final {short_metric(metric)}, seeds {seeds}",
+            lambda p: " / ".join(fmt_metric(metric, v) for v in p["finals"]),
+        ),
+        Col("mean", lambda p: f"**{fmt_metric(metric, p['final_metric'])}**", f"final {metric}", "final_metric"),
+        Col(
+            "vs random",
+            lambda p: "—" if p["policy"] == "p2p-random" else f"{p['metric_gain']:+.3f}",
+            f"final {metric} vs random",
+            "metric_gain",
+        ),
+        col["round"],
+        ex.key_col("round shorter", "round_speedup", ex.fmt_x),
+        col["receivers"],
+        Col("least / most served", served, "least served, copies/round", "least_served"),
+        Col(None, metric="most served, copies/round", value="most_served"),
+        col["tta"]._replace(metric=None),
+    ]
+
+
+def floor_rows(fair: dict[str, Any] | None) -> list[Row]:
+    """The printed and ``--json`` rows: per case a table, per policy a line."""
+    if fair is None:
+        return []
+    rows: list[Row] = []
+    for case in fair["cases"]:
+        setting = (
+            f"{case['scenario']} (sim), mixing {case['mixing']}, seeds {','.join(map(str, fair['seeds']))} (means)"
+        )
+        rows += ex.table_rows(case["rows"], _columns(fair), setting=setting, scenario=case["scenario"])
+    return rows
+
+
+def _gain_table(fair: dict[str, Any], scenario: str) -> list[str]:
+    """Per selmcast floor, its mean final metric minus p2p-random's in each
+    (mixing, rounds) cell of ``scenario``, its round ratio, and in how many
+    cells it is at least random's."""
+    cases = [c for c in fair["cases"] if c["scenario"] == scenario]
+    cells = [(c["mixing"], sync) for c in cases for sync in ("bsp", "ssp")]
+    header = ["selmcast", *(f"{mix}, {sync}" for mix, sync in cells), "at least random's", "round shorter (bsp / ssp)"]
+    lines = []
+    for floor in fair["floors"]:
+        ps = {
+            (c["mixing"], p["sync"]): p
+            for c in cases
+            for p in c["rows"]
+            if p["policy"] == "selmcast" and (p["floor"] or 0.0) == floor
+        }
+        rounds = {sync: p["round_speedup"] for (_, sync), p in ps.items()}
+        lines.append(
+            [
+                "floor=0 (paper)" if floor == 0 else f"floor={floor:g}",
+                *(f"{ps[cell]['metric_gain']:+.3f}" for cell in cells),
+                f"{sum(ps[cell]['metric_gain'] >= 0 for cell in cells)} of {len(cells)}",
+                f"{ex.fmt_x(rounds.get('bsp'))} / {ex.fmt_x(rounds.get('ssp'))}",
+            ]
+        )
+    return ex.md_table(header, lines, left=1)
+
+
+def floor_values(fair: dict[str, Any]) -> dict[str, str]:
+    """The floor section's and the mixing page's figures: gains and tables per scenario."""
+    scenarios = dict.fromkeys(c["scenario"] for c in fair["cases"])
+
+    def table(name: str) -> list[str]:
+        lines = [{**p, "mixing": c["mixing"]} for c in fair["cases"] if c["scenario"] == name for p in c["rows"]]
+        return ex.aggregate_table(lines, _columns(fair), left=3)
+
+    return {
+        "seeds": ", ".join(map(str, fair["seeds"])),
+        "target": target_text(fair),
+        "gains": "\n\n".join(f"*{name}*\n\n" + "\n".join(_gain_table(fair, name)) for name in scenarios),
+        "tables": "\n\n".join(f"**{name}**\n\n" + "\n".join(table(name)) for name in scenarios),
+    }
+
+
+# -------------------------------------------------------------------- plot
+def plot_floors(fair: dict[str, Any], path: Path) -> Path:
+    """Small multiples, one panel per scenario and rounds: mean final metric
+    per policy, a bar per mixing, with each seed as a dot."""
+    from matplotlib.figure import Figure
+
+    scenarios = list(dict.fromkeys(c["scenario"] for c in fair["cases"]))
+    fig = Figure(figsize=(12, 3.2 * len(scenarios)), layout="constrained")
+    axes = fig.subplots(len(scenarios), 2, squeeze=False)
+    colors = {"equal": "tab:blue", "push-sum": "tab:orange"}
+    for row, name in enumerate(scenarios):
+        for col, sync in enumerate(("bsp", "ssp")):
+            ax = axes[row][col]
+            cases = [c for c in fair["cases"] if c["scenario"] == name]
+            labels = [p["label"] for p in cases[0]["rows"] if p["sync"] == sync]
+            for k, case in enumerate(cases):
+                ps = [p for p in case["rows"] if p["sync"] == sync]
+                y = [i + (k - 0.5) * 0.38 for i in range(len(ps))]
+                finals = [p["final_metric"] for p in ps]
+                ax.barh(y, finals, height=0.36, color=colors.get(case["mixing"]), label=case["mixing"])
+                for yi, p in zip(y, ps, strict=True):
+                    ax.plot(p["finals"], [yi] * len(p["finals"]), "k.", markersize=4)
+                base = next(p["final_metric"] for p in ps if p["policy"] == "p2p-random")
+                ax.axvline(base, color=colors.get(case["mixing"]), linestyle="--", linewidth=0.8)
+            ax.set_yticks(range(len(labels)), [_short_label(x) for x in labels], fontsize=8)
+            ax.invert_yaxis()
+            lo = min(min(p["finals"]) for c in cases for p in c["rows"])
+            ax.set_xlim(max(0.0, lo - 0.05), 1.0)
+            ax.set_xlabel(f"final {short_metric(fair['target_metric'])} (equal time)")
+            ax.set_title(f"{name} · {sync}", fontsize=10, loc="left")
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+            if row == 0 and col == 1:
+                ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(
+        "SELMCAST's fairness floor vs random receivers; dots: seeds, dashed: p2p-random's mean", x=0.01, ha="left"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _short_label(label: str) -> str:
+    """``selmcast(sync=bsp,p=2,bandwidth=worst,floor=0.5)`` → ``selmcast floor=0.5``."""
+    name, _, rest = label.partition("(")
+    floor = next((part for part in rest.rstrip(")").split(",") if part.startswith("floor=")), None)
+    if name == "selmcast":
+        return f"selmcast {floor or 'floor=0 (paper)'}"
+    return name
