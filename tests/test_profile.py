@@ -148,6 +148,34 @@ def test_exchange_fit_is_what_a_message_costs_beyond_its_bytes():
     assert profile.fit_exchange(0, rows, 19240, math.inf).median_s == pytest.approx((wire_s + 0.001) / 2)
 
 
+def test_the_servers_own_time_is_taken_out_of_the_message_latency_and_fitted_per_message():
+    wire_s = 2 * 19240 / 1.25e8
+    rows = [[0.01 * i, wire_s + 0.001 + 0.0004] for i in range(12)]  # 1 ms of messaging, 0.4 ms at the server
+    handled = profile.handled_by_worker([[0, 0.0004]] * 12 + [[1, 0.0006]] * 5 + [[7, 1.0]], 2)
+    assert [len(h) for h in handled] == [12, 5]  # a worker the profile does not know is ignored
+    x = profile.fit_exchange(0, rows, 19240, 1.25e8, handled[0])
+    assert x is not None and x.mean_s == pytest.approx(0.0005)
+    # handling times that do not pair with the round trips one to one are not taken out
+    assert profile.fit_exchange(0, rows, 19240, 1.25e8, handled[1]).mean_s == pytest.approx(0.0007)
+    # a push and its reply are two messages: the mean handling, halved, warm-up left out
+    assert profile.fit_server_message(handled) == pytest.approx((10 * 0.0004 + 3 * 0.0006) / 13 / 2)
+    assert profile.fit_server_message([[], []]) is None
+
+
+def test_the_server_work_is_the_runtime_servers_own_for_a_push_and_its_reply(tmp_path):
+    from hetsync.profile_job import ServerWork
+
+    job = load_scenario("hetero-4")
+    work = ServerWork(job, job.workers, tmp_path / "server-trace.jsonl")
+    theta = work.core.ledger.theta
+    for i in range(8):
+        work.handle(i % job.workers, 0.001 * i)
+    assert work.core.ledger.version == 8  # ASP: every push applied with the job's optimizer
+    assert not bool((work.core.ledger.theta == theta).all())
+    work.close()
+    assert not (tmp_path / "server-trace.jsonl").exists()  # written for its cost, then removed
+
+
 def test_the_server_link_is_measured_only_where_it_held_the_incast_back():
     to_server = [profile.LinkFit(a=0, b=w + 1, latency_s=0.0001, Bps=1e7, table=()) for w in range(4)]
     # 4 copies of 40 kB: each link alone takes 4 ms; all arrived in 4.2 ms: the server kept up with every link
@@ -223,10 +251,15 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
     assert prof["latency_s"] == pytest.approx(statistics.median(x["mean_s"] for x in prof["exchanges"]))
     assert prof["latency_s"] >= prof["link_latency_s"]
     assert prof["server_bandwidth_Bps"] is not None and prof["server_bandwidth_Bps"] > 0
+    # the server's own time per message, timed on it, is in the written scenario and on the page
+    assert prof["server_s_per_message"] is not None and 0 < prof["server_s_per_message"] < 0.05
     # the written scenario runs as it is, and keeps the job's keys
     cluster = load_scenario(str(out / "cluster.yaml"))
     assert cluster.workers == 3 and cluster.workload == "digits-mlp" and cluster.policies == ("bsp", "asp")
     assert cluster.nominal_step_s(2, 32) == pytest.approx(prof["step_s"][2], rel=1e-3)
+    assert cluster.server_s_per_message == pytest.approx(prof["server_s_per_message"], rel=1e-3)
+    assert cluster.control_latency is True
+    assert "server_s_per_message" in (out / "profile.md").read_text()
     assert (out / "profile.png").read_bytes()[:4] == b"\x89PNG"
     assert "data:image/png;base64," in (out / "profile.html").read_text()
     assert "| worker |" in (out / "profile.md").read_text()
@@ -342,6 +375,10 @@ def test_a_paced_profile_writes_a_cluster_that_real_processes_replay_paced(tmp_p
     assert config.process.emulation(config.load_scenario())[1]  # verify paces it
     unpaced = profile.build_scenario(job, dataclasses.replace(prof, raw={}), description="d")
     assert "runtime_timing" not in unpaced  # a real cluster's (or stretched emulation's) steps are what they are
+    # the server's time per message, where it was timed: the runtime's commands are messages too
+    assert "server_s_per_message" not in unpaced and "control_latency" not in unpaced
+    timed = profile.build_scenario(job, dataclasses.replace(prof, server_s_per_message=0.00025), description="d")
+    assert timed["server_s_per_message"] == 0.00025 and timed["control_latency"] is True
 
 
 @pytest.mark.dist

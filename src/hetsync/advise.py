@@ -185,7 +185,12 @@ def features(scenario: Scenario, model_bytes: int) -> Features:
     bw = sorted(sc.bandwidth_Bps)
     median_bw = statistics.median(bw)
     # a BSP push: every worker's model over its own uplink, all of them into the server's
-    one_way = max(_seconds(model_bytes, median_bw), _seconds(n * model_bytes, sc.server_Bps)) + sc.latency_s
+    # (and the server handles the round's n pushes, then its n models, one at a time: server_s_per_message)
+    one_way = (
+        max(_seconds(model_bytes, median_bw), _seconds(n * model_bytes, sc.server_Bps))
+        + sc.latency_s
+        + n * sc.server_s_per_message
+    )
     load, link = sc.background_load, sc.link_load
     # noise, stragglers and load scale the base part of a step, not the injected delay (DESIGN.md §4): on
     # the whole step they weigh by the base's share (a profiled cluster is often mostly delay)

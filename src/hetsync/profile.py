@@ -81,6 +81,8 @@ TIMING_KEYS = (
     "bandwidth_Bps",
     "server_bandwidth_Bps",
     "latency_s",
+    "server_s_per_message",
+    "control_latency",
     "runtime_timing",
 )
 
@@ -464,6 +466,25 @@ def fit_server_link(rows: Sequence[Sequence[float]], to_server: Sequence[LinkFit
 EXCHANGE_WARMUP = 2  # a worker's first round trips with the server are left out (connections, allocations)
 
 
+def handled_by_worker(rows: Sequence[Sequence[float]], n: int) -> list[list[float]]:
+    """The server's handling times (rows: worker, seconds, in arrival order) per worker, in order."""
+    out: list[list[float]] = [[] for _ in range(n)]
+    for w, seconds in rows:
+        if 0 <= int(w) < n:
+            out[int(w)].append(float(seconds))
+    return out
+
+
+def fit_server_message(handled: Sequence[Sequence[float]]) -> float | None:
+    """The server's time per message: the mean of its handling of a push
+    and its reply (two messages), halved, over every worker's round trips
+    but their first :data:`EXCHANGE_WARMUP`; None when none was timed (a
+    profile from before the server timed its work). The mean, as for the
+    round trips: a message the server's machine delayed costs in full."""
+    kept = [h for per_worker in handled for h in per_worker[EXCHANGE_WARMUP:]]
+    return statistics.fmean(kept) / 2 if kept else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExchangeFit:
     """One worker's round trips with the server during the compute phase
@@ -487,17 +508,23 @@ class ExchangeFit:
         }
 
 
-def fit_exchange(worker: int, rows: Sequence[Sequence[float]], nbytes: int, Bps: float) -> ExchangeFit | None:
-    """Per message, ``(round trip − 2 · bytes / Bps) / 2`` (at least 0) over
-    the worker's round trips (rows: start_s, seconds, ...), the first
-    :data:`EXCHANGE_WARMUP` left out; None without any. The mean is what a
-    run's throughput pays (a message that waits for a busy machine counts
-    in full); the median is shown beside it."""
+def fit_exchange(
+    worker: int, rows: Sequence[Sequence[float]], nbytes: int, Bps: float, handled_s: Sequence[float] = ()
+) -> ExchangeFit | None:
+    """Per message, ``(round trip − 2 · bytes / Bps − server's handling) / 2``
+    (at least 0) over the worker's round trips (rows: start_s, seconds, ...),
+    the first :data:`EXCHANGE_WARMUP` left out; None without any.
+    ``handled_s``: the server's own time on each of this worker's round
+    trips, in order (the scenario's ``server_s_per_message`` models it
+    apart); left out of the figure when there is one per round trip. The
+    mean is what a run's throughput pays (a message that waits for a busy
+    machine counts in full); the median is shown beside it."""
     kept = [float(r[1]) for r in rows[EXCHANGE_WARMUP:]]
     if not kept:
         return None
+    server = [float(h) for h in handled_s[EXCHANGE_WARMUP:]] if len(handled_s) == len(rows) else [0.0] * len(kept)
     wire_s = 2 * nbytes / Bps if math.isfinite(Bps) and Bps > 0 else 0.0
-    extra = [max(0.0, s - wire_s) / 2 for s in kept]
+    extra = [max(0.0, s - wire_s - h) / 2 for s, h in zip(kept, server, strict=True)]
     return ExchangeFit(
         worker=worker,
         count=len(kept),
@@ -529,6 +556,7 @@ class Profile:
     raw: dict[str, Any] = field(repr=False)
     exchanges: tuple[ExchangeFit, ...] = ()
     server_Bps: float | None = None  # None: not timed
+    server_s_per_message: float | None = None  # None: not timed (fit_server_message)
     median_delay_s: tuple[float, ...] = ()  # the delays fitted to the median steps, before mean_matched_delays
 
     @property
@@ -582,6 +610,7 @@ class Profile:
             "latency_s": self.latency_s,
             "link_latency_s": self.link_latency_s,
             "exchanges": [x.to_dict() for x in self.exchanges],
+            "server_s_per_message": self.server_s_per_message,
             "server_bandwidth_Bps": _finite_or_none(self.server_Bps),
             "workers_fit": [f.to_dict() for f in self.fits],
             "links": [lk.to_dict() for lk in self.links],
@@ -609,10 +638,13 @@ def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
     links = tuple(fit_link(int(lk["a"]), int(lk["b"]), lk["transfers"]) for r in raw["per_rank"] for lk in r["links"])
     to_server = {lk.b - 1: lk.Bps for lk in links if lk.a == 0}
     exchanges = []
+    handled = handled_by_worker((per_rank[0].get("compute") or {}).get("handled", []), n)
     for w in range(n):
         compute = per_rank[w + 1]["compute"]
         if compute.get("exchanges"):
-            x = fit_exchange(w, compute["exchanges"], int(compute["exchange_bytes"]), to_server.get(w, math.inf))
+            x = fit_exchange(
+                w, compute["exchanges"], int(compute["exchange_bytes"]), to_server.get(w, math.inf), handled[w]
+            )
             if x is not None:
                 exchanges.append(x)
     return Profile(
@@ -633,6 +665,7 @@ def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
         raw=raw,
         exchanges=tuple(exchanges),
         median_delay_s=tuple(median_delays),
+        server_s_per_message=fit_server_message(handled),
         server_Bps=fit_server_link(per_rank[0].get("incast", []), [lk for lk in links if lk.a == 0]),
     )
 
@@ -678,6 +711,10 @@ def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, An
     if prof.server_Bps is not None:
         raw["server_bandwidth_Bps"] = float(f"{prof.server_Bps:.4g}") if math.isfinite(prof.server_Bps) else math.inf
     raw["latency_s"] = float(f"{prof.latency_s:.4g}")
+    if prof.server_s_per_message is not None:
+        # the runtime's server handles one message at a time, and its commands are messages too
+        raw["server_s_per_message"] = float(f"{prof.server_s_per_message:.4g}")
+        raw["control_latency"] = True
     if prof.raw.get("paced"):
         # an emulated cluster whose steps lasted its modelled time: real processes replay this fit the same way
         raw["runtime_timing"] = "modelled"
@@ -977,6 +1014,12 @@ def summary_lines(prof: Profile) -> list[str]:
             f"per message, beyond bytes / bandwidth, in round trips with the server while every worker stepped: "
             f"{_fmt_ms(min(means))} to {_fmt_ms(max(means))} on average (median worker: latency_s "
             f"{_fmt_ms(prof.latency_s)}; the links alone, one pair at a time: {_fmt_ms(prof.link_latency_s)})"
+        )
+    if prof.server_s_per_message is not None:
+        lines.append(
+            f"server: {_fmt_ms(prof.server_s_per_message)} per message (server_s_per_message: its own work on "
+            "each push and reply, as the runtime's server does it — driver core, policy, optimizer step, trace, "
+            "encoding — timed on the server, halved; the simulator serves messages one at a time)"
         )
     if prof.load is not None:
         ld = prof.load

@@ -25,7 +25,12 @@ Two phases, each started together after a barrier:
    beyond bytes / bandwidth: the processes' scheduling on a busy machine,
    the server's turn, copies. With ``--emulate`` each direction lasts at
    least bytes / the worker's emulated bandwidth, as ``--throttle`` makes
-   the runtime's pushes and pulls last.
+   the runtime's pushes and pulls last. Before it answers, the server does
+   the runtime server's own work for a push and its reply
+   (:class:`ServerWork`: the driver core, an ASP policy, the ledger's apply
+   with the job's optimizer, a trace record, the reply encoded) and times
+   it: what each message costs the server (the scenario's
+   ``server_s_per_message``).
 2. **Links.** One pair of ranks at a time (every worker with the server,
    then every two workers), the lower rank sends a tensor of each size and
    waits for a one-element acknowledgement, a few times per size (each
@@ -58,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 RAW_JSON = "raw.json"
+SERVER_TRACE = "server-trace.jsonl"  # the trace records of the server's timed work (ServerWork)
 ACK_ELEMENTS = 1
 WARMUP_STEPS = 2  # untimed steps per batch size first
 
@@ -111,11 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     link_bytes = [int(b) for b in args.link_bytes.split(",")]
     exchange_bytes = args.exchange_bytes
+    # the server's work is set up before the phase starts: the workers' first messages do not wait for it
+    work = ServerWork(job, n, Path(args.out) / SERVER_TRACE) if rank == 0 and exchange_bytes > 0 else None
     dist.barrier()
     if rank > 0:
         compute = _compute_phase(rank - 1, job, emulated, sizes, args.compute_s, exchange_bytes)
     else:
-        compute = _serve_exchanges(n, exchange_bytes)
+        compute = _serve_exchanges(n, exchange_bytes, work)
     gathered = links_and_gather(rank, n, emulated, link_bytes, args.link_reps, compute)
     if rank == 0:
         out = Path(args.out)
@@ -207,25 +215,108 @@ def _exchange_tensor(nbytes: int) -> Any:
 EXCHANGE_DONE = -1.0  # a worker's last message of the compute phase (first element)
 
 
-def _serve_exchanges(n: int, nbytes: int) -> dict[str, Any]:
+class ServerWork:
+    """The runtime server's own work for one push and its reply, on the
+    job's real model: the step's and the push's facts through the driver
+    core (trace records), the policy's answer (ASP: apply the gradient with
+    the job's optimizer, pull and step again), the pull's command encoded
+    with the model as the runtime's protocol sends it. What the runtime
+    server adds to each message beyond the wire, timed where it runs."""
+
+    def __init__(self, job: Any, n: int, trace_path: Path | None) -> None:
+        import torch
+
+        from hetsync.driver import DriverCore, policy_context
+        from hetsync.ledger import Ledger
+        from hetsync.optim import gradient_stepper, outer_stepper
+        from hetsync.policies import make_policy
+        from hetsync.runtime import protocol as P
+        from hetsync.trace import TraceWriter
+        from hetsync.workloads import make_workload
+
+        workload = make_workload(job.workload, **job.workload_args)
+        theta = workload.init_params(job.seed)
+        self.nbytes = job.model_bytes if job.model_bytes is not None else workload.model_nbytes
+        policy = make_policy("asp", policy_context(job, self.nbytes))
+        self.trace = TraceWriter(trace_path)
+        ledger = Ledger(
+            policy,
+            workload,
+            theta,
+            self.trace,
+            stepper=gradient_stepper(job),
+            outer=outer_stepper(job, policy),
+            global_batch=n * job.batch_size,
+        )
+        self.core = DriverCore(policy, ledger, job)
+        self.policy = policy
+        self.batch_size = job.batch_size
+        self.grad = torch.full_like(theta, 1e-6)  # a gradient small enough to leave the model usable
+        self.channel = P.Channel(workload.n_params)
+        self.steps = [0] * n
+        for cmd in policy.start(0.0):
+            self.core.start_step(cmd)  # type: ignore[arg-type]
+
+    def handle(self, w: int, now_s: float) -> None:
+        from hetsync.ledger import HeldPush
+        from hetsync.policies.base import Apply, Pull
+        from hetsync.runtime import protocol as P
+
+        core, b = self.core, self.batch_size
+        step = self.steps[w]
+        self.steps[w] += 1
+        version = core.ledger.version
+        self.policy.on_event(
+            core.computed(w, start_s=now_s, end_s=now_s, now_s=now_s, step=step, batch_size=b, base_version=version)
+        )
+        push_id = core.ledger.hold(HeldPush(w, "grad", self.grad, version, 1, b))
+        for cmd in self.policy.on_event(core.push_arrived(push_id, start_s=now_s, now_s=now_s, nbytes=self.nbytes)):
+            core.check(cmd)
+            if isinstance(cmd, Apply):
+                core.ledger.apply(cmd, now_s)
+            elif isinstance(cmd, Pull) and cmd.then is not None and core.start_step(cmd.then):
+                order = P.StepOrder(batch_size=b, push_after=cmd.then.push)
+                work = P.WorkCmd(pull=P.PullOrder(version=core.ledger.version, sent_s=now_s), step=order)
+                self.channel.pack_message(work, core.ledger.theta)
+
+    def close(self) -> None:
+        """The trace was written for its cost only: it goes."""
+        self.trace.close()
+        if self.trace.path is not None:
+            self.trace.path.unlink(missing_ok=True)
+
+
+def _serve_exchanges(n: int, nbytes: int, work: ServerWork | None = None) -> dict[str, Any]:
     """Rank 0 during the compute phase: answer every worker's message with
     the model, in arrival order, after applying it (one ``add_``), until
-    every worker has said it is done. Returns how many it answered."""
+    every worker has said it is done. With ``work``, each message first gets
+    the runtime server's work for a push (:class:`ServerWork`), and the time
+    from its arrival to the reply's send is recorded per message
+    (``handled``: [worker, seconds] rows, in arrival order). Returns how
+    many it answered, and those rows."""
     import torch.distributed as dist
 
     if nbytes <= 0:
         return {}
     model, buf = _exchange_tensor(nbytes), _exchange_tensor(nbytes)
     done, answered = 0, 0
+    handled: list[list[float]] = []
+    t0 = time.perf_counter()
     while done < n:
         src = dist.recv(buf)
+        start = time.perf_counter()
         if float(buf[0]) == EXCHANGE_DONE:
             done += 1
             continue
+        if work is not None:
+            work.handle(src - 1, start - t0)
         model.add_(buf, alpha=-0.01)
         dist.send(model, dst=src)
+        handled.append([src - 1, time.perf_counter() - start])
         answered += 1
-    return {"exchanges_answered": answered}
+    if work is not None:
+        work.close()
+    return {"exchanges_answered": answered, "handled": handled}
 
 
 def _exchange(payload: Any, reply: Any, Bps: float) -> tuple[float, float]:

@@ -125,6 +125,13 @@ class Scenario:
     bandwidth_Bps: tuple[float, ...] = ()
     server_bandwidth_Bps: float | None = None
     latency_s: float = 0.0
+    # the parameter server's own time per message it handles (a report, a push,
+    # a command or a model it sends), one message at a time in arrival order;
+    # 0: the server is free (peer-to-peer runs have no server: ignored there)
+    server_s_per_message: float = 0.0
+    # commands to workers and their step/pull reports to the server are
+    # messages that travel latency_s, as a model's transfer does (False: free)
+    control_latency: bool = False
     model_bytes: int | None = None
     # how real processes emulate the timing above: "real" stretches each real
     # step by the worker's slowdown (and adds delay_s) and moves the real model
@@ -200,6 +207,8 @@ class Scenario:
         _check(0 <= self.straggler_prob <= 1, "straggler_prob", self.straggler_prob, "must be in [0, 1]")
         _check_range("straggler_factor", self.straggler_factor, 1, L.MAX_FACTOR)
         _check_range("latency_s", self.latency_s, 0, L.MAX_STEP_S)
+        _check_range("server_s_per_message", self.server_s_per_message, 0, L.MAX_STEP_S)
+        _check(isinstance(self.control_latency, bool), "control_latency", self.control_latency, "must be true or false")
         if self.server_bandwidth_Bps is not None:
             _check(
                 self.server_bandwidth_Bps >= L.MIN_BANDWIDTH_BPS,
@@ -578,6 +587,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "straggler_factor": (int, float),
     "server_bandwidth_Bps": (int, float),
     "latency_s": (int, float),
+    "server_s_per_message": (int, float),
+    "control_latency": (bool,),
     "model_bytes": (int,),
 }
 
@@ -599,7 +610,7 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
         if key in _MEASURABLE and v == MEASURED:
             values[key] = MEASURED
             continue
-        if isinstance(v, bool) or not isinstance(v, types):
+        if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
             want = " or ".join(t.__name__ for t in types) + (f" or {MEASURED!r}" if key in _MEASURABLE else "")
             raise BadInput(f"scenario key {key!r} must be {want}, got {v!r}")
         values[key] = float(v) if float in types else v

@@ -89,9 +89,11 @@ def test_a_paced_cluster_is_compared_on_its_whole_steps_a_stretched_one_on_its_d
         link_latency_s=0.0002,
         exchanges=(),
         server_Bps=None,
+        server_s_per_message=0.00025,
     )
     paced = recovery(load_scenario("transient-4"), prof)
     assert paced["compared"] == "step" and paced["paced"]
+    assert paced["server_s_per_message_fitted"] == 0.00025
     assert [w["compute_injected_s"] for w in paced["workers"]] == [0.002 + 32 * 0.00025] * 4
     assert paced["workers"][0]["compute_error"] == pytest.approx(0.1)
     stretched = recovery(load_scenario("hetero-4"), prof)
@@ -101,3 +103,29 @@ def test_a_paced_cluster_is_compared_on_its_whole_steps_a_stretched_one_on_its_d
         0.03,
         0.04,
     ]
+
+
+def test_why_not_says_when_the_real_seeds_do_not_tell_the_two_apart():
+    from hetsync.benches.advise import _why_not
+
+    def run(label, role, seeds):
+        return {
+            "label": label,
+            "role": role,
+            "measured_tta_s": sorted(seeds)[1],
+            "measured_tta_seeds_s": seeds,
+            "samples_per_s_ratio": 0.95,
+            "predicted_wait_share": 0.03,
+            "measured_wait_share": 0.03,
+        }
+
+    tied = {
+        "held": False,
+        "runs": [run("asp", "recommended", [1.82, 1.51, 1.72]), run("w", "runner-up", [1.81, 1.52, 1.71])],
+    }
+    assert "do not resolve" in _why_not(tied)[0] and "0.6% apart" in _why_not(tied)[0]
+    apart = {
+        "held": False,
+        "runs": [run("asp", "recommended", [2.0, 2.1, 2.2]), run("w", "runner-up", [1.5, 1.6, 1.7])],
+    }
+    assert "do not resolve" not in _why_not(apart)[0]

@@ -64,26 +64,51 @@ def test_before_must_be_a_hetsync_src_folder(tmp_path):
     assert _source_dir(None) is None
 
 
-def test_before_rows_give_both_figures_and_their_ratio():
-    def run(steps, events, host_s):
-        return {"steps": steps, "events": events, "host_time_s": host_s}
+def _run(steps, events, host_s, trace="same", cpu_s=None):
+    return {
+        "steps": steps,
+        "events": events,
+        "host_time_s": host_s,
+        "trace_sha256": trace,
+        "cpu_s": host_s if cpu_s is None else cpu_s,
+    }
 
-    best = {
-        ("/old", True): run(100, 0, 2.0),
-        (None, True): run(100, 0, 1.0),
-        ("/old", False): run(100, 0, 4.0),
-        (None, False): run(100, 0, 4.0),
-        ("/old", None): run(0, 1000, 0.5),
-        (None, None): run(0, 1000, 0.25),
+
+def test_before_rows_give_both_figures_and_their_ratio():
+    runs = {
+        ("/old", True): [_run(100, 0, 2.0, cpu_s=1.5), _run(100, 0, 2.5, cpu_s=1.2)],
+        (None, True): [_run(100, 0, 1.0, cpu_s=0.8), _run(100, 0, 1.1, cpu_s=0.6)],
+        ("/old", False): [_run(100, 0, 4.0)],
+        (None, False): [_run(100, 0, 4.0)],
+        ("/old", None): [_run(100, 1000, 0.5)],
+        (None, None): [_run(100, 750, 0.25)],
     }
     rows = {
-        (r["metric"], r["setting"].split(", ")[3]): r["value"] for r in _before_rows("s, p, 8 workers", best, "/old", 2)
+        (r["metric"], r["setting"].split(", ")[3].split(":")[0]): r["value"]
+        for r in _before_rows("s, p, 8 workers", runs, "/old", 2)
     }
     assert rows["gradient steps simulated per second, before", "batched math"] == 50.0
     assert rows["gradient steps simulated per second, after / before", "batched math"] == 2.0
     assert rows["gradient steps simulated per second, after / before", "unbatched math"] == 1.0
-    assert rows["events per second, after", "math off"] == 4000.0
-    assert rows["events per second, after / before", "math off"] == 2.0
+    # and of the least CPU time of each, whichever run that was
+    assert rows["gradient steps simulated per second, after / before, CPU time", "batched math"] == 2.0
+    # math off: the ratio is of steps per second (the same work), events per second each as counted
+    assert rows["gradient steps simulated per second, after / before", "math off"] == 2.0
+    assert rows["events per second, math off, before", "math off"] == 2000.0
+    assert rows["events per second, math off, after", "math off"] == 3000.0
+    # the same trace: the before version's count over this version's time
+    assert rows["events per second, math off, after, counted as before", "math off"] == 4000.0
+
+
+def test_before_rows_count_events_as_before_only_for_the_same_trace():
+    runs = {
+        (v, mode): [_run(100, 1000 if v else 750, 1.0, trace=str(v))]
+        for v in ("/old", None)
+        for mode in (True, False, None)
+    }
+    metrics = [r["metric"] for r in _before_rows("s, p, 8 workers", runs, "/old", 2)]
+    assert "events per second, math off, after" in metrics
+    assert "events per second, math off, after, counted as before" not in metrics
 
 
 def test_math_floor_counts_the_flops_and_times_each_way():

@@ -15,6 +15,7 @@ machine before updating anything.
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -57,3 +58,20 @@ def test_trace_is_byte_identical(tmp_path, scenario, spec):
     path = tmp_path / "trace.jsonl"
     Simulation(sc, spec, trace_path=path).run()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == DIGESTS[(scenario, spec)]
+
+
+# Runs that drain (max_steps, no max_time) while a network wake-up superseded
+# by a capacity change was still pending: the event loop once kept superseded
+# wake-ups in its heap as entries that did nothing, and such a run went on,
+# evaluating, until the last of them (p2p-bw, p2p-random, 2 steps: its last
+# bytes arrived at 61.2 s and the run ended at 70.8 s). It now ends with its
+# last real event.
+@pytest.mark.parametrize("spec,max_steps", [("p2p-random", 2), ("selmcast:sync=ssp", 3)])
+def test_a_drained_run_ends_with_its_last_event(tmp_path, spec, max_steps):
+    sc = load_scenario("p2p-bw", max_steps=max_steps, max_time_s=None)
+    path = tmp_path / "trace.jsonl"
+    Simulation(sc, spec, trace_path=path, math=False).run()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert records[-1]["ev"] == "end"
+    last = max(r.get("end", r["t"]) for r in records[:-1])
+    assert records[-1]["t"] == last

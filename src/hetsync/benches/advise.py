@@ -241,6 +241,7 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
         "exchange_median_s": (statistics.median(x.median_s for x in prof.exchanges) if prof.exchanges else None),
         # the runtime's --throttle shapes the workers' links only: an emulated server is never slower than they are
         "server_bandwidth_fitted_Bps": _finite(prof.server_Bps),
+        "server_s_per_message_fitted": prof.server_s_per_message,
     }
 
 
@@ -487,6 +488,12 @@ def rows(results: dict[str, Any]) -> list[Row]:
             {"metric": "transient stragglers fitted", "value": _straggler(rec, "fitted"), "unit": "", **whole},
             {"metric": "per-message latency fitted", "value": _ms(rec.get("latency_fitted_s")), "unit": "ms", **whole},
             {
+                "metric": "server time per message fitted",
+                "value": _ms(rec.get("server_s_per_message_fitted")),
+                "unit": "ms",
+                **whole,
+            },
+            {
                 "metric": "server link fitted",
                 "value": _mbps(rec.get("server_bandwidth_fitted_Bps")),
                 "unit": "MB/s",
@@ -717,7 +724,8 @@ def _message_note(r: dict[str, Any]) -> list[str]:
         return []
     text = (
         f"Per message (the scenario's `latency_s`): {1e3 * r['latency_fitted_s']:.2f} ms, the mean extra beyond "
-        "bytes / bandwidth of the round trips each worker made with the server after every profiled step"
+        "bytes / bandwidth of the round trips each worker made with the server after every profiled step, "
+        "less the server's own time on each"
     )
     if r.get("exchange_median_s") is not None:
         text += f" (median {1e3 * r['exchange_median_s']:.2f} ms)"
@@ -725,6 +733,14 @@ def _message_note(r: dict[str, Any]) -> list[str]:
         f"; the links alone, one pair at a time, {1e3 * r['link_latency_fitted_s']:.2f} ms; injected "
         f"{1e3 * r['latency_injected_s']:.2f} ms (the emulation adds no latency: what shows is this machine's)."
     )
+    if r.get("server_s_per_message_fitted") is not None:
+        text += (
+            f" The server's own time per message (`server_s_per_message`): "
+            f"{1e3 * r['server_s_per_message_fitted']:.3f} ms, its work on each push and its reply as the runtime's "
+            "server does it (driver core, ASP policy, optimizer step, trace record, the reply encoded), timed on the "
+            "server and halved; the simulator serves the messages one at a time, and with `control_latency` "
+            "(written by the profile) every command and report travels `latency_s` as the runtime's do."
+        )
     server = r.get("server_bandwidth_fitted_Bps")
     if server is not None:
         text += (
@@ -793,7 +809,21 @@ def _why_not(res: dict[str, Any]) -> list[str]:
     pw, mw = rec["predicted_wait_share"], rec["measured_wait_share"]
     if pw is not None and mw is not None:
         text += f", and `{rec['label']}` waited {_share(mw)} of the time for real against {_share(pw)} simulated"
+    if _seeds_overlap(rec, best):
+        gap = rec["measured_tta_s"] / best["measured_tta_s"] - 1
+        text += (
+            f". The two measured {gap:.1%} apart and their real seeds' times overlap: a difference these "
+            "seeds do not resolve"
+        )
     return [text + ".", ""]
+
+
+def _seeds_overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs' real seeds reached the target over overlapping ranges of time (each every seed)."""
+    ta, tb = a.get("measured_tta_seeds_s") or [], b.get("measured_tta_seeds_s") or []
+    if len(ta) < 2 or len(tb) < 2 or None in ta or None in tb:
+        return False
+    return max(min(ta), min(tb)) <= min(max(ta), max(tb))
 
 
 def _misses(res: dict[str, Any]) -> list[str]:

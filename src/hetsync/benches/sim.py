@@ -15,8 +15,10 @@ each in a fresh process so that peak memory is that run's own:
 - the math switched off (the event loop, the protocol and the trace alone),
 
 and prints steps/s of both and their ratio, run time / math time, math,
-evaluation and other bookkeeping per step, events/s with the math off, and
-the peak resident memory of each process. One more math-off run times every
+evaluation and other bookkeeping per step, events/s and steps/s with the
+math off (an event: a step's end, a network delivery, a timer, an
+evaluation, a capacity change), and the peak resident memory of each
+process. One more math-off run times every
 call into the fluid network (:class:`hetsync.sim.network.Network`) and
 prints the network's share of that run's time: how much of the bookkeeping
 the flow sharing is (a separate run, so that the timers' own cost does not
@@ -32,9 +34,14 @@ as in normal use.
 one: ``DIR`` is the ``src`` folder of that version (for instance
 ``git archive <commit> src | tar -x -C /tmp/old`` and ``--before
 /tmp/old/src``). Its batched, unbatched and math-off runs alternate with
-this version's, in fresh processes that import hetsync from ``DIR``, and the
-rows give both figures and their ratio (after / before), so that a speed-up
-is measured on the same (possibly busy) machine at the same time.
+this version's, in fresh processes that import hetsync from ``DIR`` (timed
+by this module's code, so both alike; that version's ``Simulation`` must
+take ``math`` and ``batch_math``), and the rows give both figures and their
+ratio (after / before) in steps per second, the same work on both sides,
+so that a speed-up is measured on the same (possibly busy) machine at the
+same time. Events per second are given as each version counts events; when
+both runs wrote the same trace (sha256) and the counts differ, also this
+version's time over the older version's count.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import importlib
 import multiprocessing
 import os
@@ -167,26 +175,33 @@ def _measure(
         if warm_up:
             small = load_scenario(scenario_name, **{**overrides, "max_steps": 1})
             Simulation(small, policy, math=math, batch_math=batch_math).run()
-        s = Simulation(scenario, policy, trace_path=Path(tmp) / "trace.jsonl", math=math, batch_math=batch_math)
+        trace = Path(tmp) / "trace.jsonl"
+        s = Simulation(scenario, policy, trace_path=trace, math=math, batch_math=batch_math)
+        cpu_t0 = time.process_time()
         with _timed_network(network_s) if time_network else contextlib.nullcontext():
             summary = s.run().summary
+        cpu_s = time.process_time() - cpu_t0
+        trace_sha256 = hashlib.sha256(trace.read_bytes()).hexdigest()
     keys = ("steps", "events", "host_time_s", "math_time_s", "eval_time_s", "batched_calls", "workers", "scenario")
     out = {k: summary[k] for k in keys}
     out["network_s"] = network_s[0] if time_network else None
+    out["trace_sha256"] = trace_sha256
+    out["cpu_s"] = cpu_s  # the run's CPU time: less sensitive than host_time_s to other processes' load
     out["process_s"] = time.perf_counter() - start
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return out
 
 
 def _measure_from(source: str, *args: Any) -> dict[str, Any]:
-    """:func:`_measure` of the hetsync whose ``src`` folder is ``source``
-    (in a fresh process: the hetsync imported so far is forgotten)."""
+    """:func:`_measure` (this one: both versions are measured alike) of the
+    simulator of the hetsync whose ``src`` folder is ``source``, in a fresh
+    process: the hetsync imported so far is forgotten, and ``_measure``'s
+    imports, made as it runs, find that one."""
     for name in [m for m in sys.modules if m == "hetsync" or m.startswith("hetsync.")]:
         del sys.modules[name]
     sys.path.insert(0, source)
     importlib.invalidate_caches()
-    other = importlib.import_module("hetsync.benches.sim")
-    out: dict[str, Any] = other._measure(*args)
+    out = _measure(*args)
     out["source"] = str(Path(importlib.import_module("hetsync").__file__ or "").parent.parent)
     return out
 
@@ -370,7 +385,7 @@ def bench_sim(
         rows += _policy_rows(where, best[None, True], best[None, False], best[None, None], repeat)
         rows += _network_rows(where, timed)
         if source is not None:
-            rows += _before_rows(where, best, source, repeat)
+            rows += _before_rows(where, runs, source, repeat)
     if large is not None:
         big = _in_fresh_process(large, large_overrides, large_policy, True, True, False)
         where = f"{big['scenario']}, {large_policy}, {big['workers']} workers, batched math"
@@ -405,18 +420,18 @@ def bench_sim(
 
 
 def _before_rows(
-    where: str, best: dict[tuple[str | None, bool | None], dict[str, Any]], source: str, repeat: int
+    where: str, runs: dict[tuple[str | None, bool | None], list[dict[str, Any]]], source: str, repeat: int
 ) -> list[Row]:
-    """This version against ``--before``'s, run for run: both figures and after / before."""
+    """This version against ``--before``'s, run for run: both figures and after / before
+    (of the fastest runs, and of the least CPU time)."""
+    best = {key: min(found, key=lambda r: r["host_time_s"]) for key, found in runs.items()}
     rows: list[Row] = []
     for mode, label in ((True, "batched math"), (False, "unbatched math"), (None, "math off")):
-        if mode is None:
-            metric, unit = "events per second", "events/s"
-            before, after = (best[v, mode]["events"] / best[v, mode]["host_time_s"] for v in (source, None))
-        else:
-            metric, unit = "gradient steps simulated per second", "steps/s"
-            before, after = (best[v, mode]["steps"] / best[v, mode]["host_time_s"] for v in (source, None))
+        # steps per second: the same work on both sides (events are not: what counts as one may differ)
+        metric, unit = "gradient steps simulated per second", "steps/s"
+        before, after = (best[v, mode]["steps"] / best[v, mode]["host_time_s"] for v in (source, None))
         setting = f"{where}, {label}, fastest of {repeat}"
+        old_cpu, new_cpu = (min(r["cpu_s"] for r in runs[v, mode]) for v in (source, None))
         rows += [
             {"metric": f"{metric}, before", "value": before, "unit": unit, "setting": f"{setting}, {source}"},
             {"metric": f"{metric}, after", "value": after, "unit": unit, "setting": setting},
@@ -426,7 +441,40 @@ def _before_rows(
                 "unit": "ratio",
                 "setting": f"{setting}, measured alternately",
             },
+            {
+                "metric": f"{metric}, after / before, CPU time",
+                "value": _ratio(old_cpu, new_cpu),
+                "unit": "ratio",
+                "setting": f"{where}, {label}, the least CPU time of {repeat} each (the same steps): "
+                "less sensitive than the wall time to other processes on the machine",
+            },
         ]
+    old, new = best[source, None], best[None, None]
+    setting = f"{where}, math off, fastest of {repeat}"
+    rows += [
+        {
+            "metric": "events per second, math off, before",
+            "value": old["events"] / old["host_time_s"],
+            "unit": "events/s",
+            "setting": f"{setting}, {source}: {old['events']:,} events, as that version counts them",
+        },
+        {
+            "metric": "events per second, math off, after",
+            "value": new["events"] / new["host_time_s"],
+            "unit": "events/s",
+            "setting": f"{setting}: {new['events']:,} events, as this version counts them",
+        },
+    ]
+    if old["trace_sha256"] == new["trace_sha256"] and old["events"] != new["events"]:
+        rows.append(
+            {
+                "metric": "events per second, math off, after, counted as before",
+                "value": old["events"] / new["host_time_s"],
+                "unit": "events/s",
+                "setting": f"{setting}: the same run (sha256 of both traces equal), {old['events']:,} events "
+                "as the before version counts them, over this version's time",
+            }
+        )
     return rows
 
 
@@ -509,7 +557,20 @@ def _policy_rows(
             "metric": "events per second, math off",
             "value": bare["events"] / bare["host_time_s"],
             "unit": "events/s",
-            "setting": f"{where} (target >= 100,000)",
+            "setting": f"{where}: {bare['events']:,} events (step ends, network deliveries, timers, "
+            "evaluations) (target >= 100,000)",
+        },
+        {
+            "metric": "gradient steps simulated per second, math off",
+            "value": bare["steps"] / bare["host_time_s"],
+            "unit": "steps/s",
+            "setting": f"{where}, fastest of {repeat}",
+        },
+        {
+            "metric": "bookkeeping per step, math off",
+            "value": per_step_us(bare, bare["host_time_s"]),
+            "unit": "us",
+            "setting": f"{where}: events, policy, network, trace",
         },
         {
             "metric": "peak memory (process RSS)",

@@ -81,6 +81,7 @@ SERVER = 0  # network node of the server; worker w is node w + 1
 # ends, timers, and evaluation last so it sees every update of that instant.
 # Capacity changes and evaluations alone do not keep a run going.
 _LINK, _NET, _COMPUTE, _TIMER, _EVAL = -1, 0, 1, 2, 3
+_SERVE = 2.5  # the server's messages (server_s_per_message, control_latency): after timers, before evaluation
 
 
 @dataclass(slots=True)
@@ -200,12 +201,17 @@ class Simulation:
         ]
         self.core = DriverCore(self.policy, self.ledger, scenario)
         self.computing = self.core.computing  # workers with a step in progress
+        # the server's messages (a parameter server only): its time per message, served in order,
+        # and whether commands and reports travel latency_s; both off = today's free control plane
+        self._messages = not self.p2p and (scenario.server_s_per_message > 0 or scenario.control_latency)
+        self._server_free_s = 0.0  # when the server has handled every message booked so far
 
         self.now = 0.0
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
-        self._net_epoch = 0
-        self._live = 0  # heap entries other than evaluations
+        self._live = 0  # heap entries other than evaluations and capacity changes
+        # The network's next wake-up, kept out of the heap (one is pending at a time); inf: none.
+        self._net_at = float("inf")  # (math is the argument here)
         self._net_dirty = False  # flows started since the network was last read
         self.stop_reason = "drained"
         self.events = 0
@@ -224,12 +230,12 @@ class Simulation:
 
     def _schedule_net(self) -> None:
         """Re-read the network's next delivery, once per handled event: flows
-        started at one instant (a broadcast) cost one re-share, not one each."""
+        started at one instant (a broadcast) cost one re-share, not one each.
+        The wake-up it replaces is dropped (the loop once kept superseded
+        wake-ups in its heap, and a run that drained went on, evaluating,
+        until the last of them)."""
         self._net_dirty = False
-        self._net_epoch += 1
-        at = self.net.next_event_s()
-        if at < math.inf:
-            self._schedule(at, _NET, self._net_epoch)
+        self._net_at = self.net.next_event_s()
 
     # ----------------------------------------------------- worker states
     def _settle(self, w: _Worker, *, computing: bool | None = None) -> None:
@@ -335,7 +341,7 @@ class Simulation:
             self._push(Push(worker=index, kind=cmd.push))
         if cmd.continuous:  # the next step starts at once, before the policy hears of this one
             self._execute([cmd])
-        self._deliver(done)
+        self._report(done, served=cmd.push is None)
 
     def _push(self, cmd: Push) -> None:
         w = self.workers[cmd.worker]
@@ -392,6 +398,9 @@ class Simulation:
             return
         now = self.now
         if tr.kind == "push":
+            if self._messages:  # it waits its turn at the server
+                self._schedule(now, _SERVE, ("arrived", tr))
+                return
             self._deliver(self.core.push_arrived(tr.push_id, start_s=tr.start_s, now_s=now, nbytes=tr.nbytes))
             return
         overwritten = w.model.load(tr.snapshot, tr.version)
@@ -404,12 +413,77 @@ class Simulation:
             nbytes=tr.nbytes,
             overwritten=overwritten,
         )
-        self._deliver(done)
+        self._report(done, served=tr.then is None)  # a pull with a step reports with the step (one message)
         if tr.then is not None:
             self._compute(tr.then)
 
     def _deliver(self, event: Event) -> None:
-        self._execute(self.policy.on_event(event))
+        commands = self.policy.on_event(event)
+        if self._messages:
+            self._send(commands)
+        else:
+            self._execute(commands)
+
+    # ------------------------------------------------ the server's messages
+    def _report(self, event: Event, *, served: bool = True) -> None:
+        """A worker's report (a step done, a pull done) for the policy: at
+        once, or with the server's messages modelled, after it has travelled
+        (``control_latency``) and waited its turn at the server. A step that
+        pushes reports with its push, and a pull followed by a step with the
+        step (one message each, as the runtime's workers report): ``served``
+        False."""
+        if not self._messages:
+            self._deliver(event)
+            return
+        travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+        self._schedule(self.now + travel_s, _SERVE, ("arrived" if served else "heard", event))
+
+    def _book_server(self) -> float:
+        """The server takes one more message now or when it is free: when it is done with it."""
+        self._server_free_s = max(self.now, self._server_free_s) + self.sc.server_s_per_message
+        return self._server_free_s
+
+    def _send(self, commands: list[Command]) -> None:
+        """The policy's commands, the server's messages modelled: a step or a
+        push command and a model (pull) leave one at a time as the server
+        sends them; a command travels ``latency_s`` (``control_latency``), a
+        model its transfer. Applying, dropping and timers are the server's
+        own and take effect at once."""
+        travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+        for cmd in commands:
+            if isinstance(cmd, Pull):
+                self.core.check(cmd)
+                tr = _Transfer(
+                    kind="pull",
+                    worker=cmd.worker,
+                    start_s=self._book_server(),
+                    nbytes=self.nbytes,
+                    snapshot=self.ledger.theta,  # the model as it is when the server takes the command
+                    version=self.ledger.version,
+                    then=cmd.then,
+                )
+                self._schedule(tr.start_s, _SERVE, ("pull", tr))
+            elif isinstance(cmd, (Compute, Push)):
+                self.core.check(cmd)
+                self._schedule(self._book_server() + travel_s, _SERVE, ("command", cmd))
+            else:
+                self._execute([cmd])
+
+    def _serve(self, what: str, item: Any) -> None:
+        """A server message's next stage (a ``_SERVE`` heap entry)."""
+        if what == "arrived":  # at the server: it waits its turn, then the policy hears of it
+            self._schedule(self._book_server(), _SERVE, ("heard", item))
+        elif what == "heard":
+            if isinstance(item, _Transfer):
+                now = self.now
+                item = self.core.push_arrived(item.push_id, start_s=item.start_s, now_s=now, nbytes=item.nbytes)
+            self._deliver(item)
+        elif what == "pull":
+            self._transfer(item)
+        elif isinstance(item, Compute):
+            self._compute(item)
+        else:
+            self._push(item)
 
     # ----------------------------------------------------- peer to peer
     def _multicast(self, cmd: Multicast) -> None:
@@ -543,7 +617,7 @@ class Simulation:
             every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
             self._schedule_link_switches()
-            self._execute(self.policy.start(0.0))
+            (self._send if self._messages else self._execute)(self.policy.start(0.0))
             if self._net_dirty:
                 self._schedule_net()
             self._loop(every)
@@ -578,17 +652,38 @@ class Simulation:
     def _loop(self, eval_every_s: float) -> None:
         heap = self._heap
         limit = self.sc.max_time_s if self.sc.max_time_s is not None else math.inf
+        inf = math.inf
         report_every = 2000
         countdown = report_every
-        while self._live:  # evaluations alone do not keep a run going
-            at, prio, _, payload = heap[0]
+        # evaluations and capacity changes alone do not keep a run going
+        while self._live or self._net_at < inf:
+            # the next entry: the heap's first or the network's wake-up, whichever
+            # comes first in (time, priority) order (_NET: after _LINK, before the rest)
+            net_at = self._net_at
+            if heap:
+                at, prio, _, payload = heap[0]
+                if net_at < at or (net_at == at and prio > _NET):
+                    at, prio = net_at, _NET
+            else:
+                at, prio = net_at, _NET
             if at > limit:
                 self.now = limit
                 self.stop_reason = "max_time"
                 return
-            heapq.heappop(heap)
             self.now = at
             self.events += 1
+            if prio == _NET:
+                self._net_at = inf
+                for tr in self.net.advance(at):
+                    self._transfer_done(tr)
+                self._net_dirty = True
+                self._schedule_net()
+                countdown -= 1
+                if countdown == 0 and self.progress is not None:
+                    countdown = report_every
+                    self.progress(self.core.fraction(self.now))
+                continue
+            heapq.heappop(heap)
             if prio == _EVAL:
                 self._evaluate(at)
                 self._schedule(at + eval_every_s, _EVAL, None)
@@ -599,13 +694,10 @@ class Simulation:
                     self._schedule_net()
                 continue
             self._live -= 1
-            if prio == _NET:
-                if payload == self._net_epoch:
-                    for tr in self.net.advance(at):
-                        self._transfer_done(tr)
-                    self._net_dirty = True
-            elif prio == _COMPUTE:
+            if prio == _COMPUTE:
                 self._compute_done(payload)
+            elif prio == _SERVE:
+                self._serve(*payload)
             else:
                 self._deliver(TimerFired(now_s=at, tag=payload))
             if self._net_dirty:
