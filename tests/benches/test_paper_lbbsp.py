@@ -1,5 +1,6 @@
 import json
 
+from hetsync.benches import experiment as ex
 from hetsync.benches.paper_lbbsp import short_label
 from hetsync.cli import main
 
@@ -71,7 +72,10 @@ def test_the_runtime_section_reports_the_batches_the_workers_computed():
         "host_time_s": 41.0,
         "runs": [bsp | {"batches": {}}, lb | {"batches": {"loaded_batch_on": 31.5, "loaded_batch_off": 80.25}}],
     }
-    text = paper_lbbsp._runtime_section(rt, {"runtime:batches": "img/lbbsp-runtime-batches.png"})
+    results = {"host_time_s": 50.0, "seeds": [0], "scenarios": [], "runtime": rt}
+    plots = {"runtime:batches": "img/lbbsp-runtime-batches.png"}
+    page = ex.fill_page(paper_lbbsp.PAGE, paper_lbbsp.page_values(results, plots), command="hetsync bench paper-lbbsp")
+    text = page[page.index("## On real processes") : page.index("## What the numbers say")]
     assert "## On real processes" in text and "(period 6 s, on for 3 s)" in text and "6 s per policy (41 s" in text
     assert "| `bsp` | 3.21 | 50.0% | 25.0% | — | 64 |" in text
     assert "| `lb-bsp` | 4.5 | 70.0% | 10.0% | 31.5 / 80.2 | 10 sizes, 20–110 |" in text

@@ -19,9 +19,10 @@ policies, the seeds and the baseline; this module
   (:func:`aggregate_table`, :func:`col_rows`);
 - **runs for real** (:func:`run_real`): a scenario as real processes, with
   the launch ``hetsync run`` uses;
-- **fills a page template** (:func:`fill_page`): the prose and the paper's
-  claims live in a ``.md.in`` file next to the bench, with ``$name``
-  placeholders that the bench fills with measured figures.
+- **fills a page template** (:func:`fill_page`, Jinja2): the prose and the
+  paper's claims live in a ``.md.in`` file next to the bench; the bench passes
+  its results record, and the template picks the paragraphs that hold with
+  ``{% if %}`` and formats the figures with a few filters (:data:`PAGES`).
 
 Nothing here knows a paper: the claims and the plots stay in the benches.
 """
@@ -31,13 +32,14 @@ from __future__ import annotations
 import re
 import shlex
 import statistics
-import string
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import jinja2
 
 from hetsync import report
 from hetsync.benches.common import (
@@ -612,22 +614,60 @@ def case_values(res: Mapping[str, Any]) -> dict[str, Any]:
 _BLOCK = re.compile(r"^<!-- block: ([a-z_]+) -->$", re.MULTILINE)
 
 
-def page_blocks(bench_file: str, name: str) -> dict[str, string.Template]:
-    """The templates of the ``.md.in`` file ``name`` next to the bench module
-    ``bench_file``: ``page`` (the text before the first marker), then one per
-    ``<!-- block: NAME -->`` line (a section repeated per scenario, a paragraph
-    that depends on the outcome)."""
+def _percent(share: float | None, digits: int = 0) -> str:
+    """A share as a percentage: ``pct(0.123)`` ``12%``, ``pct(0.123, 1)`` ``12.3%``."""
+    return "—" if share is None else f"{100 * share:.{digits}f}%"
+
+
+def _num(v: float | None, spec: str = "g") -> str:
+    """``v`` with the format ``spec`` (``num(".2f")``), ``—`` for None."""
+    return "—" if v is None else format(v, spec)
+
+
+PAGES = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,  # a placeholder without a figure is a bug
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,  # markdown
+    keep_trailing_newline=True,
+)
+"""The one renderer of the result pages (``.md.in`` next to each bench).
+Filters: ``pct`` (a share: ``0.123|pct`` 12%, ``|pct(1)`` 12.3%), ``num`` (a
+format spec: ``x|num(".2f")``), ``sig`` (significant digits), ``span`` (a pair
+as ``lo–hi``), ``metric`` (``value|metric(name)``, as the tables show that
+metric); each gives ``—`` for None. With ``trim_blocks`` a line that ends in a
+tag loses its newline: end such a line with text, or leave a blank line after."""
+PAGES.filters.update(
+    pct=_percent,
+    num=_num,
+    sig=lambda v, digits=3: fmt_sig(v, digits),
+    span=lambda pair, digits=3: fmt_range(*pair, digits=digits),
+    metric=lambda v, metric: fmt_metric(metric, v),
+)
+
+
+def page_blocks(bench_file: str, name: str) -> dict[str, jinja2.Template]:
+    """The Jinja2 templates of the ``.md.in`` file ``name`` next to the bench
+    module ``bench_file``: ``page`` (the text before the first marker), then one
+    per ``<!-- block: NAME -->`` line (a section repeated per scenario, a
+    paragraph that depends on the outcome)."""
     parts = _BLOCK.split(Path(bench_file).with_name(name).read_text(encoding="utf-8"))
     blocks = {"page": parts[0], **dict(zip(parts[1::2], parts[2::2], strict=True))}
-    return {key: string.Template(text.strip("\n") + "\n") for key, text in blocks.items()}
+    return {key: PAGES.from_string(text.strip("\n") + "\n") for key, text in blocks.items()}
 
 
-def fill_page(template: string.Template, values: Mapping[str, Any] | None = None, **more: Any) -> str:
-    """The template with every ``$name`` replaced (a missing one is an error:
-    a placeholder without a figure is a bug); runs of blank lines left by empty
-    placeholders collapse into one, and the page ends with one newline."""
+def _lines(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(line, str) for line in v)
+
+
+def fill_page(template: jinja2.Template, values: Mapping[str, Any] | None = None, **more: Any) -> str:
+    """The template rendered with ``values`` and ``more`` (a missing one is an
+    error); a list of strings is lines of text (an empty list, no text:
+    a template tests and loops over it alike). Runs of blank lines left by empty
+    placeholders or skipped paragraphs collapse into one, and the page ends with
+    one newline."""
     given = {**(values or {}), **more}
-    text = template.substitute({k: "\n".join(v) if isinstance(v, list) else v for k, v in given.items()})
+    text = template.render({k: "\n".join(v) if _lines(v) else v for k, v in given.items()})
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip("\n") + "\n"
 

@@ -31,7 +31,6 @@ from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
-    fmt_metric,
     parse_seeds,
     seeds_setting,
     setup_markdown,
@@ -172,10 +171,11 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
     img = ex.copy_plots(
         first, docs / "img", {p: f"{IMG_PREFIX}-{p}" for p in (curve, "shares.png", "timeline-bsp.png")}
     )
-    img["metric"] = img.get(curve, "")
+    shown = {"metric": curve, "shares": "shares.png", "bsp": "timeline-bsp.png"}
+    img = {key: img.get(file, "") for key, file in shown.items()}
     img["superstep"] = _superstep_timeline(results, first, docs / "img") or ""
     path = docs / DOC_NAME
-    path.write_text(_doc_text(results, img, command), encoding="utf-8")
+    path.write_text(ex.fill_page(PAGE, page_values(results), img=img, command=command), encoding="utf-8")
     return path
 
 
@@ -200,115 +200,40 @@ def _superstep_timeline(results: dict[str, Any], first: Path, img: Path) -> str 
 
 
 # --------------------------------------------------------------------- page
-PAGE = ex.page_blocks(__file__, "paper_elastic.md.in")
-"""The page and its paragraphs that depend on the outcome."""
+PAGE = ex.page_blocks(__file__, "paper_elastic.md.in")["page"]
+"""The page (Jinja2): its prose, and the paragraphs that depend on the outcome."""
 
 
-def _finals(results: dict[str, Any], aggregates: list[dict[str, Any]]) -> str:
-    return ", ".join(
-        f"`{a['label']}` {fmt_metric(results['target_metric'], a['final_metric_mean'])}" for a in aggregates
-    )
-
-
-def _doc_text(results: dict[str, Any], img: dict[str, str], command: str) -> str:
-    aggregates, metric = results["aggregate"], results["target_metric"]
-    elastic = ex.by_policy(aggregates, "elastic-bsp")
-    speeds = ", ".join(
-        f"`{a['label']}` {a['speedup_vs_bsp_mean']:.2f}×" if a["speedup_vs_bsp_mean"] is not None else f"{a['label']} —"
-        for a in elastic
-    )
-    others = ex.by_policy(aggregates, BASELINE) + ex.by_policy(aggregates, "ssp", "asp", "dssp")
-    bsp = next(iter(ex.by_policy(aggregates, BASELINE)), None)
-    slow, setup = results.get("slowdown_range"), results.get("setup") or {}
-    return ex.fill_page(
-        PAGE["page"],
-        ex.case_values(results),
-        command=command,
-        host_s=f"{results['host_time_s']:.0f}",
-        seeds=", ".join(map(str, results["seeds"])),
-        setup=setup_markdown([setup] if setup else []),
-        table=ex.aggregate_table(results["aggregate"], columns(results)),
-        paper_speedup=PAPER_SPEEDUP,
-        claim_speed=speeds or "no ElasticBSP run",
-        claim_accuracy=f"final {metric} {_finals(results, elastic)}; {_finals(results, others)}"
-        if elastic
-        else "no ElasticBSP run",
-        metric=metric,
-        img_metric=img["metric"],
-        img_shares=img.get("shares.png", ""),
-        img_bsp=img.get("timeline-bsp.png", ""),
-        superstep=ex.fill_page(PAGE["superstep"], img=img["superstep"]) if img["superstep"] else "",
-        analysis=_analysis(results),
-        extremes=f"{slow[1] / slow[0]:.3g} for the extremes of `{results['scenario']}`" if slow else "a few",
-        network=setup.get("network", "—"),
-        bsp_comm="—" if bsp is None else f"{100 * (1 - bsp['compute_share_mean'] - bsp['wait_share_mean']):.0f}%",
-        workload=setup.get("workload", "—"),
-        finals=_finals(results, results["aggregate"]),
-    )
-
-
-def _analysis(results: dict[str, Any]) -> list[str]:
-    """The paragraphs of the page's analysis that apply, filled with the figures."""
-    bsp, asp = (next(iter(ex.by_policy(results["aggregate"], p)), None) for p in (BASELINE, "asp"))
-    elastic, metric = ex.by_policy(results["aggregate"], "elastic-bsp"), results["target_metric"]
-    if bsp is None or not elastic:
-        return [ex.fill_page(PAGE["needs_both"])]
+def page_values(results: dict[str, Any]) -> dict[str, Any]:
+    """What the page reads besides the results record ``r``: the policies its
+    prose names (``bsp``, ``asp``, ``elastic``, the ``best`` ElasticBSP setting:
+    the fastest to the target, or the highest throughput when none reached it)
+    and the checks its paragraphs turn on."""
+    agg = results["aggregate"]
+    elastic = ex.by_policy(agg, "elastic-bsp")
+    bsp, asp = (next(iter(ex.by_policy(agg, p)), None) for p in (BASELINE, "asp"))
     reached = [a for a in elastic if a["speedup_vs_bsp_mean"] is not None]
-    best = max(reached or elastic, key=lambda a: a["speedup_vs_bsp_mean"] if reached else a["samples_per_s_mean"])
-    thr = best["samples_per_s_mean"] / bsp["samples_per_s_mean"]
-    values: dict[str, Any] = {
-        "best": best["label"],
-        "paper": PAPER_SPEEDUP,
-        "thr": f"{thr:.2f}",
-        "share": f"{100 * best['compute_share_mean']:.0f}%",
-        "bsp_share": f"{100 * bsp['compute_share_mean']:.0f}%",
-        "stale": f"{best['mean_staleness']:.2f}",
-        "metric": metric,
-        "finals": _finals(results, elastic),
-        "bsp_final": fmt_metric(metric, bsp["final_metric_mean"]),
-    }
-    if reached:
-        speed = best["speedup_vs_bsp_mean"]
-        rng = ex.fmt_range(best["speedup_vs_bsp_min"], best["speedup_vs_bsp_max"])
-        values |= {
-            "verdict": "beats" if speed > 1 else "does not beat",
-            "speed": f"{speed:.2f}",
-            "range": f" (range {rng} over the paired seeds)" if best["speedup_pairs"] > 1 else "",
-            "cost": "part of it" if speed < 0.95 * thr else "little of it on this task",
-        }
-    out = [ex.fill_page(PAGE["best_reached" if reached else "best_not_reached"], values)]
-    if asp is not None:
-        both = asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None
-        tail = (
-            ex.fill_page(
-                PAGE["asp_times"],
-                best=best["label"],
-                asp_s=f"{asp['tta_mean_s']:.2f}",
-                best_s=f"{best['tta_mean_s']:.2f}",
-            )
-            if both
-            else "the table shows how far each got."
-        )
-        values |= {"asp_thr": f"{asp['samples_per_s_mean'] / bsp['samples_per_s_mean']:.2f}", "tail": tail.strip()}
-        out.append(ex.fill_page(PAGE["asp_bound"], values, wait=f"{100 * best['wait_share_mean']:.1f}%"))
-    counted = [a for a in elastic if a["barriers_mean"]]
-    if len(counted) > 1 and results["max_time_s"]:
-        worker_s = results["workers"] * results["max_time_s"]
-        shown = ", ".join(
-            f"`{a['label']}` {100 * a['wait_share_mean']:.1f}% of the worker time over {a['barriers_mean']:.0f} "
-            f"barriers, {a['wait_share_mean'] * worker_s / a['barriers_mean']:.2f} worker-seconds each"
-            for a in counted
-        )
-        out.append(ex.fill_page(PAGE["barrier_waits"], run_s=f"{results['max_time_s']:g}", shown=shown))
+    best = max(
+        reached or elastic, key=lambda a: a["speedup_vs_bsp_mean" if reached else "samples_per_s_mean"], default=None
+    )
+    thr = ex.ratio(best["samples_per_s_mean"], bsp["samples_per_s_mean"]) if best and bsp else None
     quiet = {r["label"]: r for r in results.get("jitter_0") or []}
-    calm = [quiet[a["label"]] for a in elastic if a["label"] in quiet]
-    if calm and results.get("jitter"):
-        shown = ", ".join(
-            f"`{r['label']}` {100 * r['wait_share']:.1f}% (compute {100 * r['compute_share']:.0f}%)" for r in calm
-        )
-        asp_calm = quiet.get("asp")
-        versus = f", ASP's compute share being {100 * asp_calm['compute_share']:.0f}%" if asp_calm else ""
-        out.append(
-            ex.fill_page(PAGE["calm"], jitter=f"{results['jitter']:g}", seed=calm[0]["seed"], shown=shown + versus)
-        )
-    return [text.rstrip("\n") for text in out]
+    return ex.case_values(results) | {
+        "r": results,
+        "setup": results.get("setup") or {},
+        "setup_table": setup_markdown([results["setup"]] if results.get("setup") else []),
+        "table": ex.aggregate_table(agg, columns(results)),
+        "paper_speedup": PAPER_SPEEDUP,
+        "bsp": bsp,
+        "asp": asp,
+        "elastic": elastic,
+        "others": ex.by_policy(agg, BASELINE) + ex.by_policy(agg, "ssp", "asp", "dssp"),
+        "best": best,
+        "thr": thr,
+        "reached": bool(reached),
+        "beats": bool(reached) and best["speedup_vs_bsp_mean"] > 1,
+        "stale_costs": bool(reached) and best["speedup_vs_bsp_mean"] < 0.95 * thr,
+        "counted": [a for a in elastic if a["barriers_mean"]],
+        "calm": [quiet[a["label"]] for a in elastic if a["label"] in quiet],
+        "asp_calm": quiet.get("asp"),
+    }

@@ -37,7 +37,6 @@ from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
     add_output_arguments,
-    fmt_metric,
     mean_or_none,
     parse_seeds,
     seeds_setting,
@@ -352,7 +351,7 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
     img.mkdir(parents=True, exist_ok=True)
     plots = _plots(results, img)
     path = docs / DOC_NAME
-    path.write_text(_doc_text(results, plots, command), encoding="utf-8")
+    path.write_text(ex.fill_page(PAGE, page_values(results, plots), command=command), encoding="utf-8")
     return path
 
 
@@ -360,93 +359,106 @@ def _policy(res: dict[str, Any], policy: str) -> list[dict[str, Any]]:
     return ex.by_policy(res["aggregate"], policy)
 
 
-def _better(metric: str, res: dict[str, Any], a: float, b: float | None) -> bool:
+def _better(res: dict[str, Any], a: float, b: float | None) -> bool:
     """Whether value a of the metric is at least as good as b (the target's direction)."""
     if b is None:
         return True
     return a <= b if res.get("target_direction") == "min" else a >= b
 
 
-PAGE = ex.page_blocks(__file__, "paper_lbbsp.md.in")
-"""The page, the section per scenario and the runtime section."""
+PAGE = ex.page_blocks(__file__, "paper_lbbsp.md.in")["page"]
+"""The page (Jinja2): a section per scenario, the claims, the runtime section,
+the paragraphs that depend on the outcome."""
 
 
-def _doc_text(results: dict[str, Any], plots: dict[str, str], command: str) -> str:
+def page_values(results: dict[str, Any], plots: dict[str, str]) -> dict[str, Any]:
+    """What the page reads besides the results record ``r``: a view per scenario
+    (:func:`_scenario_view`) and the claims' rows that have figures."""
+    views = [_scenario_view(res, plots) for res in results["scenarios"]]
     rt = results.get("runtime")
-    claim_speed, claim_static = _claims(results)
-    return ex.fill_page(
-        PAGE["page"],
-        command=command,
-        host_s=f"{results['host_time_s']:.0f}",
-        seeds=", ".join(map(str, results["seeds"])),
-        sections=[_scenario_section(res, plots) for res in results["scenarios"]],
-        claim_speed=claim_speed,
-        claim_static=claim_static,
-        runtime=_runtime_section(rt, plots) if rt else "",
-        analysis=_analysis(results),
-    )
+    return {
+        "r": results,
+        "plots": plots,
+        "short": short_label,
+        "scenarios": views,
+        "speed_claims": [
+            (s, a)
+            for s in views
+            for a in s["lbs"]
+            if a["speedup_mean"] is not None or (a["throughput_vs_bsp"] is not None and s["bsp"] is not None)
+        ],
+        "static_claims": [s for s in views if s["fastest"] is not None and s["static_thr"] is not None],
+        "runtime_workers": RUNTIME_WORKERS,
+        "runtime_table": "\n".join(ex.aggregate_table(rt["runs"], RUNTIME_COLUMNS)) if rt else "",
+    }
 
 
-def _scenario_section(res: dict[str, Any], plots: dict[str, str]) -> str:
-    loaded = [a for a in res["aggregate"] if a["loaded_batch_on"] is not None and a["loaded_batch_off"] is not None]
-    shown = "; ".join(
-        f"`{short_label(a['label'])}` {a['loaded_batch_on']:.1f} while loaded, {a['loaded_batch_off']:.1f} while not"
-        for a in loaded
-    )
-    calm = ", ".join(f"`{short_label(r['label'])}` {100 * r['wait_share']:.1f}%" for r in res["jitter_0"])
+def _scenario_view(res: dict[str, Any], plots: dict[str, str]) -> dict[str, Any]:
+    """One scenario's section and analysis: the policies the prose names (``best``:
+    the LB-BSP setting with the highest throughput) and the checks it turns on."""
+    bsp, static, asp = (next(iter(_policy(res, p)), None) for p in (BASELINE, "lb-bsp-static", "asp"))
+    lbs = _policy(res, "lb-bsp")
+    best = max(lbs, key=lambda a: a["throughput_vs_bsp"] or 0.0, default=None)
+    ewma = next((a for a in lbs if "predictor=ewma" in a["label"]), None)
+    rls = next((a for a in lbs if a["label"] == "lb-bsp(variant=cpu)"), None)
+    gpu = next((a for a in lbs if "variant=gpu" in a["label"]), None)
+    cpu = next((a for a in lbs if "variant=cpu" in a["label"]), None)
     images = [(f"{res['scenario']}:batches", "batch sizes"), (f"{res['scenario']}:curve", "")]
-    capped = any("max_batch=" in a["label"] for a in res["aggregate"])
-    return ex.fill_page(
-        PAGE["section"],
-        ex.case_values(res),
-        global_batch=res["global_batch"],
-        setup=setup_markdown([res["setup"]] if res.get("setup") else []),
-        table=ex.aggregate_table(res["aggregate"], columns(res)),
-        caps_note=" " + PAGE["caps_note"].template.strip() if capped else "",
-        loaded=ex.fill_page(PAGE["loaded"], share=res["global_batch"] // res["workers"], shown=shown)
-        if res["loaded_workers"] and loaded
-        else "",
-        diagnosis=ex.fill_page(
-            PAGE["diagnosis"], seed=res["jitter_0"][0]["seed"], jitter=f"{res['jitter']:g}", calm=calm
-        )
-        if res["jitter_0"]
-        else "",
-        plots="\n\n".join(
-            f"![{alt or res['target_metric'] + ' vs time, first seed'}]({plots[key]})"
-            for key, alt in images
-            if key in plots
+    return ex.case_values(res) | {
+        "res": res,
+        "setup": "\n".join(setup_markdown([res["setup"]] if res.get("setup") else [])),
+        "table": "\n".join(ex.aggregate_table(res["aggregate"], columns(res))),
+        "capped": any("max_batch=" in a["label"] for a in res["aggregate"]),
+        "loaded": [
+            a for a in res["aggregate"] if a["loaded_batch_on"] is not None and a["loaded_batch_off"] is not None
+        ]
+        if res["loaded_workers"]
+        else [],
+        "images": [
+            (alt or f"{res['target_metric']} vs time, first seed", plots[key]) for key, alt in images if key in plots
+        ],
+        "bsp": bsp,
+        "asp": asp,
+        "lbs": lbs,
+        "best": best,
+        "fastest": max(
+            (a for a in lbs if a["throughput_vs_bsp"] is not None), key=lambda a: a["throughput_vs_bsp"], default=None
         ),
-    )
+        "static_thr": None if static is None else static["throughput_vs_bsp"],
+        "calm": next((r for r in res["jitter_0"] if best and r["label"] == best["label"]), None),
+        "rls": rls,
+        "ewma": ewma,
+        "predictors": _rls_vs_ewma(rls, ewma),
+        "gpu": gpu,
+        "cpu": cpu,
+        "gpu_variant": gpu is not None and cpu is not None and not res["loaded_workers"],
+        "asp_case": _asp_case(res, asp, best, bsp),
+    }
 
 
-def _claims(results: dict[str, Any]) -> tuple[str, str]:
-    """What this run measured beside the paper's two claims (speed-up; prediction against a static split)."""
-    shown, pred = [], []
-    for res in results["scenarios"]:
-        bsp = next(iter(_policy(res, BASELINE)), None)
-        metric = res["target_metric"]
-        for a in _policy(res, "lb-bsp"):
-            name = f"`{res['scenario']}` `{short_label(a['label'])}`"
-            if a["speedup_mean"] is not None:
-                shown.append(
-                    f"{name} {a['speedup_mean']:.2f}× to the target ({100 * (1 - 1 / a['speedup_mean']):.0f}% less "
-                    f"time), {a['throughput_vs_bsp']:.2f}× the samples per second"
-                )
-            elif a["throughput_vs_bsp"] is not None and bsp is not None:
-                shown.append(
-                    f"{name}: target not reached by both in the run; {a['throughput_vs_bsp']:.2f}× the samples per "
-                    f"second, final {metric} {fmt_metric(metric, a['final_metric_mean'])} "
-                    f"(BSP {fmt_metric(metric, bsp['final_metric_mean'])})"
-                )
-        static = _policy(res, "lb-bsp-static")
-        rated = [a for a in _policy(res, "lb-bsp") if a["throughput_vs_bsp"] is not None]
-        best = max(rated, key=lambda a: a["throughput_vs_bsp"], default=None)
-        if static and best is not None and static[0]["throughput_vs_bsp"] is not None:
-            pred.append(
-                f"`{res['scenario']}`: static {static[0]['throughput_vs_bsp']:.2f}×, "
-                f"`{short_label(best['label'])}` {best['throughput_vs_bsp']:.2f}× BSP's samples per second"
-            )
-    return "; ".join(shown) or "no lb-bsp run", "; ".join(pred) or "no static run"
+def _rls_vs_ewma(rls: dict[str, Any] | None, ewma: dict[str, Any] | None) -> str | None:
+    """``better``/``same``/``worse``: the load-aware regression's throughput against
+    the moving average's (2% either way is the same); None without both."""
+    if rls is None or ewma is None or not rls["throughput_vs_bsp"] or not ewma["throughput_vs_bsp"]:
+        return None
+    gain = rls["throughput_vs_bsp"] / ewma["throughput_vs_bsp"]
+    return "better" if gain > 1.02 else "same" if gain >= 0.98 else "worse"
+
+
+def _asp_case(res: dict[str, Any], asp: Any, best: Any, bsp: Any) -> str | None:
+    """``faster``/``slower``: ASP's time to target against the best LB-BSP
+    setting's; ``not_reached``: ASP did not reach it and ended worse than BSP."""
+    if asp is None or best is None or bsp is None:
+        return None
+    if asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None:
+        return "faster" if asp["tta_mean_s"] < best["tta_mean_s"] else "slower"
+    if (
+        asp["tta_mean_s"] is None
+        and asp["final_metric_mean"] is not None
+        and not _better(res, asp["final_metric_mean"], bsp["final_metric_mean"])
+    ):
+        return "not_reached"
+    return None
 
 
 def _loaded_batch(state: str) -> Any:
@@ -480,86 +492,3 @@ RUNTIME_COLUMNS = (
 )
 """The runtime runs: per policy rounds/s, shares, the loaded workers' mean
 batch with the load on and off, the batch sizes the workers used."""
-
-
-def _runtime_section(rt: dict[str, Any], plots: dict[str, str]) -> str:
-    sc = rt["scenario"]
-    return ex.fill_page(
-        PAGE["runtime"],
-        workers=RUNTIME_WORKERS,
-        scenario=sc["name"],
-        description=sc["description"],
-        period=f"{sc['background_load']['period_s']:g}",
-        on=f"{sc['background_load']['on_s']:g}",
-        max_time=f"{sc['max_time_s']:g}",
-        host_s=f"{rt['host_time_s']:.0f}",
-        table=ex.aggregate_table(rt["runs"], RUNTIME_COLUMNS),
-        plot=f"![runtime batch sizes]({plots['runtime:batches']})" if "runtime:batches" in plots else "",
-    )
-
-
-def _analysis(results: dict[str, Any]) -> list[str]:
-    """Per scenario, the page's paragraphs on what limits the best LB-BSP setting that apply, with the figures."""
-    out = []
-    for res in results["scenarios"]:
-        bsp, static, asp = (next(iter(_policy(res, p)), None) for p in (BASELINE, "lb-bsp-static", "asp"))
-        lbs, metric = _policy(res, "lb-bsp"), res["target_metric"]
-        if bsp is None or not lbs:
-            continue
-        best = max(lbs, key=lambda a: a["throughput_vs_bsp"] or 0.0)
-        v: dict[str, Any] = {
-            "scenario": res["scenario"],
-            "best": short_label(best["label"]),
-            "bsp_wait": f"{100 * bsp['wait_share_mean']:.0f}%",
-            "best_wait": f"{100 * best['wait_share_mean']:.0f}%",
-            "best_thr": f"{best['throughput_vs_bsp']:.2f}",
-            "measured": f"{best['speedup_mean']:.2f}× measured over {best['speedup_pairs']} paired seeds"
-            if best["speedup_mean"] is not None
-            else "not measured: the target was not reached by both",
-            "jitter": f"{res['jitter']:g}",
-            "metric": metric,
-            "best_final": fmt_metric(metric, best["final_metric_mean"]),
-            "bsp_final": fmt_metric(metric, bsp["final_metric_mean"]),
-        }
-        blocks = ["lead"]
-        quiet = {r["label"]: r for r in res["jitter_0"]}
-        if best["label"] in quiet:
-            blocks.append("calm")
-            v["calm_wait"] = f"{100 * quiet[best['label']]['wait_share']:.0f}%"
-        if static is not None and static["throughput_vs_bsp"] is not None:
-            blocks.append("static_loaded" if res["loaded_workers"] else "static_gpu")
-            v["static_thr"] = f"{static['throughput_vs_bsp']:.2f}"
-        ewma = next((a for a in lbs if "predictor=ewma" in a["label"]), None)
-        rls = next((a for a in lbs if a["label"] == "lb-bsp(variant=cpu)"), None)
-        if ewma is not None and rls is not None and ewma["throughput_vs_bsp"] and rls["throughput_vs_bsp"]:
-            gain = rls["throughput_vs_bsp"] / ewma["throughput_vs_bsp"]
-            blocks.append("predictors")
-            v["verdict"] = PAGE[
-                "rls_" + ("better" if gain > 1.02 else "same" if gain >= 0.98 else "worse")
-            ].template.strip()
-            v |= {"rls_thr": f"{rls['throughput_vs_bsp']:.2f}", "rls_wait": f"{100 * rls['wait_share_mean']:.0f}%"}
-            v |= {"ewma_thr": f"{ewma['throughput_vs_bsp']:.2f}", "ewma_wait": f"{100 * ewma['wait_share_mean']:.0f}%"}
-        gpu = next((a for a in lbs if "variant=gpu" in a["label"]), None)
-        cpu = next((a for a in lbs if "variant=cpu" in a["label"]), None)
-        if gpu is not None and cpu is not None and not res["loaded_workers"]:
-            blocks.append("gpu_variant")
-            v |= {"gpu_thr": f"{gpu['throughput_vs_bsp']:.2f}", "cpu_thr": f"{cpu['throughput_vs_bsp']:.2f}"}
-            v["gpu_moves"] = f"{ex.fmt_sig(gpu['move_early'], 2)} → {ex.fmt_sig(gpu['move_later'], 2)}"
-            v["cpu_moves"] = f"{ex.fmt_sig(cpu['move_early'], 2)} → {ex.fmt_sig(cpu['move_later'], 2)}"
-        if asp is not None:
-            v |= {
-                "asp_thr": f"{asp['throughput_vs_bsp']:.2f}",
-                "asp_final": fmt_metric(metric, asp["final_metric_mean"]),
-            }
-        if asp is not None and asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None:
-            blocks.append("asp_faster" if asp["tta_mean_s"] < best["tta_mean_s"] else "asp_slower")
-            v |= {"asp_s": f"{asp['tta_mean_s']:.2f}", "best_s": f"{best['tta_mean_s']:.2f}"}
-        elif (
-            asp is not None
-            and asp["tta_mean_s"] is None
-            and asp["final_metric_mean"] is not None
-            and not _better(metric, res, asp["final_metric_mean"], bsp["final_metric_mean"])
-        ):
-            blocks.append("asp_not_reached")
-        out += [ex.fill_page(PAGE[b], v).rstrip("\n") for b in blocks]
-    return out

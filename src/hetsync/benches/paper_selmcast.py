@@ -392,39 +392,22 @@ def _ratio_table(res: dict[str, Any]) -> list[str]:
     return ex.aggregate_table(lines, columns, left=1) if lines else []
 
 
-def _section(res: dict[str, Any]) -> str:
-    several = len(res["seeds"]) > 1
-    shown = Path(res["dir"]).name.replace("seed-", "seed ")
-    return ex.fill_page(
-        PAGE["section"],
-        scenario=res["scenario"],
-        driver="simulator" if res["driver"] == "sim" else "real processes",
-        seeds=", ".join(map(str, res["seeds"])),
-        target=target_text(res),
-        seed_note=f"Means over seeds; TTA over the seeds that reached it; the plots show {shown}."
-        if several
-        else "One seed: each figure is that run's.",
-        setup=setup_markdown([res["setup"]] if res.get("setup") else []),
-        table=_policy_table(res),
-        ratios=_ratio_table(res),
-        curve=_curve(res),
-        img_curve=_img(res, _curve(res)),
-        img_exchange=_img(res, "exchange"),
-        img_shares=_img(res, "shares"),
-        timelines=[f"![{p.stem}](img/{_img(res, p.stem)})" for p in _timelines(Path(res["dir"]))],
-    )
-
-
-def _windows_section(sweep: dict[str, Any] | None) -> str:
-    if sweep is None:
-        return ""
-    return ex.fill_page(
-        PAGE["windows"],
-        scenario=sweep["scenario"],
-        seeds=", ".join(map(str, sweep["seeds"])),
-        target=target_text(sweep),
-        table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], _window_columns(sweep), left=1),
-    )
+def _section(res: dict[str, Any]) -> dict[str, Any]:
+    """A scenario's section: its tables and plots."""
+    return {
+        "res": res,
+        "scenario": res["scenario"],
+        "target": target_text(res),
+        "shown": Path(res["dir"]).name.replace("seed-", "seed "),
+        "setup": "\n".join(setup_markdown([res["setup"]] if res.get("setup") else [])),
+        "table": "\n".join(_policy_table(res)),
+        "ratios": "\n".join(_ratio_table(res)),
+        "curve": _curve(res),
+        "img_curve": _img(res, _curve(res)),
+        "img_exchange": _img(res, "exchange"),
+        "img_shares": _img(res, "shares"),
+        "timelines": "\n".join(f"![{p.stem}](img/{_img(res, p.stem)})" for p in _timelines(Path(res["dir"]))),
+    }
 
 
 def render_mixing(fair: dict[str, Any], *, command: str) -> str:
@@ -446,19 +429,17 @@ def render_markdown(
 
     from hetsync.benches.common import _cpus
 
-    floor_section = (
-        ""
-        if floors is None
-        else ex.fill_page(
-            PAGE["floors"], floors_study.floor_values(floors), floors=", ".join(f"{f:g}" for f in floors["floors"])
-        )
-    )
     return ex.fill_page(
         PAGE["page"],
         command=command,
         date=time.strftime("%Y-%m-%d"),
         machine=f"{platform.machine()}, {_cpus()} CPUs, torch {torch.__version__}",
-        sections="\n".join(_section(res) for res in results),
-        windows=_windows_section(sweep),
-        floors=floor_section,
+        sections=[_section(res) for res in results],
+        sweep=sweep,
+        sweep_target=target_text(sweep) if sweep else None,
+        sweep_table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], _window_columns(sweep), left=1)
+        if sweep
+        else [],
+        fair=floors_study.floor_values(floors) if floors else None,
+        floors=floors["floors"] if floors else [],
     )

@@ -294,7 +294,7 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
 
 # --------------------------------------------------------------------- docs
 PAGE = ex.page_blocks(__file__, "paper_wbsp.md.in")
-"""The page, its set-up and per-scenario sections, and the paragraphs that depend on the outcome."""
+"""The page (Jinja2: per-scenario sections, the paragraphs that depend on the outcome) and its set-up table."""
 
 
 def _secs(x: float | None) -> str:
@@ -367,9 +367,9 @@ def _claims(main: list[dict[str, Any]]) -> dict[str, str]:
             shares.setdefault(p["label"], []).append(p["compute_share"])
             changes.setdefault(p["label"], []).append(f"{_change(p['tta_vs_fastest_baseline'])} ({res['scenario']})")
     return {
-        "claim_wbsp": "; ".join(f"{label} {_span(v)}" for label, v in shares.items()),
-        "claim_others": _span([p["compute_share"] for r in main for p in r["policies"] if p["baseline"]]),
-        "claim_tta": "; ".join(f"{label} " + ", ".join(v) for label, v in changes.items()),
+        "wbsp": "; ".join(f"{label} {_span(v)}" for label, v in shares.items()),
+        "others": _span([p["compute_share"] for r in main for p in r["policies"] if p["baseline"]]),
+        "tta": "; ".join(f"{label} " + ", ".join(v) for label, v in changes.items()),
     }
 
 
@@ -441,10 +441,12 @@ def _sweep_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((r for r in results if r["scenario"] == name), key=lambda r: r["model_bytes"] or 0)
 
 
-def _tta_text(main: list[dict[str, Any]]) -> list[str]:
-    """What decided the times to accuracy, from the measurements of the main scenarios."""
+def _tta(main: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The figures the time-to-accuracy paragraphs quote, and their check ``cheap``:
+    ASP reached the target in every scenario, its final metric within 0.02 of BSP's
+    (then staleness costs little on this task)."""
     if not main:
-        return []
+        return None
     metric = main[0]["target_metric"]
 
     def pick(policy: str) -> list[dict[str, Any]]:
@@ -460,88 +462,76 @@ def _tta_text(main: list[dict[str, Any]]) -> list[str]:
         values = [p["max_staleness"] for policy in policies for p in pick(policy)]
         return str(max(values)) if values else "—"
 
-    throughput = ex.fill_page(
-        PAGE["tta_throughput"],
-        wbsp_steps=_steps_gain(main, "wbsp"),
-        overlap_steps=_steps_gain(main, "wbsp-overlap"),
-        asp_stale=stale("asp"),
-        wbsp_stale=stale("wbsp", "wbsp-overlap"),
-    )
     asp, bsp = pick("asp"), pick("bsp")
-    close = all(
-        a["time_to_target_s"] is not None and abs(a["final_metric"] - b["final_metric"]) <= 0.02
-        for a, b in zip(asp, bsp, strict=False)
-    )
-    args = {"metric": metric, "asp_finals": finals("asp"), "bsp_finals": finals("bsp")}
-    args |= {"wbsp_ratios": _ratios(main, "wbsp"), "overlap_ratios": _ratios(main, "wbsp-overlap")}
-    if asp and bsp and close:
-        return [throughput, ex.fill_page(PAGE["tta_cheap"], args)]
-    ssp = next((p["policy"] for p in main[0]["policies"] if p["policy"] == "ssp"), "ssp")
-    args |= {"cases": len(main), "asp_reached": reached("asp"), "ssp_reached": reached(ssp)}
-    args |= {"ssp_finals": finals(ssp), "wbsp_reached": reached("wbsp"), "overlap_reached": reached("wbsp-overlap")}
-    args |= {"wbsp_finals": finals("wbsp"), "overlap_finals": finals("wbsp-overlap")}
-    args["fastest"] = ", ".join(sorted({str(v) for r in main for v in r["fastest_baseline"].values()}))
-    return [throughput, ex.fill_page(PAGE["tta_costly"], args)]
+    return {
+        "cheap": bool(asp and bsp)
+        and all(
+            a["time_to_target_s"] is not None and abs(a["final_metric"] - b["final_metric"]) <= 0.02
+            for a, b in zip(asp, bsp, strict=False)
+        ),
+        "wbsp_steps": _steps_gain(main, "wbsp"),
+        "overlap_steps": _steps_gain(main, "wbsp-overlap"),
+        "asp_stale": stale("asp"),
+        "wbsp_stale": stale("wbsp", "wbsp-overlap"),
+        "metric": metric,
+        "cases": len(main),
+        "fastest": ", ".join(sorted({str(v) for r in main for v in r["fastest_baseline"].values()})),
+        **{f"{name}_finals": finals(policy) for name, policy in _NAMED.items()},
+        **{f"{name}_reached": reached(policy) for name, policy in _NAMED.items()},
+        **{f"{name}_ratios": _ratios(main, policy) for name, policy in _NAMED.items()},
+    }
 
 
-def _section(res: dict[str, Any]) -> str:
-    fastest = ", ".join(sorted({str(v) for v in res["fastest_baseline"].values()}))
-    several = len(res["seeds"]) > 1
-    return ex.fill_page(
-        PAGE["section"],
-        scenario=res["scenario"],
-        description=res["description"],
-        target=target_text(res),
-        max_time=f"{res['max_time_s']:g}",
-        fastest=fastest if fastest != "None" else "none reached the target",
-        seed_note=f" The plots show seed {res['seeds'][0]}; the table is over all seeds." if several else "",
-        table=_results_table(res),
-        plots=[f"![{kind}, {res['scenario']}](img/{_img_name(res['scenario'], kind)})" for kind in res["plots"]],
-    )
+_NAMED = {"asp": "asp", "bsp": "bsp", "ssp": "ssp", "wbsp": "wbsp", "overlap": "wbsp-overlap"}
+"""The policies the page's prose names, by the prefix of their figures."""
+
+
+def _sweep_figures(results: list[dict[str, Any]], main: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The figures of the sweep's paragraph (smallest and largest model), None without a sweep."""
+    if not any(r["sweep"] for r in results):
+        return None
+    points = _sweep_points(results)
+    small, large = points[0], points[-1]
+    return {
+        "asp_idle": _span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)]),
+        "table": "\n".join(_sweep_table(results)),
+        "asp_small": _share(small, "asp"),
+        "asp_large": _share(large, "asp"),
+        **{
+            f"{name}_{end}": _gain(r, policy)
+            for name, policy in (("wbsp", "wbsp"), ("overlap", "wbsp-overlap"))
+            for end, r in (("small", small), ("large", large))
+        },
+    }
 
 
 def render_markdown(results: list[dict[str, Any]], *, command: str) -> str:
     main = [r for r in results if not r["sweep"]]
-    seeds = results[0]["seeds"] if results else [0]
-    several = len(seeds) > 1
-    sweep, timelines = "", ""
-    if any(r["sweep"] for r in results):
-        points = _sweep_points(results)
-        small, large = points[0], points[-1]
-        sweep = ex.fill_page(
-            PAGE["sweep"],
-            asp_idle=_span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)]),
-            table=_sweep_table(results),
-            asp_small=_share(small, "asp"),
-            asp_large=_share(large, "asp"),
-            wbsp_small=_gain(small, "wbsp"),
-            wbsp_large=_gain(large, "wbsp"),
-            overlap_small=_gain(small, "wbsp-overlap"),
-            overlap_large=_gain(large, "wbsp-overlap"),
-        )
-    if main and main[0]["timelines"]:
-        first = main[0]
-        timelines = ex.fill_page(
-            PAGE["timelines"],
-            scenario=first["scenario"],
-            window=f"{TIMELINE_S:g}",
-            images=[
-                f"![timeline {label}](img/{_timeline_name(first['scenario'], label)})" for label in first["timelines"]
-            ],
-        )
+    sections = [
+        {
+            "res": res,
+            "target": target_text(res),
+            "fastest": ", ".join(sorted({str(v) for v in res["fastest_baseline"].values()})),
+            "table": "\n".join(_results_table(res)),
+            "plots": [(kind, _img_name(res["scenario"], kind)) for kind in res["plots"]],
+        }
+        for res in main
+    ]
+    first = main[0] if main and main[0]["timelines"] else None
     return ex.fill_page(
         PAGE["page"],
         command=command,
-        host_s=f"{sum(r['host_time_s'] for r in results):.0f}",
-        seeds=f"seed{'s' if several else ''} {', '.join(map(str, seeds))}"
-        + (": medians of times and ratios, means of shares" if several else ""),
+        host_s=sum(r["host_time_s"] for r in results),
+        seeds=results[0]["seeds"] if results else [0],
+        main=main,
         setup=setup_table(main),
-        sections=[_section(res) for res in main],
-        **_claims(main),
-        tta=_tta_text(main),
+        sections=sections,
+        claims=_claims(main),
+        tta=_tta(main),
         best=_best(main),
-        sweep=sweep,
-        timelines=timelines,
+        sweep=_sweep_figures(results, main),
+        timelines=[(label, _timeline_name(first["scenario"], label)) for label in first["timelines"]] if first else [],
+        timeline_s=TIMELINE_S,
     )
 
 
