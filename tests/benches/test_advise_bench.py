@@ -129,3 +129,15 @@ def test_why_not_says_when_the_real_seeds_do_not_tell_the_two_apart():
         "runs": [run("asp", "recommended", [2.0, 2.1, 2.2]), run("w", "runner-up", [1.5, 1.6, 1.7])],
     }
     assert "do not resolve" not in _why_not(apart)[0]
+
+
+def test_the_pages_command_names_every_option_that_differs_from_its_default():
+    import argparse
+
+    from hetsync.benches import advise as bench
+
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    assert bench._argv(p.parse_args([])) == []
+    argv = bench._argv(p.parse_args(["--seeds", "4", "--verify-seeds", "2", "--docs", "docs"]))
+    assert argv == ["--seeds", "4", "--verify-seeds", "2", "--docs", "docs"]

@@ -53,8 +53,8 @@ NAME = "advise"
 
 CLUSTERS = "hetero-4,slow-links-4,transient-4"
 POLICIES = "asp,ssp:s=3,local-sgd:H=4,backup:b=1,wbsp,wbsp-overlap,diloco,lb-bsp:variant=cpu"
-SEEDS = 3  # advise's default
-VERIFY_SEEDS = 3  # real runs of each verified candidate
+SEEDS = 5  # advise's default is 3; the bench takes 5 (with 3, seed noise decided hetero-4's verdict)
+VERIFY_SEEDS = 5  # real runs of each verified candidate, compared as medians
 MAX_TIME_S = 10.0  # every cluster's run length ...
 EVAL_EVERY_S = 0.1  # ... and evaluation grid, unless --set gives them (times to target are 1-3 s here)
 COMPUTE_S = 6.0
@@ -395,6 +395,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
         ("--clusters", args.clusters, CLUSTERS),
         ("--policies", args.policies, POLICIES),
         ("--seeds", args.seeds, SEEDS),
+        ("--verify-seeds", args.verify_seeds, VERIFY_SEEDS),
         ("--compute-s", args.compute_s, COMPUTE_S),
         ("--link-reps", args.link_reps, LINK_REPS),
     ):
@@ -567,7 +568,8 @@ def plot(results: dict[str, Any], path: Path) -> Path:
             if r["measured_tta_s"] is None:
                 ax.text(x + 0.2, 0, "not\nreached", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(list(xs), labels, rotation=20, ha="right", fontsize=7)
-        ax.set_title(f"{res['cluster']}: {'held' if res['held'] else 'did not hold'}", fontsize=9)
+        verdict = "held" if res["held"] else "within 10% of the fastest" if res["held_within_10pct"] else "did not hold"
+        ax.set_title(f"{res['cluster']}: {verdict}", fontsize=9)
         ax.set_ylabel(f"time to {res['target']} (s)")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
