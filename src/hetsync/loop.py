@@ -165,7 +165,7 @@ def init(
         )
     folder = Path(out if out is not None else launched or "runs/loop")
     checkpoints = None if checkpoint_dir is None else Path(checkpoint_dir)
-    if resume:
+    if resume and rank == 0:  # (the checkpoint is rank 0's: workers on other machines do not see it)
         _check_resumable(checkpoints, policy_labels(sc, [policy])[0])
     from hetsync.runtime.process import ProcessOptions, _form_group
 
@@ -193,8 +193,8 @@ def init(
 
 
 def _check_resumable(checkpoint_dir: Path | None, label: str) -> None:
-    """``resume=True`` needs the checkpoint it continues (checked on every
-    rank before the process group forms; rank 0's server checks that it is
+    """``resume=True`` needs the checkpoint it continues (checked on rank 0
+    before the process group forms; its server checks that the checkpoint is
     this run's when it loads it)."""
     from hetsync.runtime.checkpoint_check import checkpoint_path
 

@@ -85,7 +85,7 @@ def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(t
 def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_path, monkeypatch):
     import hetsync
 
-    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("RANK", "0")  # rank 0 holds the checkpoint (workers may be on other machines)
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(BadInput, match="needs checkpoint_dir="):
         hetsync.init("bsp", resume=True)
