@@ -61,8 +61,9 @@ through ``model.train()`` under ``torch.no_grad()``, then ``model.eval()``). Fro
 each rank's values. Checkpoints (``checkpoint_dir=``, ``resume=True``) hold
 rank 0's side, as ``hetsync run``'s do; the loop's own state is the
 script's: a resumed loop starts again, fast-forwards its schedule
-(``sync.fast_forward(sched)``) and its step count by ``sync.first_step``, and ``sync.loader`` skips the samples drawn before;
-the workers' local optimizer state (local policies) starts afresh. Under plain torchrun a
+(``sync.fast_forward(sched)``) and its step count by ``sync.first_step``,
+and ``sync.loader`` skips the samples drawn before; the workers' local
+optimizer state (local policies) starts afresh. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank under its own agent, so the
 server sees the worker leave and carries on, as in ``hetsync run``.

@@ -357,16 +357,19 @@ class Simulation:
         self._transfer(_Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=self.nbytes, push_id=push_id))
 
     def _pull(self, cmd: Pull) -> None:
-        tr = _Transfer(
+        self._transfer(self._pull_transfer(cmd, self.now))
+
+    def _pull_transfer(self, cmd: Pull, start_s: float) -> _Transfer:
+        """The model as it is now, on its way to ``cmd.worker`` from ``start_s``."""
+        return _Transfer(
             kind="pull",
             worker=cmd.worker,
-            start_s=self.now,
+            start_s=start_s,
             nbytes=self.nbytes,
             snapshot=self.ledger.theta,
             version=self.ledger.version,
             then=cmd.then,
         )
-        self._transfer(tr)
 
     def _transfer(self, tr: _Transfer) -> None:
         node = tr.worker + 1
@@ -453,15 +456,7 @@ class Simulation:
         for cmd in commands:
             if isinstance(cmd, Pull):
                 self.core.check(cmd)
-                tr = _Transfer(
-                    kind="pull",
-                    worker=cmd.worker,
-                    start_s=self._book_server(),
-                    nbytes=self.nbytes,
-                    snapshot=self.ledger.theta,  # the model as it is when the server takes the command
-                    version=self.ledger.version,
-                    then=cmd.then,
-                )
+                tr = self._pull_transfer(cmd, self._book_server())  # the model as the server takes the command
                 self._schedule(tr.start_s, _SERVE, ("pull", tr))
             elif isinstance(cmd, (Compute, Push)):
                 self.core.check(cmd)
