@@ -71,6 +71,7 @@ server sees the worker leave and carries on, as in ``hetsync run``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -669,7 +670,10 @@ class _LoopWorker(WorkerProcess):
         self._advance(order if order.continuous else None)
 
     def leave(self) -> None:
-        """Tell the server this worker's loop has ended, and wait for its ``EXIT``."""
+        """Tell the server this worker's loop has ended, do the transfers it
+        still commands for the steps already reported (WBSP-overlap pushes
+        the steps finished since its last push: they are not lost), and wait
+        for its ``EXIT``. The step given for after the loop is not run."""
         if self._exited:
             return
         # p2p: the push-sum weight of the model it leaves
@@ -677,11 +681,14 @@ class _LoopWorker(WorkerProcess):
         self._send(P.Leaving(weight=self.model.weight), model)
         self.pending = None
         while True:
-            cmd, _ = self._next()
+            cmd, payload = self._next()
             if isinstance(cmd, P.ExitCmd):
                 break
             if isinstance(cmd, P.StopCmd):  # the run ended before the server saw us leave
                 self._bye()
+            elif isinstance(cmd, P.WorkCmd) and (cmd.push is not None or cmd.pull is not None):
+                transfers = dataclasses.replace(cmd, step=None)  # (sent before the server knew)
+                self._send_report(*self._transfers(transfers, payload, free_since_s=self._now_s()))
         self.done = self._exited = True
 
 

@@ -113,3 +113,20 @@ def test_a_worker_that_leaves_is_not_waited_for_and_its_deltas_stay():
     assert p.on_event(WorkerLeft(now_s=3.0, worker=0)) == []  # round 2 still waits for worker 2
     b2 = delta(2)
     assert p.on_event(b2) == [Apply(contributions=((late0.push_id, 1.0), (b2.push_id, 1.0))), Pull(worker=2)]
+
+
+def test_when_the_last_worker_leaves_the_open_round_closes_on_what_it_holds():
+    """Every worker's own loop has ended (hetsync.loop): nobody is left to
+    wait for, and the deltas pushed in the open round are applied, weighted
+    by the workers that pushed them, instead of being lost."""
+    p2 = WBSP(ctx(2))
+    c0 = delta(0, steps=2)
+    p2.on_event(c0)
+    assert p2.on_event(WorkerLeft(now_s=2.0, worker=1)) == [Apply(contributions=((c0.push_id, 1.0),))]
+    assert p2.on_event(WorkerLeft(now_s=3.0, worker=0)) == []  # nothing held: nothing to apply
+    p3 = WBSP(ctx(2))
+    d1 = delta(1)
+    p3.on_event(d1)  # worker 1 pushed, worker 0 did not; both then leave, 1 first
+    assert p3.on_event(WorkerLeft(now_s=2.0, worker=1)) == []  # still waits for worker 0
+    assert p3.on_event(WorkerLeft(now_s=3.0, worker=0)) == [Apply(contributions=((d1.push_id, 1.0),))]
+    assert p3.closers == [None]

@@ -172,6 +172,13 @@ class DriverCore:
         self.computing.add(w)
         return True
 
+    def unstart_step(self, worker: int) -> None:
+        """The step ``worker`` was given will never run (its own training loop
+        ended first): it is neither computed nor owed."""
+        if worker in self.computing:
+            self.computing.discard(worker)
+            self.ledger.started_steps -= 1
+
     def spent(self) -> bool:
         """The step budget (``max_steps`` per worker) is spent."""
         return self.budget is not None and self.ledger.started_steps >= self.budget

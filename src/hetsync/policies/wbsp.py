@@ -39,7 +39,9 @@ Choices where the paper leaves room (see also docs/results-wbsp.md):
   one BSP step with batch N·b; a worker that took k steps in a round adds
   its k-step delta / N.
 - A worker that leaves is no longer waited for; deltas it pushed in the
-  open round stay in it.
+  open round stay in it. When the last one leaves, the open round closes
+  on what it holds (weight 1/N, N = the workers that pushed in it), so a
+  run whose workers all end their own loops keeps their last deltas.
 
 Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
 ``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
@@ -121,9 +123,10 @@ class WBSP(Policy):
         return self._maybe_close(push.worker)
 
     def _maybe_close(self, closer: int | None) -> list[Command]:
-        if not self.alive or not self.held or not self.alive <= self.pushed:
+        if not self.held or not self.alive <= self.pushed:
             return []
-        weight = 1.0 / len(self.alive)
+        # the last worker has left: nobody to wait for, the round's deltas still count
+        weight = 1.0 / len(self.alive or self.pushed)
         apply = Apply(contributions=tuple((i, weight) for i in self.held))
         self.held, self.pushed = [], set()
         self.version += 1

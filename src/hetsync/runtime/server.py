@@ -205,6 +205,7 @@ class _Run:
         self.local_steps = False  # the policy had workers take steps locally (with their own optimizer)
         self.continuous: dict[int, Compute] = {}  # workers training nonstop (Compute.continuous)
         self.halted: set[int] = set()  # workers sent HaltCmd: a step already begun is not booked
+        self.leaving: set[int] = set()  # own loops ended: finishing the transfers they owe (then EXIT)
         self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.evaluator: BackgroundEvaluator | None = None  # set when the run starts
         self.trace_path = trace_path
@@ -456,8 +457,7 @@ class _Run:
         if isinstance(rep, P.Leaving):  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
                 self.p2p.finished[w] = (payload, rep.weight)  # its model stays in the final average
-            self.left(w, "its training loop ended")
-            self.srv._send(w, P.ExitCmd())
+            self._leaving(w, now)
             return
         if isinstance(rep, P.WorkDone) and rep.computed and w not in self.core.computing and w in self.halted:
             return  # a continuous step begun before the worker saw HaltCmd: not booked, owes nothing
@@ -480,6 +480,32 @@ class _Run:
         if (s := rep.pushed) is not None:
             push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, s.lr_scale))
             self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=nbytes))
+        if w in self.leaving:
+            self._exit_when_square(w)
+
+    def _leaving(self, w: int, now: float) -> None:
+        """``w``'s own loop has ended. Its steps are all reported (the report
+        channel keeps order), but the server may still have commanded
+        transfers for them, e.g. WBSP-overlap's push of the steps finished
+        since the last one: the worker does those (and no new step), and
+        leaves once it owes nothing, so no finished step is lost. The step
+        it was given and will not run is forgiven now. A peer-to-peer
+        worker's model came with this report: it leaves at once."""
+        self.leaving.add(w)
+        self.continuous.pop(w, None)
+        if w in self.core.computing:  # the step its loop will not run
+            self.core.unstart_step(w)
+            self.paid(w, now)
+        if self.p2p is not None:
+            self.watchdog.forgive(w)
+        self._exit_when_square(w)
+
+    def _exit_when_square(self, w: int) -> None:
+        """A leaving worker that owes no report leaves the run (``EXIT``)."""
+        if self.watchdog.outstanding[w] == 0:
+            self.leaving.discard(w)
+            self.left(w, "its training loop ended")
+            self.srv._send(w, P.ExitCmd())
 
     def _continue(self, w: int, now: float) -> None:
         """A continuous step was reported: the worker has begun the next one
@@ -542,6 +568,8 @@ class _Run:
         push = cmd.kind if isinstance(cmd, Push) else None
         pull = P.PullOrder(version=self.ledger.version, sent_s=self.now()) if isinstance(cmd, Pull) else None
         step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
+        if w in self.leaving:  # its loop has ended: transfers only
+            step = None
         order = None
         if step is not None and self.core.start_step(step):
             order = P.StepOrder(
