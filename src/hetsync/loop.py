@@ -54,11 +54,15 @@ are relative to, so leave the optimizer's own lr as the learning rate.
 **Batch size.** ``sync.batch_size`` is the batch the policy asks for the
 next step (LB-BSP changes it per worker): draw that many samples.
 
-**Limits.** Buffers (BatchNorm running statistics) stay on each worker and
-are not synchronized; rank 0 evaluates with its own, so an ``evaluate`` of
-a model with BatchNorm should refresh them first (a few training batches
-through ``model.train()`` under ``torch.no_grad()``, then ``model.eval()``). Frozen parameters keep
-each rank's values. Checkpoints (``checkpoint_dir=``, ``resume=True``) hold
+**Running statistics.** Normalization layers' buffers (BatchNorm's
+``running_mean``, ``running_var``, ``num_batches_tracked``) are moved only by
+the workers' forward passes; each worker trains with its own. Every worker
+sends them to rank 0 twice per evaluation interval and when its loop ends;
+the model rank 0 evaluates and saves holds their mean (the largest
+``num_batches_tracked``). Other buffers (masks, tables) are constants and
+stay each rank's.
+
+**Limits.** Frozen parameters keep each rank's values. Checkpoints (``checkpoint_dir=``, ``resume=True``) hold
 rank 0's side, as ``hetsync run``'s do; the loop's own state is the
 script's: a resumed loop starts again, fast-forwards its schedule
 (``sync.fast_forward(sched)``) and its step count by ``sync.first_step``,
@@ -87,6 +91,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hetsync import limits as L
+from hetsync.driver.core import eval_interval_s
 from hetsync.errors import BadInput
 from hetsync.optim import OptimizerView
 from hetsync.runtime import protocol as P
@@ -420,6 +425,9 @@ class PolicyBatches(torch.utils.data.Sampler):
 
 
 # ------------------------------------------------------------------ models
+RUNNING_STATS = {"running_mean", "running_var", "num_batches_tracked"}  # torch's normalization layers
+
+
 def _trainable(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -441,6 +449,15 @@ class ModuleModel:
                 raise BadInput(f"{self.name}: hetsync moves float32 parameters; a parameter is {p.dtype}")
         self.n_params = sum(p.numel() for p in self.params)
         self.model_nbytes = 4 * self.n_params
+        # normalization layers' running statistics (BatchNorm, InstanceNorm): the workers send
+        # theirs (P.Buffers); the server averages their last ones into the model it evaluates and
+        # saves. Other buffers (masks, tables) are constants: each rank keeps its own.
+        self.buffers = [b for name, b in model.named_buffers() if name.rsplit(".", 1)[-1] in RUNNING_STATS]
+        self.n_buffer_values = sum(b.numel() for b in self.buffers)
+        if self.n_buffer_values > self.n_params:  # (they travel in a model-sized payload; BatchNorm has 2 per 2)
+            warnings.warn(f"{self.name}: running statistics larger than the model stay on each rank", stacklevel=2)
+            self.buffers, self.n_buffer_values = [], 0
+        self.worker_buffers: dict[int, torch.Tensor] = {}  # server: each worker's last buffers, flat
         self.workload_args: dict[str, Any] = {}
         self._evaluate = evaluate
         self.metrics: dict[str, str] = {}
@@ -478,6 +495,35 @@ class ModuleModel:
             p.grad = flat[offset : offset + n].view_as(p).clone()
             offset += n
 
+    # buffers
+    def flat_buffers(self) -> torch.Tensor:
+        """This module's buffers as float32, flat, padded to a model-sized payload."""
+        out = torch.zeros(self.n_params)
+        offset = 0
+        for b in self.buffers:
+            out[offset : offset + b.numel()] = b.detach().reshape(-1).to(torch.float32)
+            offset += b.numel()
+        return out
+
+    def take_buffers(self, worker: int, flat: torch.Tensor) -> None:
+        """``worker``'s buffers, as :meth:`flat_buffers` sent them."""
+        self.worker_buffers[worker] = flat[: self.n_buffer_values].clone()
+
+    def _load_worker_buffers(self) -> None:
+        """The workers' last buffers into the module: floating-point ones
+        averaged (as the statistics of the union of their batches, roughly),
+        integer ones (BatchNorm's ``num_batches_tracked``) the largest."""
+        if not self.worker_buffers:
+            return
+        rows = torch.stack(list(self.worker_buffers.values()))
+        offset = 0
+        with torch.no_grad():
+            for b in self.buffers:
+                part = rows[:, offset : offset + b.numel()]
+                value = part.mean(0) if b.is_floating_point() else part.max(0).values.round()
+                b.copy_(value.view_as(b).to(b.dtype))
+                offset += b.numel()
+
     # what the server asks of a workload
     def init_params(self, seed: int) -> torch.Tensor:
         """The module's parameters as rank 0 built it (workers start from this)."""
@@ -487,6 +533,7 @@ class ModuleModel:
         if self._evaluate is None:
             return {}
         self.load(theta)
+        self._load_worker_buffers()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -508,6 +555,7 @@ class ModuleModel:
         """The module's ``state_dict`` with ``theta`` loaded (what ``model-<policy>.pt`` holds)."""
         if theta is not None:
             self.load(theta)
+        self._load_worker_buffers()
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 
@@ -585,6 +633,9 @@ class _LoopWorker(WorkerProcess):
         self._initial_lr = float(optimizer.param_groups[0].get("initial_lr", optimizer.param_groups[0]["lr"]))
         self.first_step = 0  # where the run (a resumed one: its checkpoint) left this worker
         self.drawn_before = 0  # samples drawn by then
+        # running statistics go to the server twice per evaluation interval, and when the loop ends
+        self._buffers_every_s = eval_interval_s(scenario) / 2 if flat.buffers else math.inf
+        self._buffers_sent_s = 0.0
 
     # the user's loop owns the data and the local optimizer
     def _reset_data(self, drawn: int) -> None:
@@ -667,7 +718,15 @@ class _LoopWorker(WorkerProcess):
         after = self._end_step(order, done, grad, start, base, measured_s)
         out = after if after is not None else out
         self._send_report(done, out)
+        if self._now_s() - self._buffers_sent_s >= self._buffers_every_s:
+            self._send_buffers()
         self._advance(order if order.continuous else None)
+
+    def _send_buffers(self) -> None:
+        """The module's running statistics, for the model the server evaluates and saves."""
+        if self.flat.buffers:
+            self._buffers_sent_s = self._now_s()
+            self._send(P.Buffers(), self.flat.flat_buffers())
 
     def leave(self) -> None:
         """Tell the server this worker's loop has ended, do the transfers it
@@ -676,6 +735,7 @@ class _LoopWorker(WorkerProcess):
         for its ``EXIT``. The step given for after the loop is not run."""
         if self._exited:
             return
+        self._send_buffers()
         # p2p: the push-sum weight of the model it leaves
         model = self.model.local if self.model.local is not None else self.flat.flat()
         self._send(P.Leaving(weight=self.model.weight), model)

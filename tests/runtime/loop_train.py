@@ -4,6 +4,8 @@ hetsync policy through the wrapper (any other first argument: the policy).
 
     torchrun --nproc-per-node=2 loop_train.py ddp OUT STEPS
     hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS [KILL_WORKER|-] [CKPT_DIR [resume]]
+    hetsync launch --nproc 2 --out OUT loop_train.py asp OUT STEPS bn   (a BatchNorm layer; each worker
+        saves its running statistics as OUT/buffers-<worker>.pt when its loop ends)
 
 STEPS counts from the run's start: a resumed loop goes on at ``sync.first_step``.
 """
@@ -34,6 +36,17 @@ class Net(nn.Module):
         return self.head(torch.tanh(self.frozen(self.body(x))))
 
 
+class NormNet(Net):
+    """Net with a BatchNorm layer: running statistics that only the workers' forward passes move."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.norm(self.frozen(self.body(x)))))
+
+
 def data() -> tuple[TensorDataset, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2400, 10, generator=g)
@@ -41,9 +54,9 @@ def data() -> tuple[TensorDataset, torch.Tensor, torch.Tensor]:
     return TensorDataset(x[:2000], y[:2000]), x[2000:], y[2000:]
 
 
-def build() -> tuple[Net, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+def build(bn: bool = False) -> tuple[Net, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     torch.manual_seed(0)
-    model = Net()
+    model = NormNet() if bn else Net()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.01, weight_decay=0.01)
     return model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
 
@@ -73,7 +86,9 @@ def ddp(out: str, steps: int) -> None:
     dist.destroy_process_group()
 
 
-def wrapped(policy: str, out: str, steps: int, kill_worker: int | None, ckpt: str | None, resume: bool) -> None:
+def wrapped(
+    policy: str, out: str, steps: int, kill_worker: int | None, ckpt: str | None, resume: bool, bn: bool = False
+) -> None:
     import hetsync
 
     train, xt, yt = data()
@@ -88,7 +103,7 @@ def wrapped(policy: str, out: str, steps: int, kill_worker: int | None, ckpt: st
     sync = hetsync.init(
         policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False, checkpoint_dir=ckpt, resume=resume
     )
-    model, opt, _ = build()
+    model, opt, _ = build(bn)
     opt = sync.optimizer(model, opt)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
     sync.fast_forward(sched)  # a resumed loop: the schedule goes on where it was
@@ -106,6 +121,9 @@ def wrapped(policy: str, out: str, steps: int, kill_worker: int | None, ckpt: st
             taken += 1
             if taken == steps or sync.done:
                 break
+    if bn:
+        stats = {k: v for k, v in model.state_dict().items() if k.startswith("norm.")}
+        torch.save(stats, os.path.join(out, f"buffers-{sync.worker}.pt"))
     sync.finish()
 
 
@@ -114,6 +132,7 @@ if __name__ == "__main__":
     if mode == "ddp":
         ddp(out, steps)
     else:
-        extra = sys.argv[4:] + [""] * 3
+        bn = "bn" in sys.argv[4:]
+        extra = [a for a in sys.argv[4:] if a != "bn"] + [""] * 3
         kill = None if extra[0] in ("", "-") else int(extra[0])
-        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume")
+        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume", bn)

@@ -82,6 +82,21 @@ def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(t
     assert max((ours[k] - reference[k]).abs().max().item() for k in ours) <= 1e-5
 
 
+def test_the_saved_and_evaluated_model_holds_the_workers_batchnorm_statistics(tmp_path):
+    """Only the workers' forward passes move BatchNorm's running statistics;
+    rank 0 never trains. The server averages the workers' last ones (floats;
+    ``num_batches_tracked``: the largest) into the model it saves."""
+    steps = 12
+    (run,) = launched(tmp_path, "asp", steps, "bn")
+    ours = torch.load(tmp_path / "model-asp.pt", weights_only=True)
+    workers = [torch.load(tmp_path / f"buffers-{w}.pt", weights_only=True) for w in range(2)]
+    for key in ("norm.running_mean", "norm.running_var"):
+        assert torch.allclose(ours[key], (workers[0][key] + workers[1][key]) / 2, atol=1e-6), key
+    assert not torch.allclose(ours["norm.running_var"], torch.ones(24))  # not BatchNorm's initial statistics
+    assert ours["norm.num_batches_tracked"].item() == steps
+    assert run["final_metrics"]["accuracy"] > 0.4
+
+
 def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_path, monkeypatch):
     import hetsync
 

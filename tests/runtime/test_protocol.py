@@ -85,6 +85,7 @@ reports = st.one_of(
         comm_s=floats,
     ),
     st.builds(P.Leaving, weight=floats),
+    st.builds(P.Buffers),
     st.builds(P.Fetched, weight=floats),
     st.builds(P.Arrived, exchange=counts, sender=workers, start_s=times, copy_start_s=times, end_s=times),
     st.builds(P.Reduced, exchange=counts, start_s=times, end_s=times),
@@ -179,6 +180,7 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
         P.ResetDone(): P.R_RESET,
         P.Bye(): P.R_BYE,
         P.Leaving(): P.R_LEAVING,
+        P.Buffers(): P.R_BUFFERS,
         P.Fetched(): P.R_FETCHED,
         P.Arrived(exchange=1, sender=0, start_s=0, copy_start_s=0, end_s=0): P.R_ARRIVED,
         P.Reduced(exchange=1, start_s=0, end_s=0): P.R_REDUCED,
@@ -186,6 +188,7 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
     }.items():
         assert int(rep.encode()[P.R_TYPE]) == bits, rep
     assert int(P.Lost(exchange=3).encode()[P.R_PEER]) == -1  # an all-reduce's loss names no sender
+    assert P.report_has_payload(P.Buffers().encode())  # the buffers ride in a model-sized payload
     assert not isinstance(P.Fetched(), P.Leaving) and P.Fetched() != P.Leaving()  # distinct kinds, same fields
 
 

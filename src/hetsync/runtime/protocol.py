@@ -96,6 +96,7 @@ C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
 R_ARRIVED, R_REDUCED, R_FETCHED, R_LOST = 32, 64, 128, 256
 R_LEAVING = 512  # the worker's own training loop has ended (hetsync.loop): it leaves the run
+R_BUFFERS = 1024  # the module's buffers (BatchNorm statistics) at the head of the payload (hetsync.loop)
 # worker → server fields
 (
     R_TYPE,
@@ -574,6 +575,16 @@ class Leaving(_Weighted):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Buffers(_Bare):
+    """The worker module's buffers (BatchNorm running statistics), flat, at
+    the head of a model-sized payload: the server averages the workers' last
+    ones into the model it evaluates and saves (:mod:`hetsync.loop`). Owes
+    nothing and answers nothing."""
+
+    TYPE: ClassVar[int] = R_BUFFERS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fetched(_Weighted):
     """The worker's model as it is (+ the model; answers :class:`FetchCmd`)."""
 
@@ -644,8 +655,10 @@ class Lost:
         return cls(exchange=int(hdr[R_EXCH]), sender=sender if sender >= 0 else None)
 
 
-Report = ResetDone | Bye | WorkDone | Leaving | Fetched | Arrived | Reduced | Lost
-_REPORTS: dict[int, type[Report]] = {r.TYPE: r for r in (ResetDone, Bye, Leaving, Fetched, Arrived, Reduced, Lost)}
+Report = ResetDone | Bye | WorkDone | Leaving | Buffers | Fetched | Arrived | Reduced | Lost
+_REPORTS: dict[int, type[Report]] = {
+    r.TYPE: r for r in (ResetDone, Bye, Leaving, Buffers, Fetched, Arrived, Reduced, Lost)
+}
 
 
 def decode_report(hdr: torch.Tensor) -> Report:
@@ -705,7 +718,7 @@ def command_has_peers(hdr: torch.Tensor) -> bool:
 
 
 def report_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING))
+    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING | R_BUFFERS))
 
 
 _COMMAND_TYPES = {WorkCmd, *_COMMANDS.values()}

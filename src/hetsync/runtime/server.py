@@ -454,6 +454,10 @@ class _Run:
             if self.p2p is not None:
                 self.p2p.report(w, rep, payload, now)
             return
+        if isinstance(rep, P.Buffers):  # its module's running statistics (hetsync.loop's ModuleModel)
+            assert payload is not None
+            self.srv.workload.take_buffers(w, payload)  # type: ignore[attr-defined]
+            return
         if isinstance(rep, P.Leaving):  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
                 self.p2p.finished[w] = (payload, rep.weight)  # its model stays in the final average
