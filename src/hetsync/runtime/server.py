@@ -507,9 +507,7 @@ class _Run:
     def _exit_when_square(self, w: int) -> None:
         """A leaving worker that owes no report leaves the run (``EXIT``)."""
         if self.watchdog.outstanding[w] == 0:
-            self.leaving.discard(w)
             self.left(w, "its training loop ended")
-            self.srv._send(w, P.ExitCmd())
 
     def _continue(self, w: int, now: float) -> None:
         """A continuous step was reported: the worker has begun the next one
@@ -538,6 +536,9 @@ class _Run:
         event = self.core.left(w, now, reason)
         if self.p2p is not None:
             self.p2p.left(w, now)
+        if w in self.leaving:  # its loop has ended (even if it went silent meanwhile): it waits for EXIT
+            self.leaving.discard(w)
+            self.srv._send(w, P.ExitCmd())
         self.deliver(event)
 
     # -------------------------------------------------------- commands
