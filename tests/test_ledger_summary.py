@@ -154,3 +154,25 @@ def test_a_diverged_model_is_recorded_as_null_not_a_crash(tmp_path):
     console = Console(width=200, record=True)
     console.print(summary_table([s]))
     assert "diverged" in console.export_text()
+
+
+def test_a_worker_that_left_counts_until_it_left_not_as_waiting_after():
+    """Worker 0's own loop ended at 2 s of a 10 s run: its 8 s after are
+    neither work nor waiting, so the shares are of 2 + 10 worker-seconds."""
+    ledger = _ledger([])
+    ledger.left.append({"worker": 0, "t": 2.0, "reason": "its training loop ended"})
+    sc = scenario_from_dict({"name": "s", "workers": 2, "max_steps": 1})
+    s = ledger.summary(
+        scenario=sc,
+        driver="dist",
+        wall_s=10.0,
+        compute_s=[1.5, 6.0],
+        comm_s=[0.5, 1.0],
+        worker_steps=[3, 3],
+        host_s=0.0,
+        stop_reason="no workers left",
+        trace_name=None,
+    )
+    assert s["per_worker"]["wait_s"] == [0.0, 3.0]
+    assert s["compute_share"] == pytest.approx(7.5 / 12) and s["comm_share"] == pytest.approx(1.5 / 12)
+    assert s["wait_share"] == pytest.approx(3.0 / 12)

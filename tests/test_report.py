@@ -535,3 +535,12 @@ def test_no_run_is_drawn_in_the_grey_of_the_other_runs(figures: list[Any], tmp_p
         (run,) = [line for line in ax.lines if line.get_linewidth() == 2.0]  # the panel's own run
         _, saturation, value = rgb_to_hsv(to_rgb(run.get_color()))
         assert saturation >= 0.3 or value <= 0.15, ax.get_title(loc="left")  # coloured, or near black
+
+
+def test_the_caption_says_how_a_worker_that_left_is_counted_only_when_one_did():
+    from hetsync.report import CAPTION, LEFT_CAPTION, summary_table
+
+    stayed = make_run("bsp")
+    gone = make_run("wbsp") | {"workers_left": [{"worker": 0, "t": 1.0, "reason": "its training loop ended"}]}
+    assert summary_table([stayed]).caption.splitlines()[0] == CAPTION
+    assert summary_table([stayed, gone]).caption.splitlines()[0] == CAPTION + LEFT_CAPTION

@@ -260,10 +260,16 @@ class Ledger:
         trace_name: str | None,
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        # each worker's time in the run: until it left (its own loop ended, or it died), not
+        # after, which is neither waiting nor working (N × wall time when nobody left)
         n = len(compute_s)
-        denom = n * wall_s if wall_s > 0 else 1.0
+        in_run_s = [wall_s] * n
+        for gone in self.left:
+            in_run_s[gone["worker"]] = min(wall_s, float(gone["t"]))
+        total_s = sum(in_run_s)
+        denom = total_s if total_s > 0 else 1.0
         compute, comm = sum(compute_s), sum(comm_s)
-        wait_s = [max(0.0, wall_s - c - m) for c, m in zip(compute_s, comm_s, strict=True)]
+        wait_s = [max(0.0, t - c - m) for t, c, m in zip(in_run_s, compute_s, comm_s, strict=True)]
         names = list(self.workload.metrics)
         metric, target = scenario.target_metric, scenario.target_value
         if names:
@@ -307,7 +313,7 @@ class Ledger:
             "wall_time_s": wall_s,
             "compute_share": compute / denom,
             "comm_share": comm / denom,
-            "wait_share": max(0.0, 1.0 - (compute + comm) / denom) if wall_s > 0 else 0.0,
+            "wait_share": max(0.0, 1.0 - (compute + comm) / denom) if total_s > 0 else 0.0,
             "samples_per_s": self.samples / wall_s if wall_s > 0 else 0.0,
             "steps": self.steps,
             "applied_steps": self.applied_steps,
