@@ -176,3 +176,25 @@ def test_a_worker_that_left_counts_until_it_left_not_as_waiting_after():
     assert s["per_worker"]["wait_s"] == [0.0, 3.0]
     assert s["compute_share"] == pytest.approx(7.5 / 12) and s["comm_share"] == pytest.approx(1.5 / 12)
     assert s["wait_share"] == pytest.approx(3.0 / 12)
+
+
+def test_a_worker_that_left_before_a_resume_and_came_back_counts_the_whole_run():
+    before = _ledger([])
+    before.left.append({"worker": 0, "t": 2.0, "reason": "connection lost"})
+    state = before.state_dict()
+    ledger = _ledger([])
+    ledger.load_state_dict(state, 4.0)  # the run goes on at 4 s with every worker
+    sc = scenario_from_dict({"name": "s", "workers": 2, "max_steps": 1})
+    s = ledger.summary(
+        scenario=sc,
+        driver="dist",
+        wall_s=10.0,
+        compute_s=[5.0, 5.0],
+        comm_s=[0.0, 0.0],
+        worker_steps=[3, 3],
+        host_s=0.0,
+        stop_reason="max_time",
+        trace_name=None,
+    )
+    assert s["workers_left"] == [{"worker": 0, "t": 2.0, "reason": "connection lost"}]  # (its history stays)
+    assert s["wait_share"] == pytest.approx(0.5) and s["per_worker"]["wait_s"] == [5.0, 5.0]

@@ -83,6 +83,7 @@ class Ledger:
         self.curve: list[list[float]] = []
         self.math_time_s = 0.0
         self.left: list[dict[str, Any]] = []  # workers that left: {"worker", "t", "reason"}
+        self.resumed_at_s: float | None = None  # a resumed run: when it went on from its checkpoint
 
     # ------------------------------------------------------------ pushes
     def hold(self, push: HeldPush) -> int:
@@ -216,6 +217,7 @@ class Ledger:
         self.math_time_s = float(state.get("math_time_s", 0.0))
         self.curve = [[float(v) for v in row] for row in state["curve"]]
         self.left = [dict(x) for x in state.get("left", [])]
+        self.resumed_at_s = now_s  # (workers that left before are back, unless they leave again)
         self.pushes = {}
         lost = max(0, self.started_steps - self.applied_steps - self.dropped_steps)
         held = [int(i) for i in state.get("held", [])]
@@ -265,7 +267,8 @@ class Ledger:
         n = len(compute_s)
         in_run_s = [wall_s] * n
         for gone in self.left:
-            in_run_s[gone["worker"]] = min(wall_s, float(gone["t"]))
+            if self.resumed_at_s is None or gone["t"] >= self.resumed_at_s:
+                in_run_s[gone["worker"]] = min(wall_s, float(gone["t"]))
         total_s = sum(in_run_s)
         denom = total_s if total_s > 0 else 1.0
         compute, comm = sum(compute_s), sum(comm_s)

@@ -243,3 +243,31 @@ def test_the_ledger_goes_on_from_its_state_and_drops_what_was_in_flight(tmp_path
         assert c.load_state_dict(state, 2.0, goes_on=False) == 0
     assert c.dropped_steps == 0 and c.started_steps - c.applied_steps == 1  # still outstanding, as it was
     assert read_trace(tmp_path / "c.jsonl") == []
+
+
+def test_sigterm_checkpoints_the_run_where_it_stands_and_resume_goes_on_from_there(tmp_path):
+    """Ctrl-C under ``hetsync run``/``launch`` reaches the runtime processes
+    as SIGTERM (runtime.launch._stop). Rank 0 then saves a checkpoint of the
+    run as it stands, though the next periodic one is 1000 s away, and ends;
+    ``--resume`` goes on from it."""
+    out, ckpt_dir = tmp_path / "cut", tmp_path / "ckpt"
+    proc = _agent(out, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "1000")
+    trace = out / "trace-bsp.jsonl"
+    deadline = time.monotonic() + 90
+    try:
+        while not (trace.exists() and sum(r["ev"] == "apply" for r in _records(trace)) >= 5):
+            assert proc.poll() is None, (out / "agent.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.1)
+        for pid in _descendants(proc.pid):  # as the launcher stops them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            _kill_tree(proc)
+    saved = torch.load(ckpt_dir / "ckpt-bsp.pt", weights_only=True)
+    assert saved["version"] >= 5 and 0 < saved["elapsed_s"] < T
+    (resumed,) = _finish(_agent(out, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
+    assert resumed["resumed_from"]["version"] == saved["version"]
+    assert resumed["updates"] > saved["version"] and resumed["stop_reason"] == "max_time"

@@ -56,7 +56,7 @@ from hetsync.runtime.process import EXIT_STATUS, STARTED_FILE_ENV  # written by 
 LOOPBACK = "127.0.0.1"
 OUT_ENV = "HETSYNC_OUT"  # the output folder, for a launched script (hetsync.loop's default)
 EXIT_GRACE_S = 3.0  # after the server's last act: how long the other ranks' processes get to leave
-TERM_GRACE_S = 1.0  # between SIGTERM and SIGKILL
+TERM_GRACE_S = 10.0  # between SIGTERM and SIGKILL (rank 0 checkpoints at SIGTERM; the others just end)
 STARTUP_SLACK_S = 60.0  # the launcher's own start-up bound: the ranks' two waits (rendezvous, group) and this
 POLL_S = 0.2
 

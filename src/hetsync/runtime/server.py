@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -127,6 +129,7 @@ class ServerProcess:
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
         self.channel = P.Channel(workload.n_params)
         self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
+        self.terminating = False  # SIGTERM came (the launcher stops the run: Ctrl-C)
         for w in range(self.n):
             threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
 
@@ -189,9 +192,36 @@ class ServerProcess:
     # ------------------------------------------------------------- run
     def run(self, spec: str, trace_path: Path | None, run_index: int = 0) -> dict[str, Any]:
         run = _Run(self, spec, trace_path, run_index)
-        summary = run.execute()
+        previous = self._catch_sigterm()
+        try:
+            summary = run.execute()
+        except _Terminated:  # checkpointed: now end as SIGTERM would have
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         self.last_model = run.ledger.theta
         return summary
+
+    def _catch_sigterm(self) -> Any:
+        """SIGTERM (how the launcher stops a run on Ctrl-C) sets a flag the
+        loop reads, so the run's state is checkpointed before the process
+        ends: ``--resume`` goes on from the interrupt, not from the last
+        periodic checkpoint. Returns the handler it replaced (None: not on
+        the main thread, where no handler can be set)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def flag(signum: int, frame: Any) -> None:
+            self.terminating = True
+
+        return signal.signal(signal.SIGTERM, flag)
+
+
+class _Terminated(Exception):
+    """The server got SIGTERM; its run is checkpointed (when it has a checkpoint folder)."""
 
 
 class _Run:
@@ -391,6 +421,9 @@ class _Run:
         last_progress = 0.0
         while True:
             now = self.now()
+            if srv.terminating:
+                self._checkpoint(now)
+                raise _Terminated
             if now >= limit:
                 self.stop_reason = "max_time"
                 return
@@ -410,6 +443,8 @@ class _Run:
             except queue.Empty:
                 item = None
             now = self.now()
+            if srv.terminating:  # (what came meanwhile may be the launcher's stopping the workers)
+                continue
             if item is not None:
                 w, report, payload, error = item
                 if error is not None:
