@@ -38,7 +38,18 @@ def test_speed_ups_are_paired_by_seed_and_skip_seeds_where_either_missed_the_tar
     rates = ex.paired_ratios(RUNS, "asp", ex.baseline_value("bsp", "samples_per_s"), key="samples_per_s", inverse=True)
     assert rates == pytest.approx([3.0, 2.0, 3.0])
     stats = ex.speedup_stats("asp", RUNS, "bsp")
-    assert stats == {"speedup_mean": 2.0, "speedup_min": 2.0, "speedup_max": 2.0, "speedup_pairs": 1}
+    assert stats == {
+        "speedup_mean": 2.0,
+        "speedup_min": 2.0,
+        "speedup_max": 2.0,
+        "speedup_pairs": 1,
+        "speedup_median": None,  # not every seed has a pair
+    }
+    # against a figure of each seed's runs, the label's time over it: bsp's 10 and 6 s over 2 s
+    over_two = ex.speedup_stats("bsp", RUNS, lambda runs: 2.0, "vs_two", inverse=True)
+    assert (over_two["vs_two_mean"], over_two["speedup_pairs"], over_two["vs_two_median"]) == (4.0, 2, None)
+    two_seeds = {s: RUNS[s] for s in (0, 1)}
+    assert ex.speedup_stats("bsp", two_seeds, lambda runs: 2.0, "vs_two", inverse=True)["vs_two_median"] == 4.0
     assert ex.speedup_stats("bsp", RUNS, "bsp", "speedup_vs_bsp")["speedup_vs_bsp_mean"] == 1.0
 
 
@@ -46,7 +57,16 @@ def test_seed_aggregates_count_the_seeds_that_reached_the_target():
     runs = ex.by_label(RUNS, "asp")
     assert [r["final_metric"] for r in runs] == [0.8, 0.6, 0.7]
     tta = ex.tta_stats(runs)
-    assert tta == {"reached": 2, "seeds": 3, "tta_mean_s": 4.5, "tta_min_s": 4.0, "tta_max_s": 5.0}
+    assert tta == {
+        "reached": 2,
+        "seeds": 3,
+        "tta_mean_s": 4.5,
+        "tta_min_s": 4.0,
+        "tta_max_s": 5.0,
+        "tta_median_s": None,
+    }
+    assert ex.tta_stats([runs[0], runs[2]])["tta_median_s"] == 4.5  # every seed reached it
+    assert ex.median_of_all([3.0, 1.0, 2.0]) == 2.0 and ex.median_of_all([1.0, None]) is None
     finals = ex.final_stats(runs)
     assert finals["final_metric_mean"] == pytest.approx(0.7) and finals["final_metric_sd"] == pytest.approx(0.1)
     assert ex.final_stats(runs[:1])["final_metric_sd"] == 0.0
@@ -156,10 +176,13 @@ def test_the_command_line_names_the_options_that_differ_from_their_defaults():
 
 def test_tables_align_their_first_columns_left_and_the_figures_right():
     assert ex.md_table(["a", "b"], [["x", ""]]) == ["| a | b |", "|---|---|", "| x | |"]
-    assert ex.md_table(["a", "b", "c"], [], left=1)[1] == "|---|---:|---:|"
-    columns: list[ex.Column] = [("policy", lambda a: a["label"]), ("x", lambda a: ex.fmt_x(a["x"]))]
-    table = ex.aggregate_table([{"label": "bsp", "x": 1.234}, {"label": "asp", "x": None}], columns, left=1)
+    assert ex.md_table(["a", "b", "c"], [], align=["", "right", "left"])[1] == "|---|---:|:---|"
+    assert ex.md_table(["a", "b", "c"], [], align=["left"])[1] == "|:---|---|---|"  # the rest: no alignment
+    columns = [ex.Col("policy", lambda a: a["label"]), *ex.right(ex.Col("x", lambda a: ex.fmt_x(a["x"])))]
+    table = ex.aggregate_table([{"label": "bsp", "x": 1.234}, {"label": "asp", "x": None}], columns)
     assert table == ["| policy | x |", "|---|---:|", "| bsp | 1.23× |", "| asp | — |"]
+    plain: list[ex.Column] = [("policy", lambda a: a["label"])]  # a (header, cell) pair: no alignment
+    assert ex.aggregate_table([{"label": "bsp"}], plain)[1] == "|---|"
     assert ex.fmt_secs(12.345) == "12.3 s" and ex.fmt_secs(None) == "—"
     assert ex.ratio(3.0, 2.0) == 1.5 and ex.ratio(None, 2.0) is None and ex.ratio(3.0, 0.0) is None
 
@@ -216,12 +239,14 @@ def test_plots_are_copied_from_a_folder_or_by_path_when_they_exist(tmp_path):
 def test_a_column_is_declared_once_for_the_page_and_the_rows():
     columns = [
         ex.Col("policy", lambda a: a["label"]),  # page only: no metric
-        ex.Col("rate", lambda a: f"{a['r']:.0f}", "samples/s", "r"),
+        ex.Col("rate", lambda a: f"{a['r']:.0f}", "samples/s", "r", align="right"),
         ex.Col(None, metric="twice", value=lambda a: 2 * a["r"], unit="x", shown=lambda a: "two"),  # rows only
-        ex.Col("odd", lambda a: "yes", row=lambda a: {"metric": "odd", "value": 1} if a["r"] % 2 else None),
+        ex.Col(
+            "odd", lambda a: "yes", row=lambda a: {"metric": "odd", "value": 1} if a["r"] % 2 else None, align="right"
+        ),
     ]
     items = [{"label": "bsp", "r": 3.0}, {"label": "asp", "r": 4.0}]
-    assert ex.aggregate_table(items, columns, left=1) == [
+    assert ex.aggregate_table(items, columns) == [
         "| policy | rate | odd |",
         "|---|---:|---:|",
         "| bsp | 3 | yes |",
@@ -287,3 +312,61 @@ def test_seed_means_count_the_seeds_that_reached_the_target():
     got = ex.seed_means(runs, ("samples_per_s", "time_to_target_s"), extra=1)
     assert got == {"samples_per_s": 290.0, "time_to_target_s": 4.5, "extra": 1, "reached": 2, "seeds": 3}
     assert list(got) == ["samples_per_s", "time_to_target_s", "extra", "reached", "seeds"]  # the JSON's order
+
+
+def test_batch_stats_read_how_the_batches_moved_and_the_loaded_workers_batches(tmp_path):
+    from hetsync.scenario import BackgroundLoad
+    from hetsync.trace import TraceWriter
+
+    trace = tmp_path / "trace.jsonl"
+    writer = TraceWriter(trace)
+    writer.write(
+        {"t": 0.0, "ev": "start", "workers": 2, "policy": "lb-bsp", "scenario": "x", "seed": 0, "model_nbytes": 1}
+    )
+    # worker 0: 32, 40, 36 at steps 0, 1, 11 (moves 8 early, 4 later); worker 1: 32, 24 (a move of 8 early)
+    for t, w, step, batch in [(0.0, 0, 0, 32), (2.5, 0, 1, 40), (6.0, 0, 11, 36), (0.0, 1, 0, 32), (1.0, 1, 1, 24)]:
+        writer.write({"t": t, "ev": "compute", "w": w, "end": t + 0.5, "step": step, "batch": batch, "base": 0})
+    writer.close()
+    load = BackgroundLoad(workers=(0,), period_s=4.0, on_s=2.0, factor=3.0, phases_s=(0.0,))  # on in [0, 2), [4, 6)
+    stats = ex.batch_stats(trace, load)
+    assert stats["move_early"] == 8.0 and stats["move_later"] == 4.0 and stats["final"] == [36, 24]
+    assert stats["loaded_batch_on"] == 32.0 and stats["loaded_batch_off"] == 38.0  # on at t = 0; off at 2.5, 6
+    assert "loaded_batch_on" not in ex.batch_stats(trace)  # no load: no loaded workers
+    runs = [{"label": "a", "trace": "trace.jsonl"}]
+    ex.add_figures(runs, tmp_path, None, lambda r, folder, sc: {"moves": ex.batch_stats(folder / r["trace"])})  # type: ignore[arg-type]
+    assert runs[0]["moves"]["final"] == [36, 24]
+
+
+def test_a_benchs_shared_options_are_declared_once_and_its_command_derived_from_them(tmp_path):
+    options = ex.Options(
+        bench="paper-x", page="results-x.md", scenarios=("homogeneous-8",), seeds="0,1", quick_max_time_s=5.0
+    )
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        options.add_arguments(p)
+        p.add_argument("--extra", type=float, default=1.0)
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert [dest for dest, _ in ex.options_of(add_arguments)] == ["quick", "scenarios", "policies", "seeds", "extra"]
+    args = p.parse_args(
+        ["--out", str(tmp_path), "--quick", "--policies", "bsp,asp", "--extra", "2", "--set", "workers=2"]
+    )
+    assert ex.command_line("paper-x", args, add_arguments) == (
+        "hetsync bench paper-x --quick --policies bsp,asp --extra 2 --set workers=2"
+    )
+    exp = options.experiment(args, baseline="bsp")
+    assert [c.key for c in exp.cases] == ["homogeneous-8"] and exp.policies == ("bsp", "asp")
+    assert exp.seeds == (0, 1) and exp.baseline == "bsp"
+    assert exp.overrides == {"workers": 2, "max_time_s": 5.0}  # --quick's run length
+    assert options.experiment(p.parse_args([])).policies is None  # each scenario's own list
+    with pytest.raises(BadInput, match="--seeds"):
+        options.experiment(p.parse_args(["--seeds", "0,0"]))
+
+
+def test_claims_format_a_ratio_of_times_as_a_change_and_shares_as_a_range():
+    assert ex.fmt_change(0.43) == "−57%" and ex.fmt_change(1.12) == "+12%" and ex.fmt_change(None) == "—"
+    assert ex.fmt_pct_span([0.81, 0.849]) == "81–85%" and ex.fmt_pct_span([1.0, 0.999]) == "100%"
+    assert ex.fmt_pct_span([]) == "—"
+    page = ex.PAGES.from_string("{{ r|change }} {{ s|pct_span }} {{ x|num('.2f') }}")
+    assert ex.fill_page(page, r=0.81, s=[0.5, 0.6], x=None) == "−19% 50–60% —\n"

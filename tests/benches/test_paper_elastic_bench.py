@@ -20,6 +20,8 @@ def test_bench_paper_elastic_short_run_prints_rows_and_writes_json_and_doc(tmp_p
     assert "speed-up over bsp" in printed and "compute share (%)" in printed  # policy x metric tables
     results = json.loads((out / "results.json").read_text())
     assert results["seeds"] == [0, 1] and len(results["aggregate"]) == 3
+    counted = {r["label"]: (r["barriers"], r["updates"]) for r in results["runs"]["0"]}  # from the traces
+    assert counted["bsp"][0] > 0 and counted["asp"][0] == 0, counted
     assert (out / "seed-0" / "summary.json").is_file() and (out / "seed-1" / "accuracy.png").is_file()
     doc = (docs / "results-elastic.md").read_text()
     assert "| `elastic-bsp(R=4)` |" in doc and "1.77×" in doc and "--seeds 0,1" in doc

@@ -40,8 +40,8 @@ def test_tiny_run_prints_rows_writes_json_results_and_its_page_under_out_only(tm
     assert [r["scenario"] for r in results] == ["wbsp-h1", "wbsp-h2"]
     assert [r["sweep"] for r in results] == [False, True]
     assert results[-1]["model_bytes"] == 16_000_000
-    assert [p["label"] for p in results[0]["policies"]] == LABELS
-    assert [p["baseline"] for p in results[0]["policies"]] == [True, True, True, False, False]
+    assert [p["label"] for p in results[0]["aggregate"]] == LABELS
+    assert [p["baseline"] for p in results[0]["aggregate"]] == [True, True, True, False, False]
     assert (out / "img" / "wbsp-h1-timeline-wbsp-overlap.png").is_file()
     text = (out / "results-wbsp.md").read_text()
     assert "| wbsp-overlap |" in text and "91%" in text and "60%" in text
@@ -58,7 +58,7 @@ def test_tiny_run_prints_rows_writes_json_results_and_its_page_under_out_only(tm
 
 def test_the_set_up_follows_the_scenario_signal_variant():
     sc = load_scenario("wbsp-h3-signal")
-    res = {"scenario": sc.name, "setup": scenario_setup(sc), "policies": [], "target_metric": "accuracy"}
+    res = {"scenario": sc.name, "setup": scenario_setup(sc), "aggregate": [], "target_metric": "accuracy"}
     table = "\n".join(paper_wbsp.setup_table([res]))
     assert "`signal1d-cnn` (8,010 parameters)" in table and "digits" not in table.split("| here |")[1]
     assert "SGD, momentum 0.9, weight decay 0.0005, lr 0.1" in table and "step decay ×0.1 at steps 300, 450" in table
@@ -118,13 +118,14 @@ def test_ratio_is_against_the_fastest_baseline_and_medians_over_seeds(tmp_path):
         1: [_run("bsp", 3.0), _run("asp", 6.0), _run("wbsp", 6.0), _run("wbsp-overlap", 1.5)],
         2: [_run("bsp", None), _run("asp", 5.0), _run("wbsp", 10.0), _run("wbsp-overlap", 2.5)],
     }
-    res = paper_wbsp._aggregate(paper_wbsp.Case(key="h1", scenario="wbsp-h1"), sc, runs, tmp_path)
-    by = {p["label"]: p for p in res["policies"]}
+    res = paper_wbsp.case_result(paper_wbsp.Case(key="h1", scenario="wbsp-h1"), sc, runs, tmp_path)
+    by = {p["label"]: p for p in res["aggregate"]}
     assert res["fastest_baseline"] == {0: "asp", 1: "bsp", 2: "asp"}
-    assert by["wbsp"]["tta_vs_fastest_baseline"] == pytest.approx(2.0)  # median of 0.5, 2.0, 2.0
-    assert by["wbsp"]["time_to_target_s"] == 6.0
-    assert by["bsp"]["time_to_target_s"] is None and by["bsp"]["reached"] == 2
-    assert by["wbsp-overlap"]["tta_vs_fastest_baseline"] is None  # not reached with seed 0
+    assert by["wbsp"]["tta_vs_fastest_median"] == pytest.approx(2.0)  # median of 0.5, 2.0, 2.0
+    assert by["wbsp"]["tta_vs_fastest_mean"] == pytest.approx(1.5) and by["wbsp"]["speedup_pairs"] == 3
+    assert by["wbsp"]["tta_median_s"] == 6.0
+    assert by["bsp"]["tta_median_s"] is None and by["bsp"]["reached"] == 2
+    assert by["wbsp-overlap"]["tta_vs_fastest_median"] is None  # not reached with seed 0
     rows = paper_wbsp.rows_of([res])
     assert [r["metric"] for r in rows if r["policy"] == "bsp"] == [
         "time to accuracy 0.95",
@@ -148,7 +149,7 @@ def test_a_loss_target_labels_the_rows_and_table_with_its_metric(tmp_path):
     sc = load_scenario("wbsp-h1", target={"metric": "loss", "value": 0.3})
     target = {"target_metric": "loss", "target_value": 0.3, "target_direction": "min"}
     runs = {0: [_run("bsp", None) | target | {"final_metric": 0.4567}, _run("wbsp", 3.0) | target]}
-    res = paper_wbsp._aggregate(paper_wbsp.Case(key="h1", scenario="wbsp-h1"), sc, runs, tmp_path)
+    res = paper_wbsp.case_result(paper_wbsp.Case(key="h1", scenario="wbsp-h1"), sc, runs, tmp_path)
     assert (res["target_metric"], res["target_value"], res["target_direction"]) == ("loss", 0.3, "min")
     rows = paper_wbsp.rows_of([res])
     assert [r["metric"] for r in rows if r["policy"] == "bsp"][:3] == [

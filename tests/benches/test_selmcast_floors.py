@@ -72,3 +72,49 @@ def test_short_labels_name_the_floor_and_the_papers_choice():
     assert fl._short_label("selmcast(sync=bsp,p=2,bandwidth=worst,floor=0.5)") == "selmcast floor=0.5"
     assert fl._short_label("selmcast(sync=bsp,p=2,bandwidth=worst)") == "selmcast floor=0 (paper)"
     assert fl._short_label("p2p-random(sync=ssp,s=3,p=2)") == "p2p-random"
+
+
+def _study(paper_equal: float, paper_push: float, least0: float) -> dict:
+    """A two-floor study on the skewed scenario: p2p-random at 0.80 (equal) and 0.78 (push-sum);
+    the paper's SELMCAST (floor 0) at the given finals; floor 1 at 0.82 everywhere."""
+    cases = []
+    for mix in fl.MIXINGS:
+        rows = []
+        for sync in ("bsp", "ssp"):
+            base = 0.80 if mix == "equal" else 0.78
+            paper = paper_equal if mix == "equal" else paper_push
+            rows.append(_row("p2p-random", sync, None, base - 0.01, 0.0, 1.0))
+            rows.append(_row("selmcast", sync, 0.0, paper - 0.01, paper - base, 1.3) | {"least_served": least0})
+            rows.append(
+                _row("selmcast", sync, 1.0, 0.81, 0.82 - base, 1.1) | {"mean_round_s": 2.5 if sync == "ssp" else 2.0}
+            )
+            rows[-2]["most_served"] = 12.0
+        cases.append({"scenario": "p2p-bw-skew", "mixing": mix, "rows": rows})
+    return {"seeds": [0, 1], "floors": [0.0, 1.0], "cases": cases, **TARGET}
+
+
+def test_the_floor_claims_are_checked_on_the_run_and_the_page_says_what_it_found():
+    from hetsync.benches import paper_selmcast
+
+    worse = fl.floor_claims(_study(0.75, 0.60, 0.0))  # push-sum hurts everyone, SELMCAST most; it loses to random
+    assert (worse["push_sum_worse"], worse["push_sum_pairs"]) == (4, 4)
+    assert worse["most_dropped"].startswith("selmcast") and (worse["paper_lost"], worse["cells"]) == (4, 4)
+    assert worse["least"] == {0.0: 0.0, 1.0: 1.0} and worse["fed"] == 1.0 and worse["most"][0.0] == 12.0
+    assert worse["round"]["ssp"] == {0.0: 2.0, 1.0: 2.5} and worse["round"]["bsp"] == {0.0: 2.0, 1.0: 2.0}
+    better = fl.floor_claims(_study(0.85, 0.86, 0.5))  # the opposite: push-sum helps SELMCAST, which beats random
+    assert better["push_sum_worse"] == 2 and better["most_dropped"].startswith("p2p-random")
+    assert better["paper_lost"] == 0
+    page = paper_selmcast.render_mixing(_study(0.75, 0.60, 0.0), command="hetsync bench paper-selmcast")
+    assert "push-sum made\nevery policy less accurate,\nSELMCAST most" in page
+    assert "lost to random receivers under both mixings" in page and "some slow workers receive none" in page
+    assert "round time under SSP (2.5 s against 2.0 s" in page
+    first = page
+    page = paper_selmcast.render_mixing(_study(0.85, 0.86, 0.5), command="hetsync bench paper-selmcast")
+    assert "2 of the 4 policies less accurate (not all of them)" in page and "`p2p-random(sync=" in page
+    assert "did not lose to random receivers under either mixing" in page and "receive none" not in page
+    assert worse["same_rounds"] and "came out the same\nin both modes" in first
+    study = _study(0.75, 0.60, 0.0)
+    study["cases"][1]["rows"][0]["mean_round_s"] = 3.0  # a round that differs under push-sum
+    assert not fl.floor_claims(study)["same_rounds"]
+    assert "differ between the mixings" in paper_selmcast.render_mixing(study, command="x")
+    assert fl.floor_claims({**_fair(), "cases": []}) is None  # no skewed scenario: no claims

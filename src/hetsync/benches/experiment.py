@@ -2,23 +2,29 @@
 
 The paper benches are declarations on top of this module. A bench names its
 cases (a scenario with overrides, written under a folder of ``--out``), the
-policies, the seeds and the baseline; this module
+policies, the seeds and the baseline, and declares the options it shares
+with the other benches once (:class:`Options`: ``--scenarios``,
+``--policies``, ``--seeds``, ``--set``, ``--quick``, ``--out``...; the page's
+command is derived from them, :func:`command_line`); this module
 
 - **runs** every policy on every case and seed in the simulator
-  (:meth:`Experiment.run_case`), with one progress line per run;
+  (:meth:`Experiment.run_case`), with one progress line per run, and adds a
+  bench's own figures of each run from its trace (:data:`Figures`;
+  :func:`batch_stats`: how the batches moved);
 - **aggregates** over the seeds (:func:`tta_stats`, :func:`final_stats`,
-  :func:`means`: mean, min, max, sd; :func:`paired_ratios` and
-  :func:`speedup_stats`: a policy's time to target against the baseline's
-  *on the same seed*, so the timing noise both saw cancels);
+  :func:`means`: mean, min, max, median, sd; :func:`paired_ratios` and
+  :func:`speedup_stats`: a policy's time to target against the baseline's,
+  or against a figure of the same seed's runs such as the fastest
+  baseline's, *on the same seed*, so the timing noise both saw cancels);
 - **diagnoses** (:meth:`Experiment.calm_runs`): the same runs once more
   without step-time noise (``jitter: 0``), which tells how much of a
   barrier's wait is noise no policy can foresee;
 - **prints** one table shape (rows of ``policy × metric`` per setting, shares
   in %: :mod:`hetsync.benches.common`); a bench declares a table's columns
-  once (:class:`Col`, :func:`case_columns`) for the page and the terminal
-  (:func:`aggregate_table`, :func:`col_rows`);
+  once (:class:`Col`, :func:`case_columns`; its alignment on the page too)
+  for the page and the terminal (:func:`aggregate_table`, :func:`col_rows`);
 - **runs for real** (:func:`run_real`): a scenario as real processes, with
-  the launch ``hetsync run`` uses;
+  the launch ``hetsync run`` uses, and the same :data:`Figures`;
 - **fills a page template** (:func:`fill_page`, Jinja2): the prose and the
   paper's claims live in a ``.md.in`` file next to the bench; the bench passes
   its results record, and the template picks the paragraphs that hold with
@@ -29,6 +35,7 @@ Nothing here knows a paper: the claims and the plots stay in the benches.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import statistics
@@ -59,6 +66,9 @@ from hetsync.scenario import Scenario, load_scenario, parse_override
 Run = dict[str, Any]
 """One run's summary record (``hetsync compare``'s ``summary.json`` entry)."""
 RunsBySeed = dict[int, list[Run]]
+Figures = Callable[[Run, Path, Scenario], Mapping[str, Any]]
+"""A bench's own figures of a run, added to its summary: ``figures(run, folder, scenario)``
+(the run's trace is ``folder / run["trace"]``)."""
 
 
 # ------------------------------------------------------------------ declaring
@@ -122,12 +132,14 @@ class Experiment:
         out: Path,
         *,
         progress: Callable[[Run], str] | None = None,
+        figures: Figures | None = None,
         after: Callable[[list[Run], Path, Scenario], None] | None = None,
     ) -> tuple[Scenario, RunsBySeed]:
         """Every policy on the case, for every seed (simulator). ``progress``
-        gives a run's figures for its progress line; ``after`` sees each seed's
-        runs, folder and scenario (to annotate the runs or draw plots).
-        Returns the last seed's scenario and the runs by seed."""
+        gives a run's figures for its progress line; ``figures`` adds a run's
+        own figures (from its trace: :data:`Figures`); ``after`` then sees each
+        seed's runs, folder and scenario (to draw plots). Returns the last
+        seed's scenario and the runs by seed."""
         from hetsync.runner import compare
 
         con = report.terminal_console()
@@ -147,6 +159,7 @@ class Experiment:
                 _clock[0] = now
 
             runs = compare(sc, self.specs(sc), where, on_result=done)
+            add_figures(runs, where, sc, figures)
             if after is not None:
                 after(runs, where, sc)
             runs_by_seed[seed] = runs
@@ -168,6 +181,55 @@ class Experiment:
             f"  {case.key or sc.name} diagnosis: seed {self.seeds[0]} without step-time noise (jitter 0)"
         )
         return compare(self.scenario(case, self.seeds[0], jitter=0.0), specs, out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """The command line a paper bench shares with the others, declared once:
+    ``--out``/``--docs``/``--no-docs`` (the page ``page``), ``--quick`` (with
+    ``quick_max_time_s``: that many virtual seconds per run, and ``quick_more``
+    in its help), ``--scenarios``, ``--policies`` (None: each scenario's own
+    list), ``--seeds``, ``--set`` (``set_example`` in its help) and, with
+    ``diagnosis``, ``--no-diagnosis``. :meth:`experiment` turns the parsed
+    options into the :class:`Experiment`."""
+
+    bench: str
+    page: str
+    scenarios: tuple[str, ...]
+    policies: tuple[str, ...] | None = None
+    seeds: str = "0"
+    set_example: str = "workers=4"
+    quick_max_time_s: float | None = None
+    quick_more: str = ""
+    diagnosis: bool = False
+
+    def add_arguments(self, p: Any) -> None:
+        from hetsync.benches.common import add_output_arguments
+        from hetsync.scenario import add_override_argument
+
+        add_output_arguments(p, self.bench, self.page)
+        if self.quick_max_time_s is not None:
+            add_quick_argument(p, self.quick_max_time_s, self.quick_more)
+        p.add_argument("--scenarios", default=",".join(self.scenarios), help="comma-separated (default: %(default)s)")
+        policies = None if self.policies is None else ",".join(self.policies)
+        p.add_argument("--policies", default=policies, help="comma-separated specs (default: %(default)s)")
+        p.add_argument("--seeds", default=self.seeds, help="comma-separated seeds (default: %(default)s)")
+        add_override_argument(p, self.set_example)
+        if self.diagnosis:
+            p.add_argument("--no-diagnosis", action="store_true", help="skip the runs without step-time noise")
+
+    def experiment(self, args: Any, **more: Any) -> Experiment:
+        """The experiment of the parsed options: a case per scenario (its key the
+        name's stem), with ``more`` (``baseline``, ``seed_dirs``)."""
+        from hetsync.benches.common import parse_seeds, split_list
+
+        return Experiment(
+            cases=tuple(Case(key=Path(n).stem, scenario=n) for n in split_list(args.scenarios, "--scenarios")),
+            policies=tuple(split_list(args.policies, "--policies")) if args.policies else None,
+            seeds=tuple(parse_seeds(args.seeds)),
+            overrides=overrides_of(args, self.quick_max_time_s),
+            **more,
+        )
 
 
 def overrides_of(args: Any, quick_max_time_s: float | None = None) -> dict[str, Any]:
@@ -193,30 +255,78 @@ def publish(args: Any, write: Callable[[Path], Any]) -> None:
 
 
 def run_real(
-    raw: Mapping[str, Any], out: Path, *, timeout_s: float, specs: Sequence[str] | None = None, throttle: bool = False
+    raw: Mapping[str, Any],
+    out: Path,
+    *,
+    timeout_s: float,
+    specs: Sequence[str] | None = None,
+    throttle: bool = False,
+    figures: Figures | None = None,
 ) -> list[Run]:
     """A scenario (a mapping, as in a YAML file; written to ``out/<name>.yaml``)
     as real processes, one per worker and a server, launched as ``hetsync run``
     launches them; its policies, or ``specs``; ``throttle``: transfers last
-    their bytes over the worker's bandwidth. Returns the runs' summaries;
-    RuntimeError with the end of the server's log if the run failed."""
+    their bytes over the worker's bandwidth; ``figures`` as for
+    :meth:`Experiment.run_case`. Returns the runs' summaries; RuntimeError
+    with the end of the server's log if the run failed."""
     import json
 
     import yaml
 
     from hetsync.runtime.config import ProcessOptions, RunConfig
     from hetsync.runtime.launch import launch_run, server_log_tail
+    from hetsync.scenario import scenario_from_dict
 
+    sc = scenario_from_dict(dict(raw))
+    policies = tuple(specs if specs is not None else raw["policies"])
+    report.terminal_console().print(
+        f"  {sc.name} on real processes: {sc.workers} workers and a server{', throttled links' if throttle else ''}, "
+        f"{', '.join(policies)}, {sc.max_time_s or 0:g} s each"
+    )
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{raw['name']}.yaml"
     path.write_text(yaml.safe_dump(dict(raw), sort_keys=False))
-    policies = tuple(specs if specs is not None else raw["policies"])
     config = RunConfig(scenario=str(path), policies=policies, process=ProcessOptions(out=out, throttle=throttle))
     code = launch_run(config, int(raw["workers"]), timeout_s=timeout_s)
     if code != 0:
         raise RuntimeError(f"the runtime run failed (exit {code}):\n{server_log_tail(out)}")
     runs: list[Run] = json.loads((out / "summary.json").read_text())
+    add_figures(runs, out, sc, figures)
     return runs
+
+
+def add_figures(runs: list[Run], folder: Path, sc: Scenario, figures: Figures | None) -> None:
+    """Each run's own figures (:data:`Figures`), added to its summary."""
+    for r in runs if figures is not None else []:
+        r.update(figures(r, folder, sc))
+
+
+def batch_stats(trace: Path, load: Any = None) -> dict[str, Any]:
+    """How a run's batches moved (its trace's ``compute`` records): mean |Δ batch|
+    per worker and round, early (rounds 1–10: ``move_early``) and later
+    (``move_later``), each worker's ``final`` batch; with ``load`` (a
+    BackgroundLoad), the loaded workers' mean batch while loaded
+    (``loaded_batch_on``) and while not (``loaded_batch_off``)."""
+    from hetsync.benches.plots import compute_records
+
+    by_worker: dict[int, list[dict[str, Any]]] = {}
+    for rec in compute_records(trace):
+        by_worker.setdefault(rec["w"], []).append(rec)
+    early, later = [], []
+    for recs in by_worker.values():
+        recs.sort(key=lambda r: r["step"])
+        for prev, cur in zip(recs, recs[1:], strict=False):
+            (early if cur["step"] <= 10 else later).append(abs(cur["batch"] - prev["batch"]))
+    out: dict[str, Any] = {
+        "move_early": mean_or_none(early),
+        "move_later": mean_or_none(later),
+        "final": [by_worker[w][-1]["batch"] for w in sorted(by_worker)],
+    }
+    if load is not None:
+        batches = [(r["batch"], load.factor_at(w, r["t"]) > 1) for w in load.workers for r in by_worker.get(w, [])]
+        out["loaded_batch_on"] = mean_or_none([b for b, on in batches if on])
+        out["loaded_batch_off"] = mean_or_none([b for b, on in batches if not on])
+    return out
 
 
 def default_progress(s: Run) -> str:
@@ -280,18 +390,35 @@ def seed_means(runs: Sequence[Run], keys: Iterable[str], **more: Any) -> dict[st
     return {**means(runs, {k: k for k in keys}), **more, "reached": reached, "seeds": len(runs)}
 
 
+Reference = str | Callable[[list[Run]], float | None]
+"""What a paired ratio is against: a policy's name (its run of the same seed,
+:func:`baseline_value`), or a figure picked from each seed's runs."""
+
+
+def median_of_all(values: Sequence[float | None]) -> float | None:
+    """The median over the seeds, or None unless every seed has a value."""
+    known = [v for v in values if v is not None]
+    return float(statistics.median(known)) if known and len(known) == len(values) else None
+
+
 def speedup_stats(
-    label: str, runs_by_seed: RunsBySeed, baseline: str, name: str = "speedup"
+    label: str, runs_by_seed: RunsBySeed, baseline: Reference, name: str = "speedup", *, inverse: bool = False
 ) -> dict[str, float | int | None]:
-    """Mean/min/max of the label's speed-ups over the baseline, paired by seed, and how many pairs."""
-    ratios = [x for x in paired_ratios(runs_by_seed, label, baseline_value(baseline)) if x is not None]
-    return {**spread(name, ratios), "speedup_pairs": len(ratios)}
+    """Mean/min/max of the label's speed-ups over the baseline, paired by seed,
+    how many pairs, and their median (None unless every seed has a pair);
+    ``inverse``: the label's time over the reference's (a ratio below 1 is faster)."""
+    reference = baseline_value(baseline) if isinstance(baseline, str) else baseline
+    paired = paired_ratios(runs_by_seed, label, reference, inverse=inverse)
+    ratios = [x for x in paired if x is not None]
+    return {**spread(name, ratios), "speedup_pairs": len(ratios), f"{name}_median": median_of_all(paired)}
 
 
 def tta_stats(runs: Sequence[Run]) -> dict[str, Any]:
-    """``reached``, ``seeds`` and ``tta_mean_s`` / ``_min_s`` / ``_max_s`` over the seeds that reached it."""
+    """``reached``, ``seeds``, ``tta_mean_s`` / ``_min_s`` / ``_max_s`` over the
+    seeds that reached it and ``tta_median_s`` (None unless every seed did)."""
     ttas = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] is not None]
-    return {"reached": len(ttas), "seeds": len(runs), **spread("tta", ttas, "_s")}
+    median = median_of_all([r["time_to_target_s"] for r in runs])
+    return {"reached": len(ttas), "seeds": len(runs), **spread("tta", ttas, "_s"), "tta_median_s": median}
 
 
 def final_stats(runs: Sequence[Run]) -> dict[str, float]:
@@ -304,17 +431,24 @@ def final_stats(runs: Sequence[Run]) -> dict[str, float]:
 
 
 def aggregate(
-    label: str, per_seed: RunsBySeed, *, baseline: str, keys: Mapping[str, str], speedup: str = "speedup"
+    label: str,
+    per_seed: RunsBySeed,
+    *,
+    baseline: Reference,
+    keys: Mapping[str, str],
+    speedup: str = "speedup",
+    inverse: bool = False,
 ) -> dict[str, Any]:
     """A policy over the seeds: time to target (:func:`tta_stats`), the paired
-    speed-up over ``baseline`` named ``speedup`` (:func:`speedup_stats`), the
-    final metric (:func:`final_stats`) and the means of ``keys`` (:func:`means`)."""
+    speed-up over ``baseline`` named ``speedup`` (:func:`speedup_stats`, with
+    ``inverse``), the final metric (:func:`final_stats`) and the means of
+    ``keys`` (:func:`means`)."""
     runs = by_label(per_seed, label)
     return {
         "label": label,
         "policy": runs[0]["policy"],
         **tta_stats(runs),
-        **speedup_stats(label, per_seed, baseline, speedup),
+        **speedup_stats(label, per_seed, baseline, speedup, inverse=inverse),
         **final_stats(runs),
         **means(runs, keys),
     }
@@ -386,6 +520,22 @@ def fmt_x(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}×"
 
 
+def fmt_change(ratio: float | None) -> str:
+    """A ratio of times as a signed change in %: 0.43 → ``−57%``, 1.12 → ``+12%``; ``—`` for None."""
+    if ratio is None:
+        return "—"
+    change = round(100 * (ratio - 1))
+    return f"−{-change}%" if change < 0 else f"+{change}%"
+
+
+def fmt_pct_span(shares: Sequence[float]) -> str:
+    """Shares (0–1) as the range of their percentages: ``81–85%``, ``100%`` when both ends round alike; ``—`` for none."""
+    if not shares:
+        return "—"
+    lo, hi = 100 * min(shares), 100 * max(shares)
+    return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+
+
 def fmt_sig(v: float | None, digits: int = 3) -> str:
     """``v`` with ``digits`` significant digits, ``—`` for None."""
     return "—" if v is None else f"{v:.{digits}g}"
@@ -431,13 +581,28 @@ def calm_rows(res: Mapping[str, Any], label: Callable[[str], str] = str, **keys:
 
 
 # ------------------------------------------------------------------ pages
-def command_line(bench: str, args: Any, options: Sequence[tuple[str, Any]]) -> str:
+OUTPUT_OPTIONS = frozenset({"help", "out", "docs", "no_docs", "json", "overrides"})
+"""Options that say where a bench writes, not what it runs: not part of a page's command."""
+
+
+def options_of(add_arguments: Callable[[argparse.ArgumentParser], None]) -> list[tuple[str, Any]]:
+    """``(dest, default)`` of every option a bench's ``add_arguments`` declares,
+    in their order, but :data:`OUTPUT_OPTIONS`."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_arguments(p)
+    return [(a.dest, a.default) for a in p._actions if a.dest not in OUTPUT_OPTIONS]
+
+
+def command_line(
+    bench: str, args: Any, options: Sequence[tuple[str, Any]] | Callable[[argparse.ArgumentParser], None]
+) -> str:
     """The command that reproduces a run: ``hetsync bench NAME`` and each
-    ``(dest, default)`` of ``options`` whose value differs from its default
-    (a flag when the default is False), in that order; then ``--set`` for
-    each override."""
+    ``(dest, default)`` of ``options`` (or of the options a bench's
+    ``add_arguments`` declares: :func:`options_of`) whose value differs from
+    its default (a flag when the default is False), in that order; then
+    ``--set`` for each override."""
     parts = ["hetsync", "bench", bench]
-    for dest, default in options:
+    for dest, default in options_of(options) if callable(options) else options:
         value, flag = getattr(args, dest), "--" + dest.replace("_", "-")
         if default is False:
             parts += [flag] if value else []
@@ -448,15 +613,16 @@ def command_line(bench: str, args: Any, options: Sequence[tuple[str, Any]]) -> s
     return shlex.join(parts)
 
 
-def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], *, left: int | None = None) -> list[str]:
-    """A markdown table; with ``left``, the first ``left`` columns are aligned
-    left and the others right (default: no alignment)."""
+def md_table(header: Sequence[str], lines: Iterable[Sequence[str]], *, align: Sequence[str] = ()) -> list[str]:
+    """A markdown table; ``align`` gives each column's alignment, ``"left"``,
+    ``"right"`` or ``""`` (none, as for the columns it does not reach)."""
 
     def line(cells: Sequence[str]) -> str:
         return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
 
-    align = "|" + ("---|" * len(header) if left is None else "---|" * left + "---:|" * (len(header) - left))
-    return [line(header), align, *(line(cells) for cells in lines)]
+    marks = {"": "---", "left": ":---", "right": "---:"}
+    given = list(align) + [""] * (len(header) - len(align))
+    return [line(header), "|" + "".join(marks[a] + "|" for a in given), *(line(cells) for cells in lines)]
 
 
 Column = tuple[str, Callable[[Mapping[str, Any]], str]]
@@ -502,7 +668,8 @@ class Col(NamedTuple):
     page's (``header`` and ``cell``; ``header`` None: not on the page) and the
     terminal's and ``--json``'s rows (``metric``, ``unit``, the ``value`` read
     by key or getter, and ``shown``, the text a row shows instead of its value
-    when given; ``metric`` None: no row). ``row`` replaces the whole row (None: none)."""
+    when given; ``metric`` None: no row). ``row`` replaces the whole row (None: none);
+    ``align``: the page column's alignment (:func:`md_table`)."""
 
     header: str | None
     cell: Callable[[Mapping[str, Any]], str] | None = None
@@ -511,6 +678,7 @@ class Col(NamedTuple):
     unit: str = ""
     shown: Callable[[Mapping[str, Any]], str | None] | None = None
     row: Callable[[Mapping[str, Any]], Row | None] | None = None
+    align: str = ""
 
 
 def key_col(
@@ -537,13 +705,17 @@ def share_col(name: str, key: str, header: str | None = None) -> Col:
     return Col(header or name, lambda a: pct_cell(a[key]), f"{name} share", lambda a: pct(a[key]), "%")
 
 
-def aggregate_table(
-    aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column | Col], *, left: int | None = None
-) -> list[str]:
+def right(*columns: Col) -> list[Col]:
+    """The columns aligned right on the page (figures)."""
+    return [c._replace(align="right") for c in columns]
+
+
+def aggregate_table(aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column | Col]) -> list[str]:
     """A markdown table with one line per aggregate (a policy) and the declared
-    columns that have a header (``left``: as for :func:`md_table`)."""
+    columns that have a header, each aligned as it declares (:attr:`Col.align`)."""
     shown = [c for c in columns if c[0] is not None]
-    return md_table([c[0] for c in shown], ([c[1](a) for c in shown] for a in aggregates), left=left)  # type: ignore[misc]
+    align = [c.align if isinstance(c, Col) else "" for c in shown]
+    return md_table([c[0] for c in shown], ([c[1](a) for c in shown] for a in aggregates), align=align)  # type: ignore[misc]
 
 
 def col_rows(item: Mapping[str, Any], columns: Iterable[Col], keys: Row) -> list[Row]:
@@ -619,7 +791,7 @@ def _percent(share: float | None, digits: int = 0) -> str:
     return "—" if share is None else f"{100 * share:.{digits}f}%"
 
 
-def _num(v: float | None, spec: str = "g") -> str:
+def fmt_num(v: float | None, spec: str = "g") -> str:
     """``v`` with the format ``spec`` (``num(".2f")``), ``—`` for None."""
     return "—" if v is None else format(v, spec)
 
@@ -635,11 +807,15 @@ PAGES = jinja2.Environment(
 Filters: ``pct`` (a share: ``0.123|pct`` 12%, ``|pct(1)`` 12.3%), ``num`` (a
 format spec: ``x|num(".2f")``), ``sig`` (significant digits), ``span`` (a pair
 as ``lo–hi``), ``metric`` (``value|metric(name)``, as the tables show that
-metric); each gives ``—`` for None. With ``trim_blocks`` a line that ends in a
-tag loses its newline: end such a line with text, or leave a blank line after."""
+metric), ``change`` (a ratio of times as a signed change: ``−57%``),
+``pct_span`` (shares as ``81–85%``); each gives ``—`` for None. With
+``trim_blocks`` a line that ends in a tag loses its newline: end such a line
+with text, or leave a blank line after."""
 PAGES.filters.update(
     pct=_percent,
-    num=_num,
+    num=fmt_num,
+    change=fmt_change,
+    pct_span=fmt_pct_span,
     sig=lambda v, digits=3: fmt_sig(v, digits),
     span=lambda pair, digits=3: fmt_range(*pair, digits=digits),
     metric=lambda v, metric: fmt_metric(metric, v),

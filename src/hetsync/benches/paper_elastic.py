@@ -108,12 +108,12 @@ def bench_paper_elastic(exp: ex.Experiment, out: Path, *, diagnosis: bool = True
     t0 = time.perf_counter()
     case = exp.cases[0]
 
-    def after(runs: list[dict[str, Any]], folder: Path, sc: Any) -> None:
-        for r in runs:
-            r["barriers"] = len(barrier_times(folder / r["trace"], r["workers"])) if r.get("trace") else None
-        report.write_report(runs, folder)
+    def barriers(r: dict[str, Any], folder: Path, _sc: Any) -> dict[str, Any]:
+        return {"barriers": len(barrier_times(folder / r["trace"], r["workers"])) if r.get("trace") else None}
 
-    sc, per_seed = exp.run_case(case, out, after=after)
+    sc, per_seed = exp.run_case(
+        case, out, figures=barriers, after=lambda runs, folder, _: report.write_report(runs, folder)
+    )
     quiet = []
     if diagnosis and any(spec.startswith("elastic-bsp") for spec in exp.specs(sc)):
         quiet = [_lite(r) for r in exp.calm_runs(case, out / "jitter-0", DIAGNOSED)]

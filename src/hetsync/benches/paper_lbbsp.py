@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -36,38 +34,35 @@ from hetsync import report
 from hetsync.benches import experiment as ex
 from hetsync.benches.common import (
     Row,
-    add_output_arguments,
     mean_or_none,
-    parse_seeds,
     seeds_setting,
     setup_markdown,
-    split_list,
 )
-from hetsync.benches.plots import OTHER, PALETTE, compute_records, plot_batches
+from hetsync.benches.plots import PALETTE, compute_records, plot_batches
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import Scenario, add_override_argument, load_scenario, scenario_from_dict
+from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
 
 NAME = "paper-lbbsp"
 
-SCENARIOS = "lbbsp-cpu,lbbsp-gpu"
-SEEDS = "0,1,2"
 BASELINE = "bsp"
 PAPER_SPEEDUP = 1.54  # "accelerating distributed training by up to 54%"
 BALANCING = ("lb-bsp", "lb-bsp-static")
 DOC_NAME = "results-lbbsp.md"
 IMG_PREFIX = "lbbsp"
 RUNTIME_WORKERS = 4
-DEFAULTS = {"scenarios": SCENARIOS, "seeds": SEEDS, "no_diagnosis": False, "runtime": False}
-"""The options' defaults; the page's command names those that differ (and the runtime's length with --runtime)."""
+OPTIONS = ex.Options(
+    bench=NAME,
+    page=DOC_NAME,
+    scenarios=("lbbsp-cpu", "lbbsp-gpu"),
+    seeds="0,1,2",
+    set_example="max_time_s=3",
+    diagnosis=True,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenarios", default=SCENARIOS, help="comma-separated (default: %(default)s)")
-    p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s)")
-    add_override_argument(p, "max_time_s=3")
-    add_output_arguments(p, NAME, DOC_NAME)
-    p.add_argument("--no-diagnosis", action="store_true", help="skip the runs without step-time noise")
+    OPTIONS.add_arguments(p)
     p.add_argument(
         "--runtime",
         action="store_true",
@@ -77,18 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    scenarios = split_list(args.scenarios, "--scenarios")
-    exp = ex.Experiment(
-        cases=tuple(ex.Case(key=name, scenario=name) for name in scenarios),
-        seeds=tuple(parse_seeds(args.seeds)),
-        overrides=ex.overrides_of(args),
-        baseline=BASELINE,
-    )
+    exp = OPTIONS.experiment(args, baseline=BASELINE)
     if args.runtime_time_s <= 0:
         raise BadInput(f"--runtime-time-s must be > 0, got {args.runtime_time_s}")
     exp.validate()  # bad names and keys fail before any run
-    options = {**DEFAULTS, **({"runtime_time_s": 12.0} if args.runtime else {})}
-    command = ex.command_line(NAME, args, list(options.items()))
+    command = ex.command_line(NAME, args, add_arguments)
     out = Path(args.out)
     t0 = time.perf_counter()
     results: dict[str, Any] = {
@@ -107,13 +95,9 @@ def run(args: argparse.Namespace) -> list[Row]:
 # ------------------------------------------------------------------ running
 def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: bool = True) -> dict[str, Any]:
     """Every policy the scenario lists, for every seed; per-seed runs and aggregates."""
-
-    def after(runs: list[dict[str, Any]], folder: Path, sc: Scenario) -> None:
-        report.write_report(runs, folder)
-        for r in runs:
-            r["batches"] = batch_stats(folder / r["trace"], sc) if r["policy"] in BALANCING else None
-
-    sc, per_seed = exp.run_case(case, out, after=after)
+    sc, per_seed = exp.run_case(
+        case, out, figures=_batches, after=lambda runs, folder, _: report.write_report(runs, folder)
+    )
     folder = out / case.key
     quiet = [_lite(r) for r in exp.calm_runs(case, folder / "jitter-0", (BASELINE, *BALANCING))] if diagnosis else []
     load = sc.background_load
@@ -126,29 +110,9 @@ def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: b
     }
 
 
-def batch_stats(trace: Path, sc: Scenario) -> dict[str, Any]:
-    """How the batches moved: mean |Δ batch| per worker and round, early (rounds 1–10) and later;
-    with background load, the loaded workers' mean batch while loaded and while not."""
-    by_worker: dict[int, list[dict[str, Any]]] = {}
-    for rec in compute_records(trace):
-        by_worker.setdefault(rec["w"], []).append(rec)
-    early, later = [], []
-    for recs in by_worker.values():
-        recs.sort(key=lambda r: r["step"])
-        for prev, cur in zip(recs, recs[1:], strict=False):
-            (early if cur["step"] <= 10 else later).append(abs(cur["batch"] - prev["batch"]))
-    out: dict[str, Any] = {
-        "move_early": statistics.fmean(early) if early else None,
-        "move_later": statistics.fmean(later) if later else None,
-        "final": [by_worker[w][-1]["batch"] for w in sorted(by_worker)],
-    }
-    load = sc.background_load
-    if load is not None:
-        on = [r["batch"] for w in load.workers for r in by_worker.get(w, []) if load.factor_at(w, r["t"]) > 1]
-        off = [r["batch"] for w in load.workers for r in by_worker.get(w, []) if load.factor_at(w, r["t"]) == 1]
-        out["loaded_batch_on"] = statistics.fmean(on) if on else None
-        out["loaded_batch_off"] = statistics.fmean(off) if off else None
-    return out
+def _batches(r: dict[str, Any], folder: Path, sc: Scenario) -> dict[str, Any]:
+    """A batch-sizing run's batch statistics (:func:`experiment.batch_stats`); None for the others."""
+    return {"batches": ex.batch_stats(folder / r["trace"], sc.background_load) if r["policy"] in BALANCING else None}
 
 
 KEPT = (
@@ -200,19 +164,19 @@ RUNTIME_SCENARIO = {
 def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
     """BSP and LB-BSP as real processes; the batches the workers computed, from the traces."""
     raw = {**RUNTIME_SCENARIO, "max_time_s": max_time_s}
-    sc = scenario_from_dict(raw, default_name="lbbsp-runtime")
-    specs = ",".join(raw["policies"])
-    report.terminal_console().print(f"  runtime: {RUNTIME_WORKERS} workers + server, {specs}, {max_time_s:g} s each")
     t0 = time.perf_counter()
-    runs = ex.run_real(raw, out, timeout_s=60 + 4 * max_time_s)
-    result: dict[str, Any] = {"host_time_s": time.perf_counter() - t0, "scenario": raw, "runs": []}
-    for r in runs:
-        recs = compute_records(out / r["trace"])
-        entry = _lite(r) | {"batches": batch_stats(out / r["trace"], sc)}
-        entry["rounds_per_s"] = r["updates"] / r["wall_time_s"] if r["wall_time_s"] else None
-        entry["distinct_batches"] = sorted({rec["batch"] for rec in recs})
-        result["runs"].append(entry)
-    return result
+    runs = ex.run_real(raw, out, timeout_s=60 + 4 * max_time_s, figures=_runtime_figures)
+    kept = (*KEPT, "rounds_per_s", "distinct_batches")
+    return {"host_time_s": time.perf_counter() - t0, "scenario": raw, "runs": [ex.lite(r, kept) for r in runs]}
+
+
+def _runtime_figures(r: dict[str, Any], folder: Path, sc: Scenario) -> dict[str, Any]:
+    """A real run's batch statistics, rounds per second and the batch sizes its workers computed."""
+    return {
+        "batches": ex.batch_stats(folder / r["trace"], sc.background_load),
+        "rounds_per_s": r["updates"] / r["wall_time_s"] if r["wall_time_s"] else None,
+        "distinct_batches": sorted({rec["batch"] for rec in compute_records(folder / r["trace"])}),
+    }
 
 
 # --------------------------------------------------------------------- rows
@@ -284,8 +248,7 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
             runs = json.loads((folder / "summary.json").read_text())
             report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / dst)
             made[f"{res['scenario']}:curve"] = f"img/{dst}"
-        elif (folder / src).is_file():
-            shutil.copyfile(folder / src, img / dst)
+        elif ex.copy_plots(folder, img, {src: dst}):
             made[f"{res['scenario']}:curve"] = f"img/{dst}"
         sc = load_scenario(res["scenario"], **{**res["overrides"], "seed": first})
         balancing = [r for r in res["runs"][str(first)] if r["policy"] in BALANCING and r.get("trace")]
@@ -299,7 +262,6 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
                 [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
                 img / name,
                 title=f"{res['scenario']}: batch size per worker (loaded workers in colour, the others grey)",
-                **_loaded_colors(sc.background_load),
                 load=sc.background_load,
             )
         else:
@@ -331,18 +293,11 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
                 panels,
                 img / name,
                 title="runtime: the batch each worker really computed (loaded workers in colour)",
-                **_loaded_colors(load),
                 load=load,
                 virtual=False,
             )
             made["runtime:batches"] = f"img/{name}"
     return made
-
-
-def _loaded_colors(load: Any) -> dict[str, Any]:
-    """``colors`` and ``legend`` of :func:`plot_batches`: a colour per loaded worker, the others grey."""
-    colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(load.workers)}
-    return {"colors": colors, "legend": [(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)]}
 
 
 # ---------------------------------------------------------------------- doc

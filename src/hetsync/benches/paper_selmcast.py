@@ -29,25 +29,21 @@ from hetsync.benches import plots
 from hetsync.benches import selmcast_floors as floors_study
 from hetsync.benches.common import (
     Row,
-    add_output_arguments,
     mean_or_none,
     parse_numbers,
-    parse_seeds,
     scenario_setup,
     setup_markdown,
-    split_list,
     target_of,
     target_text,
 )
 from hetsync.benches.experiment import Col
 from hetsync.benches.selmcast_floors import point_columns, progress
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import add_override_argument, load_scenario, scenario_from_dict
+from hetsync.scenario import load_scenario, scenario_from_dict
 
 NAME = "paper-selmcast"
 
 SCENARIOS = ("p2p-bw", "p2p-homogeneous")
-QUICK_MAX_TIME_S = 120.0
 TIMELINE_S = 60.0  # window of the timelines (simulator)
 RUNTIME_TIMELINE_S = 8.0  # real steps are short: a shorter window
 TIMELINE_POLICIES = ("p2p-random", "selmcast")
@@ -65,16 +61,9 @@ RUNTIME_OVERRIDES: dict[str, Any] = {
     "eval_every_s": 2,
     "link_load": {"workers": [1, 2], "period_s": 20, "on_s": 10, "factor": 4},
 }
-DEFAULTS = {
-    "quick": False,
-    "scenarios": ",".join(SCENARIOS),
-    "policies": None,
-    "seeds": "0",
-    "windows": ",".join(f"{w:g}" for w in WINDOWS_S),
-    "floors": ",".join(f"{f:g}" for f in floors_study.FLOORS),
-    "runtime": False,
-}
-"""The options' defaults; the page's command names those that differ."""
+OPTIONS = ex.Options(
+    bench=NAME, page="results-selmcast.md", scenarios=SCENARIOS, set_example="workers=8", quick_max_time_s=120.0
+)
 RATIOS = (
     ("sync shorter", "sync_speedup", "sync_s", False),
     ("receivers", "receivers_ratio", "mean_receivers", True),
@@ -86,23 +75,18 @@ whether SELMCAST's figure is the numerator; else the baseline's is, a speed-up).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_output_arguments(p, NAME, "results-selmcast.md", quick=True)
-    ex.add_quick_argument(p, QUICK_MAX_TIME_S)
-    p.add_argument("--scenarios", default=DEFAULTS["scenarios"], help="comma-separated (default: %(default)s)")
-    p.add_argument("--policies", default=None, help="comma-separated specs (default: each scenario's list)")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds; several give means (default: 0)")
+    OPTIONS.add_arguments(p)
     p.add_argument(
         "--windows",
-        default=DEFAULTS["windows"],
+        default=",".join(f"{w:g}" for w in WINDOWS_S),
         help=f"selmcast's ssp window_s values to sweep on {WINDOW_SCENARIO}; 'none' skips (default: %(default)s)",
     )
     p.add_argument(
         "--floors",
-        default=DEFAULTS["floors"],
+        default=",".join(f"{f:g}" for f in floors_study.FLOORS),
         help=f"selmcast's floor values to compare on {', '.join(floors_study.SCENARIOS)} under both mixings; "
         "'none' skips (default: %(default)s)",
     )
-    add_override_argument(p, "workers=8")
     p.add_argument(
         "--runtime",
         action="store_true",
@@ -111,33 +95,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    overrides = ex.overrides_of(args, QUICK_MAX_TIME_S)
-    scenarios = split_list(args.scenarios, "--scenarios")
-    exp = ex.Experiment(
-        cases=tuple(ex.Case(key=Path(name).stem, scenario=name) for name in scenarios),
-        policies=tuple(split_list(args.policies, "--policies")) if args.policies else None,
-        seeds=tuple(parse_seeds(args.seeds)),
-        overrides=overrides,
-        seed_dirs=False,
-    )
+    exp = OPTIONS.experiment(args, seed_dirs=False)
     exp.validate()  # every scenario before the first run
     out = Path(args.out)
-    windows = parse_numbers(
-        args.windows,
-        "--windows",
-        what="a number of seconds",
-        example="e.g. 0,0.01,0.05",
-        ok=lambda w: w >= 0 and w != float("inf"),
-        bound="finite and >= 0",
-    )
-    floors = parse_numbers(
-        args.floors,
-        "--floors",
-        what="a number",
-        example="fractions of p, e.g. 0,0.5,1",
-        ok=lambda f: 0 <= f <= 1,
-        bound="in [0, 1] (a fraction of p)",
-    )
+    seconds = {"what": "a number of seconds", "example": "e.g. 0,0.01,0.05", "bound": "finite and >= 0"}
+    windows = parse_numbers(args.windows, "--windows", ok=lambda w: 0 <= w < float("inf"), **seconds)
+    fractions = {"what": "a number", "example": "fractions of p, e.g. 0,0.5,1", "bound": "in [0, 1] (a fraction of p)"}
+    floors = parse_numbers(args.floors, "--floors", ok=lambda f: 0 <= f <= 1, **fractions)
     results = [bench_scenario(exp, case, out) for case in exp.cases]
     sweep = bench_windows(windows, exp, out / "windows") if windows else None
     fair = floors_study.bench_floors(floors, exp, out / "floors") if floors else None
@@ -146,7 +110,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     for name, data in (("results", results), ("windows", sweep), ("floors", fair)):
         if data is not None:
             write_json_atomic(out / f"{name}.json", data)
-    command = ex.command_line(NAME, args, list(DEFAULTS.items()))
+    command = ex.command_line(NAME, args, add_arguments)
     ex.publish(args, lambda where: write_docs(results, where, command=command, sweep=sweep, floors=fair))
     return rows_of(results) + window_rows(sweep) + floors_study.floor_rows(fair)
 
@@ -175,10 +139,6 @@ def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
     raw = {**load_scenario(RUNTIME_SCENARIO).source, **RUNTIME_OVERRIDES, "name": f"{RUNTIME_SCENARIO}-runtime"}
     sc = scenario_from_dict(raw)
     specs = specs or list(sc.policies)
-    report.terminal_console().print(
-        f"  runtime: {sc.workers} workers + coordinator, throttled links, {len(specs)} policies, "
-        f"{sc.max_time_s:g} s each"
-    )
     timeout_s = 120 + 3 * len(specs) * (sc.max_time_s or 60)
     runs = ex.run_real(raw, out, timeout_s=timeout_s, specs=specs, throttle=True)
     _draw(RUNTIME_TIMELINE_S)(runs, out, sc)
@@ -378,7 +338,8 @@ def write_docs(
 
 
 def _policy_table(res: dict[str, Any]) -> list[str]:
-    return ex.aggregate_table([{"label": k, **p} for k, p in res["policies"].items()], _policy_columns(res), left=1)
+    first, *figures = _policy_columns(res)
+    return ex.aggregate_table([{"label": k, **p} for k, p in res["policies"].items()], [first, *ex.right(*figures)])
 
 
 def _ratio_columns() -> list[Col]:
@@ -388,8 +349,8 @@ def _ratio_columns() -> list[Col]:
 
 def _ratio_table(res: dict[str, Any]) -> list[str]:
     lines = [{"label": name, **r} for name, r in res["ratios"].items()]
-    columns = [ex.key_col("comparison", "label", str), *_ratio_columns()]
-    return ex.aggregate_table(lines, columns, left=1) if lines else []
+    columns = [ex.key_col("comparison", "label", str), *ex.right(*_ratio_columns())]
+    return ex.aggregate_table(lines, columns) if lines else []
 
 
 def _section(res: dict[str, Any]) -> dict[str, Any]:
@@ -429,6 +390,8 @@ def render_markdown(
 
     from hetsync.benches.common import _cpus
 
+    first, *rest = _window_columns(sweep) if sweep else [None]
+
     return ex.fill_page(
         PAGE["page"],
         command=command,
@@ -437,7 +400,7 @@ def render_markdown(
         sections=[_section(res) for res in results],
         sweep=sweep,
         sweep_target=target_text(sweep) if sweep else None,
-        sweep_table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], _window_columns(sweep), left=1)
+        sweep_table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], [first, *ex.right(*rest)])
         if sweep
         else [],
         fair=floors_study.floor_values(floors) if floors else None,

@@ -24,7 +24,7 @@ measured in the run that prints it.
 from __future__ import annotations
 
 import argparse
-import statistics
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,43 +34,37 @@ from hetsync.benches import experiment as ex
 from hetsync.benches import plots
 from hetsync.benches.common import (
     Row,
-    add_output_arguments,
     fmt_metric,
-    parse_seeds,
-    run_target,
-    scenario_setup,
     setup_cell,
     short_metric,
-    split_list,
     target_text,
 )
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
-from hetsync.scenario import Scenario, add_override_argument, load_scenario
+from hetsync.scenario import Scenario
 
 NAME = "paper-wbsp"
 
 SCENARIOS = ("wbsp-h1", "wbsp-h2", "wbsp-h3")
 POLICIES = ("bsp", "ssp:s=40", "asp", "wbsp", "wbsp-overlap")
 CANDIDATES = frozenset({"wbsp", "wbsp-overlap"})  # every other policy is a baseline
-QUICK_MAX_TIME_S = 30.0
 PLOTS = ("accuracy-zoom", "accuracy", "shares")  # for an accuracy target; see plot_kinds
 TIMELINES = ("bsp", "wbsp", "wbsp-overlap")  # per-worker timelines drawn for these policies
 TIMELINE_S = 5.0
 SWEEP_SCENARIO = "wbsp-h2"
 SWEEP_MODEL_BYTES = (600_000, 16_000_000)  # the paper's CIFAR-10 CNN (148k float32 parameters); 4x the default
-DEFAULTS = {"quick": False, "scenarios": ",".join(SCENARIOS), "policies": ",".join(POLICIES), "seeds": "0"}
-DEFAULTS |= {"comm_sweep": None, "sweep_scenario": SWEEP_SCENARIO}
-"""The options' defaults; the page's command names those that differ."""
+OPTIONS = ex.Options(
+    bench=NAME,
+    page="results-wbsp.md",
+    scenarios=SCENARIOS,
+    policies=POLICIES,
+    quick_max_time_s=30.0,
+    quick_more=", and no model-size sweep",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_output_arguments(p, NAME, "results-wbsp.md", quick=True)
-    ex.add_quick_argument(p, QUICK_MAX_TIME_S, ", and no model-size sweep")
-    p.add_argument("--scenarios", default=DEFAULTS["scenarios"], help="comma-separated (default: %(default)s)")
-    p.add_argument("--policies", default=DEFAULTS["policies"], help="comma-separated (default: %(default)s)")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds; several give medians (default: 0)")
-    add_override_argument(p, "workers=4")
+    OPTIONS.add_arguments(p)
     p.add_argument(
         "--comm-sweep",
         default=None,
@@ -85,15 +79,10 @@ Case = ex.Case  # one scenario to run every policy on: a main scenario, or a poi
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    overrides = ex.overrides_of(args, QUICK_MAX_TIME_S)
-    specs = split_list(args.policies, "--policies")
-    seeds = parse_seeds(args.seeds)
-    cases = [
-        Case(key=load_scenario(n, **overrides).name, scenario=n) for n in split_list(args.scenarios, "--scenarios")
-    ]
-    cases += sweep_cases(args.sweep_scenario, _sweep(args))
-    results = bench_paper_wbsp(cases, specs, seeds, Path(args.out), overrides=overrides)
-    command = ex.command_line(NAME, args, list(DEFAULTS.items()))
+    exp = OPTIONS.experiment(args, seed_dirs=False)
+    exp = replace(exp, cases=(*exp.cases, *sweep_cases(args.sweep_scenario, _sweep(args))))
+    results = bench_paper_wbsp(exp, Path(args.out))
+    command = ex.command_line(NAME, args, add_arguments)
     ex.publish(args, lambda where: write_docs(results, where, command=command))
     return rows_of(results)
 
@@ -116,28 +105,18 @@ def sweep_cases(scenario: str, sizes: list[int]) -> list[Case]:
 
 
 # ------------------------------------------------------------------ running
-def bench_paper_wbsp(
-    cases: list[Case],
-    specs: list[str],
-    seeds: list[int],
-    out: Path,
-    *,
-    overrides: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """Run every policy on every case and seed; return one record per case."""
-    exp = ex.Experiment(
-        cases=tuple(cases), policies=tuple(specs), seeds=tuple(seeds), overrides=overrides or {}, seed_dirs=False
-    )
+def bench_paper_wbsp(exp: ex.Experiment, out: Path) -> list[dict[str, Any]]:
+    """Run every policy on every case and seed; return one record per case (:func:`case_result`)."""
     exp.validate()  # every scenario before the first run
     results = []
-    for case in cases:
+    for case in exp.cases:
         if case.sweep:
             report.terminal_console().print(f"[bold]{case.key}[/]: {case.scenario} with {dict(case.overrides)}")
         draw = plots.case_plots(
             baselines=_is_baseline, timelines=() if case.sweep else TIMELINES, timeline_s=TIMELINE_S
         )
         sc, runs_by_seed = exp.run_case(case, out, progress=_progress, after=draw)
-        results.append(_aggregate(case, sc, runs_by_seed, out))
+        results.append(case_result(case, sc, runs_by_seed, exp.folder(out, case, exp.seeds[0])))
     write_json_atomic(out / "results.json", results)
     return results
 
@@ -156,116 +135,91 @@ def plot_kinds(metric: str) -> tuple[str, ...]:
     return tuple(kind.replace("accuracy", curve) for kind in PLOTS)
 
 
-def _run_dir(out: Path, scenario: str, seed: int, seeds: list[int]) -> Path:
-    return out / scenario / f"seed-{seed}" if len(seeds) > 1 else out / scenario
-
-
 def _is_baseline(run: dict[str, Any]) -> bool:
     return run["policy"] not in CANDIDATES
 
 
 def _fastest_baseline(runs: list[dict[str, Any]]) -> tuple[str, float] | None:
     """The baseline (every policy but WBSP's) that reached the target first, and its time."""
-    reached = [(r["label"], r["time_to_target_s"]) for r in runs if r["policy"] not in CANDIDATES]
+    reached = [(r["label"], r["time_to_target_s"]) for r in runs if _is_baseline(r)]
     reached = [(label, t) for label, t in reached if t is not None]
     return min(reached, key=lambda lt: lt[1]) if reached else None
 
 
-def _median_or_none(values: list[float | None]) -> float | None:
-    """The median over the seeds, or None unless every seed has a value."""
-    return float(statistics.median(values)) if all(v is not None for v in values) else None  # type: ignore[type-var]
+def _fastest_tta(runs: list[dict[str, Any]]) -> float | None:
+    return (_fastest_baseline(runs) or ("", None))[1]
 
 
-def _aggregate(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, out: Path) -> dict[str, Any]:
-    """Per policy: mean shares and final target metric, median time to target and ratio over the seeds."""
-    seeds = sorted(runs_by_seed)
+MEANS = {f"{k}_mean": k for k in ("compute_share", "comm_share", "wait_share", "steps", "dropped_steps", "updates")}
+"""The figures averaged over the seeds, besides the shared ones (:func:`experiment.aggregate`)."""
+KEPT = ("label", "policy", "seed", "time_to_target_s", "compute_share", "final_metric", "max_staleness", "host_time_s")
+"""The figures of a run that ``results.json`` keeps."""
+
+
+def case_result(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, where: Path) -> dict[str, Any]:
+    """A case's record (:func:`experiment.case_record`): per policy the medians of
+    the time to target and of its ratio to the fastest baseline's of the same
+    seed (``tta_vs_fastest``), mean shares, final metric and counts, the largest
+    staleness; the case's transfer time and fastest baselines, its plots in ``where``."""
+    aggregates = [
+        ex.aggregate(label, runs_by_seed, baseline=_fastest_tta, keys=MEANS, speedup="tta_vs_fastest", inverse=True)
+        | {"baseline": _is_baseline(runs[0]), "max_staleness": max(r["max_staleness"] for r in runs)}
+        for label in ex.labels_of(runs_by_seed)
+        if (runs := ex.by_label(runs_by_seed, label))
+    ]
     fastest = {seed: _fastest_baseline(runs) for seed, runs in runs_by_seed.items()}
-    policies = []
-    for label in ex.labels_of(runs_by_seed):
-        per_seed = ex.by_label(runs_by_seed, label)
-        ratios = ex.paired_ratios(
-            runs_by_seed, label, lambda runs: (_fastest_baseline(runs) or (0, None))[1], inverse=True
-        )
-        policies.append(
-            {
-                "policy": per_seed[0]["policy"],
-                "label": label,
-                "baseline": per_seed[0]["policy"] not in CANDIDATES,
-                **ex.means(per_seed, {k: k for k in ("compute_share", "comm_share", "wait_share")}),
-                "time_to_target_s": _median_or_none([r["time_to_target_s"] for r in per_seed]),
-                "reached": sum(r["time_to_target_s"] is not None for r in per_seed),
-                "tta_vs_fastest_baseline": _median_or_none(ratios),
-                **ex.means(per_seed, {k: k for k in ("final_metric", "steps", "dropped_steps", "updates")}),
-                "max_staleness": max(r["max_staleness"] for r in per_seed),
-                "per_seed": [
-                    {"seed": s, **ex.lite(r, ["time_to_target_s"]), "tta_vs_fastest_baseline": x}
-                    | ex.lite(r, ("compute_share", "final_metric", "host_time_s"))
-                    for s, r, x in zip(seeds, per_seed, ratios, strict=True)
-                ],
-            }
-        )
-    where = _run_dir(out, case.key, seeds[0], seeds)
     nbytes = sc.model_bytes
-    return {
+    return ex.case_record(sc, runs_by_seed, aggregates=aggregates, keep=lambda r: ex.lite(r, KEPT), calm=[]) | {
         "case": case.key,
         "sweep": case.sweep,
-        "scenario": sc.name,
         "model_bytes": nbytes,
         "transfer_s": None if nbytes is None else nbytes / min(sc.bandwidth_Bps) + sc.latency_s,
-        "description": sc.description,
-        "setup": scenario_setup(sc),
-        "workers": sc.workers,
         "delay_s": max(sc.delay_s),
-        **run_target(sc, [r for runs in runs_by_seed.values() for r in runs]),
-        "max_time_s": sc.max_time_s,
-        "seeds": seeds,
         "fastest_baseline": {s: (f[0] if f else None) for s, f in fastest.items()},
         "host_time_s": sum(r["host_time_s"] for runs in runs_by_seed.values() for r in runs),
-        "plots": {
-            kind: str(where / f"{kind}.png")
-            for kind in plot_kinds(sc.target_metric)
-            if (where / f"{kind}.png").exists()
-        },
+        "plots": {k: str(where / f"{k}.png") for k in plot_kinds(sc.target_metric) if (where / f"{k}.png").exists()},
         "timelines": {
-            p["label"]: str(where / f"timeline-{report.safe_name(p['label'])}.png")
-            for p in policies
-            if p["policy"] in TIMELINES and not case.sweep
+            a["label"]: str(where / f"timeline-{report.safe_name(a['label'])}.png")
+            for a in aggregates
+            if a["policy"] in TIMELINES and not case.sweep
         },
-        "policies": policies,
     }
 
 
 def columns(res: dict[str, Any]) -> dict[str, ex.Col]:
     """A case's figures per policy, by name (the page and the rows show them in
     the orders of :data:`PAGE_COLUMNS` and :data:`ROW_COLUMNS`)."""
-    metric, seeds, ratio = res["target_metric"], res["seeds"], "tta_vs_fastest_baseline"
+    metric, seeds = res["target_metric"], res["seeds"]
 
-    def tta_cell(p: dict[str, Any]) -> str:
-        several = p["time_to_target_s"] is None and len(seeds) > 1
-        return _secs(p["time_to_target_s"]) + (f" ({p['reached']} seeds)" if several else "")
+    def tta_cell(a: dict[str, Any]) -> str:
+        several = a["tta_median_s"] is None and len(seeds) > 1
+        return _secs(a["tta_median_s"]) + (f" ({a['reached']} seeds)" if several else "")
 
-    def tta_row(p: dict[str, Any]) -> Row:
-        tta = p["time_to_target_s"]
-        reached = "" if tta is not None or len(seeds) == 1 else f" ({p['reached']}/{len(seeds)} seeds)"
+    def tta_row(a: dict[str, Any]) -> Row:
+        tta = a["tta_median_s"]
+        reached = "" if tta is not None or len(seeds) == 1 else f" ({a['reached']}/{len(seeds)} seeds)"
         shown = None if tta is not None else f"not in {res['max_time_s']:g} s{reached}"
-        return {
-            "metric": f"time to {target_text(res)}",
-            "value": tta,
-            "unit": "s",
-            "shown": shown,
-            "reached": p["reached"],
-        }
+        return {"metric": f"time to {target_text(res)}", "value": tta, "unit": "s", "shown": shown}
 
     return {
         "policy": ex.key_col("policy", "label", str),
-        **{name: ex.share_col(name, f"{name}_share") for name in ("compute", "comm", "wait")},
+        **{name: ex.share_col(name, f"{name}_share_mean") for name in ("compute", "comm", "wait")},
         "tta": ex.Col("TTA (s)", tta_cell, row=tta_row),
-        "ratio": ex.key_col("TTA vs fastest baseline", ratio, _fixed, "TTA ÷ fastest baseline's"),
+        "ratio": ex.key_col(
+            "TTA vs fastest baseline",
+            "tta_vs_fastest_median",
+            partial(ex.fmt_num, spec=".2f"),
+            "TTA ÷ fastest baseline's",
+        ),
         "final": ex.key_col(
-            f"final {short_metric(metric)}", "final_metric", partial(fmt_metric, metric), f"final {metric}", shown=True
+            f"final {short_metric(metric)}",
+            "final_metric_mean",
+            partial(fmt_metric, metric),
+            f"final {metric}",
+            shown=True,
         ),
         **{
-            header: ex.key_col(header, key, "{:,.0f}".format)
+            header: ex.key_col(header, f"{key}_mean", "{:,.0f}".format)
             for header, key in (("steps", "steps"), ("dropped", "dropped_steps"), ("updates", "updates"))
         },
         "stale": ex.key_col("max stale (versions)", "max_staleness", str, "max staleness", "versions"),
@@ -283,12 +237,9 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
     rows: list[Row] = []
     for res in results:
         seeds, col = res["seeds"], columns(res)
-        setting = res["case"] + (
-            f", seeds {','.join(map(str, seeds))} (medians of times, means)" if len(seeds) > 1 else ""
-        )
-        for p in res["policies"]:
-            keys = {"scenario": res["scenario"], "case": res["case"], "policy": p["label"], "setting": setting}
-            rows += ex.col_rows(p, [col[name] for name in ROW_COLUMNS], keys)
+        several = f", seeds {','.join(map(str, seeds))} (medians of times, means)" if len(seeds) > 1 else ""
+        keys = {"scenario": res["scenario"], "case": res["case"], "setting": res["case"] + several}
+        rows += ex.table_rows(res["aggregate"], [col[name] for name in ROW_COLUMNS], **keys)
     return rows
 
 
@@ -299,17 +250,6 @@ PAGE = ex.page_blocks(__file__, "paper_wbsp.md.in")
 
 def _secs(x: float | None) -> str:
     return "—" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.1f}"
-
-
-def _fixed(x: float | None) -> str:
-    return "—" if x is None else f"{x:.2f}"
-
-
-def _span(values: list[float]) -> str:
-    if not values:
-        return "—"
-    lo, hi = min(values), max(values)
-    return f"{100 * lo:.0f}%" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}–{100 * hi:.0f}%"
 
 
 def _img_name(scenario: str, kind: str) -> str:
@@ -335,27 +275,22 @@ def _timeline_name(scenario: str, label: str) -> str:
 
 
 def _by_policy(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["policy"]: p for p in res["policies"]}
+    return {p["policy"]: p for p in res["aggregate"]}
+
+
+def _pick(main: list[dict[str, Any]], policy: str) -> list[dict[str, Any]]:
+    """The policy's aggregate in each case that ran it."""
+    return [by[policy] for r in main if policy in (by := _by_policy(r))]
 
 
 def _share(res: dict[str, Any], policy: str) -> str:
     """The policy's compute share in a case, ``—`` if it did not run."""
-    p = _by_policy(res).get(policy)
-    return "—" if p is None else ex.pct_cell(p["compute_share"])
+    return ex.pct_cell(next((p["compute_share_mean"] for p in _pick([res], policy)), None))
 
 
 def _gain(res: dict[str, Any], policy: str) -> str:
-    """The policy's time to target against the fastest baseline's in a case, as a change (:func:`_change`)."""
-    p = _by_policy(res).get(policy)
-    return "—" if p is None else _change(p["tta_vs_fastest_baseline"])
-
-
-def _change(ratio: float | None) -> str:
-    """A TTA ratio as a signed change: 0.43 → "−57%", 1.12 → "+12%"."""
-    if ratio is None:
-        return "—"
-    change = round(100 * (ratio - 1))
-    return f"−{-change}%" if change < 0 else f"+{change}%"
+    """The policy's time to target against the fastest baseline's in a case, as a change."""
+    return ex.fmt_change(next((p["tta_vs_fastest_median"] for p in _pick([res], policy)), None))
 
 
 def _claims(main: list[dict[str, Any]]) -> dict[str, str]:
@@ -363,76 +298,71 @@ def _claims(main: list[dict[str, Any]]) -> dict[str, str]:
     shares: dict[str, list[float]] = {}
     changes: dict[str, list[str]] = {}
     for res in main:
-        for p in (p for p in res["policies"] if not p["baseline"]):
-            shares.setdefault(p["label"], []).append(p["compute_share"])
-            changes.setdefault(p["label"], []).append(f"{_change(p['tta_vs_fastest_baseline'])} ({res['scenario']})")
+        for p in (p for p in res["aggregate"] if not p["baseline"]):
+            shares.setdefault(p["label"], []).append(p["compute_share_mean"])
+            changes.setdefault(p["label"], []).append(
+                f"{ex.fmt_change(p['tta_vs_fastest_median'])} ({res['scenario']})"
+            )
     return {
-        "wbsp": "; ".join(f"{label} {_span(v)}" for label, v in shares.items()),
-        "others": _span([p["compute_share"] for r in main for p in r["policies"] if p["baseline"]]),
+        "wbsp": "; ".join(f"{label} {ex.fmt_pct_span(v)}" for label, v in shares.items()),
+        "others": ex.fmt_pct_span([p["compute_share_mean"] for r in main for p in r["aggregate"] if p["baseline"]]),
         "tta": "; ".join(f"{label} " + ", ".join(v) for label, v in changes.items()),
     }
 
 
 def _results_table(res: dict[str, Any]) -> list[str]:
     col = columns(res)
-    return ex.aggregate_table(res["policies"], [col[name] for name in PAGE_COLUMNS], left=1)
+    return ex.aggregate_table(res["aggregate"], [col["policy"], *ex.right(*(col[n] for n in PAGE_COLUMNS[1:]))])
 
 
 def _sweep_table(results: list[dict[str, Any]]) -> list[str]:
-    """Cost of one transfer against compute shares and TTA ratios, for the sweep scenario."""
-    sweep = [r for r in results if r["sweep"]]
-    if not sweep:
-        return []
-    name, points = sweep[0]["scenario"], _sweep_points(results)
-    lines = [
-        f"| {name}: model size | one transfer | ASP compute | WBSP compute | fastest baseline (TTA) "
-        "| WBSP TTA vs it | WBSP-overlap TTA vs it |",
-        "|---:|---:|---:|---:|---|---:|---:|",
+    """Cost of one transfer against compute shares and TTA ratios, a line per model size of the sweep."""
+    points = _sweep_points(results)
+
+    def fastest(r: dict[str, Any]) -> str:
+        base = [p for p in r["aggregate"] if p["baseline"] and p["tta_median_s"] is not None]
+        p = min(base, key=lambda p: p["tta_median_s"], default=None)
+        return "—" if p is None else f"{p['label']} ({_secs(p['tta_median_s'])} s)"
+
+    columns = [
+        *ex.right(
+            ex.Col(f"{points[0]['scenario']}: model size", lambda r: f"{(r['model_bytes'] or 0) / 1e6:g} MB"),
+            ex.Col("one transfer", lambda r: f"{1000 * (r['transfer_s'] or 0):.0f} ms"),
+            ex.Col("ASP compute", lambda r: _share(r, "asp")),
+            ex.Col("WBSP compute", lambda r: _share(r, "wbsp")),
+        ),
+        ex.Col("fastest baseline (TTA)", fastest),
+        *ex.right(
+            ex.Col("WBSP TTA vs it", lambda r: _gain(r, "wbsp")),
+            ex.Col("WBSP-overlap TTA vs it", lambda r: _gain(r, "wbsp-overlap")),
+        ),
     ]
-    for r in points:
-        base = [p for p in r["policies"] if p["baseline"] and p["time_to_target_s"] is not None]
-        fastest = min(base, key=lambda p: p["time_to_target_s"]) if base else None
-        shown = "—" if fastest is None else f"{fastest['label']} ({_secs(fastest['time_to_target_s'])} s)"
-        lines.append(
-            f"| {(r['model_bytes'] or 0) / 1e6:g} MB | {1000 * (r['transfer_s'] or 0):.0f} ms "
-            f"| {_share(r, 'asp')} | {_share(r, 'wbsp')} | {shown} | {_gain(r, 'wbsp')} | {_gain(r, 'wbsp-overlap')} |"
-        )
-    return lines
+    return ex.aggregate_table(points, columns)
 
 
 def _steps_gain(main: list[dict[str, Any]], policy: str) -> str:
-    gains = []
-    for res in main:
-        by = _by_policy(res)
-        if policy in by and "asp" in by and by["asp"]["steps"]:
-            gains.append(by[policy]["steps"] / by["asp"]["steps"] - 1)
-    return _span(gains) if gains else "—"
+    """How many more steps the policy computed than ASP, over the cases (``15–20%``)."""
+    pairs = [(by[policy], by["asp"]) for r in main if {policy, "asp"} <= (by := _by_policy(r)).keys()]
+    return ex.fmt_pct_span([p["steps_mean"] / a["steps_mean"] - 1 for p, a in pairs if a["steps_mean"]])
 
 
 def _ratios(main: list[dict[str, Any]], policy: str) -> str:
-    values = sorted(
-        v
-        for r in main
-        if policy in _by_policy(r)
-        if (v := _by_policy(r)[policy]["tta_vs_fastest_baseline"]) is not None
-    )
-    if not values:
-        return "—"
-    lo, hi = f"{values[0]:.2f}", f"{values[-1]:.2f}"
-    return lo if lo == hi else f"{lo}–{hi}"
+    """The policy's TTA ratios to the fastest baseline over the cases, as ``lo–hi``."""
+    values = sorted(v for p in _pick(main, policy) if (v := p["tta_vs_fastest_median"]) is not None)
+    return "—" if not values else "–".join(dict.fromkeys((f"{values[0]:.2f}", f"{values[-1]:.2f}")))
 
 
 def _best(main: list[dict[str, Any]]) -> str:
     found = [
-        (p["tta_vs_fastest_baseline"], p["label"], r["scenario"])
+        (p["tta_vs_fastest_median"], p["label"], r["scenario"])
         for r in main
-        for p in r["policies"]
-        if not p["baseline"] and p["tta_vs_fastest_baseline"] is not None
+        for p in r["aggregate"]
+        if not p["baseline"] and p["tta_vs_fastest_median"] is not None
     ]
     if not found:
         return "— (no WBSP run reached the target)"
     ratio, label, scenario = min(found)
-    return f"{_change(ratio)} ({label}, {scenario})"
+    return f"{ex.fmt_change(ratio)} ({label}, {scenario})"
 
 
 def _sweep_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -449,14 +379,13 @@ def _tta(main: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     metric = main[0]["target_metric"]
 
-    def pick(policy: str) -> list[dict[str, Any]]:
-        return [_by_policy(r)[policy] for r in main if policy in _by_policy(r)]
+    pick = partial(_pick, main)
 
     def finals(policy: str) -> str:
-        return " / ".join(fmt_metric(metric, p["final_metric"]) for p in pick(policy)) or "—"
+        return " / ".join(fmt_metric(metric, p["final_metric_mean"]) for p in pick(policy)) or "—"
 
     def reached(policy: str) -> int:
-        return sum(p["time_to_target_s"] is not None for p in pick(policy))
+        return sum(p["tta_median_s"] is not None for p in pick(policy))
 
     def stale(*policies: str) -> str:
         values = [p["max_staleness"] for policy in policies for p in pick(policy)]
@@ -466,7 +395,7 @@ def _tta(main: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "cheap": bool(asp and bsp)
         and all(
-            a["time_to_target_s"] is not None and abs(a["final_metric"] - b["final_metric"]) <= 0.02
+            a["tta_median_s"] is not None and abs(a["final_metric_mean"] - b["final_metric_mean"]) <= 0.02
             for a, b in zip(asp, bsp, strict=False)
         ),
         "wbsp_steps": _steps_gain(main, "wbsp"),
@@ -493,7 +422,9 @@ def _sweep_figures(results: list[dict[str, Any]], main: list[dict[str, Any]]) ->
     points = _sweep_points(results)
     small, large = points[0], points[-1]
     return {
-        "asp_idle": _span([1 - _by_policy(r)["asp"]["compute_share"] for r in main if "asp" in _by_policy(r)]),
+        "asp_idle": ex.fmt_pct_span(
+            [1 - _by_policy(r)["asp"]["compute_share_mean"] for r in main if "asp" in _by_policy(r)]
+        ),
         "table": "\n".join(_sweep_table(results)),
         "asp_small": _share(small, "asp"),
         "asp_large": _share(large, "asp"),
@@ -542,7 +473,7 @@ def setup_table(main: list[dict[str, Any]]) -> list[str]:
         return []
     labels: list[str] = []
     for r in main:
-        labels += [p["label"] for p in r["policies"] if p["baseline"] and p["label"] not in labels]
+        labels += [p["label"] for p in r["aggregate"] if p["baseline"] and p["label"] not in labels]
     evals = sorted({r["setup"]["duration"].split(", evaluated every ")[-1] for r in main if r.get("setup")})
     text = ex.fill_page(
         PAGE["setup"],

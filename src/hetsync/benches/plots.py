@@ -90,17 +90,23 @@ def plot_batches(
     path: Path,
     *,
     title: str,
-    colors: dict[int, str],
-    legend: list[tuple[str, str]],
+    colors: dict[int, str] | None = None,
+    legend: list[tuple[str, str]] | None = None,
     window_s: float | None = None,
     load: Any = None,
     virtual: bool = True,
 ) -> Path:
     """Batch size over time per worker, one panel per trace (workers not in ``colors`` in grey);
-    with ``load`` (a BackgroundLoad), a last panel shows when each loaded worker's load is on."""
+    with ``load`` (a BackgroundLoad), a last panel shows when each loaded worker's load is on,
+    and ``colors`` and ``legend`` default to a colour per loaded worker, the others grey."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+
+    if colors is None:
+        colors = {w: PALETTE[k % len(PALETTE)] for k, w in enumerate(load.workers if load is not None else ())}
+    if legend is None:
+        legend = [(f"w{w}", c) for w, c in colors.items()] + [("unloaded", OTHER)]
 
     rows = len(panels) + (1 if load is not None else 0)
     ratios = [3.0] * len(panels) + ([0.35 * len(load.workers) + 0.4] if load is not None else [])

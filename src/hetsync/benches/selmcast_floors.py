@@ -73,13 +73,11 @@ def copies_in(run: dict[str, Any], where: Path) -> list[int]:
     return got
 
 
-def _count(runs: list[dict[str, Any]], where: Path, _sc: Any) -> None:
+def served_copies(r: dict[str, Any], where: Path, _sc: Any) -> dict[str, float | None]:
     """Copies per round of the least- and the most-served worker (a round: one multicast per worker)."""
-    for r in runs:
-        got = copies_in(r, where)
-        rounds = r["multicasts"] / r["workers"] if r["multicasts"] else 0.0
-        r["least_served"] = min(got) / rounds if rounds else None
-        r["most_served"] = max(got) / rounds if rounds else None
+    got = copies_in(r, where)
+    rounds = r["multicasts"] / r["workers"] if r["multicasts"] else 0.0
+    return {"least_served": min(got) / rounds if rounds else None, "most_served": max(got) / rounds if rounds else None}
 
 
 def bench_floors(floors: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:
@@ -103,7 +101,7 @@ def bench_floors(floors: list[float], exp: ex.Experiment, out: Path) -> dict[str
     )
     cases, target = [], {}
     for case in study.cases:
-        _sc, runs_by_seed = study.run_case(case, out, progress=progress, after=_count)
+        _sc, runs_by_seed = study.run_case(case, out, progress=progress, figures=served_copies)
         rows = []
         for label in ex.labels_of(runs_by_seed):
             rs = ex.by_label(runs_by_seed, label)
@@ -175,12 +173,11 @@ def floor_rows(fair: dict[str, Any] | None) -> list[Row]:
 
 
 def _gain_table(fair: dict[str, Any], scenario: str) -> list[str]:
-    """Per selmcast floor, its mean final metric minus p2p-random's in each
-    (mixing, rounds) cell of ``scenario``, its round ratio, and in how many
-    cells it is at least random's."""
+    """Per selmcast floor (a line), its mean final metric minus p2p-random's in
+    each (mixing, rounds) cell of ``scenario``, in how many cells it is at least
+    random's, and its round ratio under each rounds."""
     cases = [c for c in fair["cases"] if c["scenario"] == scenario]
     cells = [(c["mixing"], sync) for c in cases for sync in ("bsp", "ssp")]
-    header = ["selmcast", *(f"{mix}, {sync}" for mix, sync in cells), "at least random's", "round shorter (bsp / ssp)"]
     lines = []
     for floor in fair["floors"]:
         ps = {
@@ -190,30 +187,130 @@ def _gain_table(fair: dict[str, Any], scenario: str) -> list[str]:
             if p["policy"] == "selmcast" and (p["floor"] or 0.0) == floor
         }
         rounds = {sync: p["round_speedup"] for (_, sync), p in ps.items()}
-        lines.append(
-            [
-                "floor=0 (paper)" if floor == 0 else f"floor={floor:g}",
-                *(f"{ps[cell]['metric_gain']:+.3f}" for cell in cells),
-                f"{sum(ps[cell]['metric_gain'] >= 0 for cell in cells)} of {len(cells)}",
-                f"{ex.fmt_x(rounds.get('bsp'))} / {ex.fmt_x(rounds.get('ssp'))}",
-            ]
-        )
-    return ex.md_table(header, lines, left=1)
+        lines.append({"floor": floor, "cells": ps, "rounds": rounds})
+
+    def gain(cell: tuple[str, str]) -> Col:
+        return Col(f"{cell[0]}, {cell[1]}", lambda f: f"{f['cells'][cell]['metric_gain']:+.3f}")
+
+    columns = [
+        Col("selmcast", lambda f: "floor=0 (paper)" if f["floor"] == 0 else f"floor={f['floor']:g}"),
+        *ex.right(
+            *map(gain, cells),
+            Col(
+                "at least random's",
+                lambda f: f"{sum(f['cells'][c]['metric_gain'] >= 0 for c in cells)} of {len(cells)}",
+            ),
+            Col(
+                "round shorter (bsp / ssp)", lambda f: " / ".join(ex.fmt_x(f["rounds"].get(s)) for s in ("bsp", "ssp"))
+            ),
+        ),
+    ]
+    return ex.aggregate_table(lines, columns)
 
 
-def floor_values(fair: dict[str, Any]) -> dict[str, str]:
-    """The floor section's and the mixing page's figures: gains and tables per scenario."""
+def floor_values(fair: dict[str, Any]) -> dict[str, Any]:
+    """The floor section's and the mixing page's figures: gains and tables per
+    scenario, and the checks their prose turns on (:func:`floor_claims`)."""
     scenarios = dict.fromkeys(c["scenario"] for c in fair["cases"])
 
     def table(name: str) -> list[str]:
         lines = [{**p, "mixing": c["mixing"]} for c in fair["cases"] if c["scenario"] == name for p in c["rows"]]
-        return ex.aggregate_table(lines, _columns(fair), left=3)
+        columns = _columns(fair)
+        return ex.aggregate_table(lines, [*columns[:3], *ex.right(*columns[3:])])
 
     return {
         "seeds": ", ".join(map(str, fair["seeds"])),
+        "n_seeds": len(fair["seeds"]),
         "target": target_text(fair),
         "gains": "\n\n".join(f"*{name}*\n\n" + "\n".join(_gain_table(fair, name)) for name in scenarios),
         "tables": "\n\n".join(f"**{name}**\n\n" + "\n".join(table(name)) for name in scenarios),
+        "c": floor_claims(fair),
+    }
+
+
+P = 2
+"""Receivers per sender the study asks for (``p=2`` in its specs)."""
+
+
+def floor_claims(fair: dict[str, Any]) -> dict[str, Any] | None:
+    """What the prose about the floor says, checked on this run (None without the
+    label-skewed scenario). On it: how many of p2p-random's and the paper's
+    SELMCAST's (``floor=0``) rows push-sum made less accurate (``push_sum_worse``
+    of ``push_sum_pairs``) and which the most (``most_dropped``); in how many
+    (mixing, rounds) cells the paper's choice lost to random (``paper_lost`` of
+    ``cells``; ``iid_lost`` of ``iid_cells`` on iid shards); per floor the copies
+    per round of the least and the most served worker (``least``, ``most``,
+    ``ssp_least``: {floor: value}; ``fed``: the least over the floors above 0)
+    and the mean round per rounds (``round``: {sync: {floor: s}}); how many of
+    SELMCAST's differences to random exceed the spread between seeds
+    (``beyond_spread`` of ``compared``); whether round, fan-out and copies per
+    worker came out the same under both mixings (``same_rounds``)."""
+    skew = [c for c in fair["cases"] if c["scenario"] == SCENARIOS[0]]
+    if not skew:
+        return None
+    sign = -1.0 if fair.get("target_direction") == "min" else 1.0  # sign × difference > 0: better
+    floors = [float(f) for f in fair["floors"]]
+
+    def rows(cases: list[dict[str, Any]], floor: float | None, sync: str | None = None) -> list[dict[str, Any]]:
+        """SELMCAST's rows with ``floor`` (None: p2p-random's), under ``sync`` if given, with their mixing."""
+        return [
+            {**p, "mixing": c["mixing"]}
+            for c in cases
+            for p in c["rows"]
+            if (
+                p["policy"] == "p2p-random"
+                if floor is None
+                else p["policy"] == "selmcast" and (p["floor"] or 0.0) == floor
+            )
+            and (sync is None or p["sync"] == sync)
+        ]
+
+    finals: dict[str, dict[str, float]] = {}  # label -> mixing -> mean final metric
+    for p in rows(skew, None) + rows(skew, 0.0):
+        finals.setdefault(p["label"], {})[p["mixing"]] = p["final_metric"]
+    drops = {k: sign * (v["equal"] - v["push-sum"]) for k, v in finals.items() if {"equal", "push-sum"} <= v.keys()}
+    randoms = {(p["mixing"], p["sync"]): p for p in rows(skew, None)}
+    selmcast = [p for f in floors for p in rows(skew, f)]
+
+    def beyond(p: dict[str, Any]) -> bool:
+        base = randoms[(p["mixing"], p["sync"])]
+        spread = max(max(p["finals"]) - min(p["finals"]), max(base["finals"]) - min(base["finals"]))
+        return abs(p["metric_gain"]) > spread
+
+    def lost(rs: list[dict[str, Any]]) -> int:
+        return sum(sign * p["metric_gain"] < 0 for p in rs)
+
+    def served(key: str, pick: Any, sync: str | None = None) -> dict[float, float]:
+        return {f: pick(v) for f in floors if (v := [p[key] for p in rows(skew, f, sync) if p[key] is not None])}
+
+    iid = rows([c for c in fair["cases"] if c["scenario"] != SCENARIOS[0]], 0.0)
+    least = served("least_served", min)
+    plans: dict[tuple[str, str], set[tuple[Any, ...]]] = {}  # (scenario, label) -> the plan figures per mixing
+    for c in fair["cases"]:
+        for p in c["rows"]:
+            figures = (p["mean_round_s"], p["mean_receivers"], p["least_served"], p["most_served"])
+            plans.setdefault((c["scenario"], p["label"]), set()).add(figures)
+    return {
+        "same_rounds": all(len(v) == 1 for v in plans.values()),
+        "push_sum_worse": sum(d > 0 for d in drops.values()),
+        "push_sum_pairs": len(drops),
+        "most_dropped": max(drops, key=lambda k: drops[k], default=None),
+        "paper_lost": lost(rows(skew, 0.0)),
+        "cells": len(rows(skew, 0.0)),
+        "iid_lost": lost(iid),
+        "iid_cells": len(iid),
+        "half_lost_bsp": lost(rows(skew, 0.5, "bsp")),
+        "half_bsp_cells": len(rows(skew, 0.5, "bsp")),
+        "least": least,
+        "fed": min((v for f, v in least.items() if f > 0), default=None),
+        "most": served("most_served", max),
+        "ssp_least": served("least_served", min, "ssp"),
+        "round": {
+            sync: {f: p["mean_round_s"] for f in floors for p in rows(skew[:1], f, sync)} for sync in ("bsp", "ssp")
+        },
+        "beyond_spread": sum(beyond(p) for p in selmcast),
+        "compared": len(selmcast),
+        "p": P,
     }
 
 
