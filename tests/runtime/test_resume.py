@@ -271,3 +271,44 @@ def test_sigterm_checkpoints_the_run_where_it_stands_and_resume_goes_on_from_the
     (resumed,) = _finish(_agent(out, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
     assert resumed["resumed_from"]["version"] == saved["version"]
     assert resumed["updates"] > saved["version"] and resumed["stop_reason"] == "max_time"
+
+
+def test_the_workers_local_optimizer_state_is_saved_and_a_resumed_run_goes_on_with_it(tmp_path):
+    """DiLoCo's inner AdamW moments live on the workers: each saves its own
+    beside the checkpoint (every --checkpoint-every-s and at the end) and a
+    resumed run loads it, so a worker's AdamW step count goes on from the
+    saved one instead of restarting at 0."""
+    out, ckpt_dir = tmp_path / "cut", tmp_path / "ckpt"
+    policy = ["--policies", "diloco:H=4"]
+    proc = _agent(out, *policy, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "0.5")
+    files = [ckpt_dir / f"ckpt-diloco-h-4.worker-{w}.pt" for w in range(2)]
+    deadline = time.monotonic() + 90
+    try:
+        while not all(_saved_step(f) >= 8 for f in files):
+            assert proc.poll() is None, (out / "agent.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no worker saved its optimizer state"
+            time.sleep(0.1)
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            _kill_tree(proc)
+    saved_steps = [_saved_step(f) for f in files]
+    books = torch.load(ckpt_dir / "ckpt-diloco-h-4.pt", weights_only=True)["peers"]
+    (resumed,) = _finish(_agent(out, *policy, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
+    assert not any("optimizer state" in x for x in resumed["resumed_from"]["fresh"]), resumed["resumed_from"]
+    for w, f in enumerate(files):
+        after = resumed["per_worker"]["steps"][w] - books[w]["steps"]  # steps it computed after the resume
+        # (+1: a step finished as the run ended is in the optimizer, not in the books)
+        assert saved_steps[w] + after <= _saved_step(f) <= saved_steps[w] + after + 1, (w, saved_steps, after)
+
+
+def _saved_step(path: Path) -> int:
+    """The AdamW step count in a worker's saved optimizer state (-1: none yet)."""
+    try:
+        state = torch.load(path, weights_only=True)["stepper"]["state"]
+        return int(next(iter(state.values()))["step"])
+    except Exception:
+        return -1

@@ -39,6 +39,12 @@ def checkpoint_path(checkpoint_dir: Path, label: str) -> Path:
     return checkpoint_dir / f"ckpt-{safe_name(label)}.pt"
 
 
+def worker_state_path(checkpoint_dir: Path, label: str, worker: int) -> Path:
+    """Where worker ``worker`` keeps the optimizer state of its local steps
+    (on its own machine: the same folder name as the server's)."""
+    return checkpoint_dir / f"ckpt-{safe_name(label)}.worker-{worker}.pt"
+
+
 def read_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint at ``path`` as the server loads it (tensors and plain
     data only); BadInput if it cannot be read or is not a mapping."""

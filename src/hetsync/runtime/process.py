@@ -82,7 +82,16 @@ def run_process(
     try:
         throttle, pace = opts.emulation(scenario)
         WorkerProcess(
-            rank - 1, scenario, workload, throttle=throttle, pace=pace, kill_at_s=kill_at, specs=specs
+            rank - 1,
+            scenario,
+            workload,
+            throttle=throttle,
+            pace=pace,
+            kill_at_s=kill_at,
+            specs=specs,
+            checkpoint_dir=opts.checkpoint_dir,
+            checkpoint_every_s=opts.checkpoint_every_s,
+            resume=opts.resume,
         ).serve()
     finally:
         dist.destroy_process_group()

@@ -257,6 +257,7 @@ class _Run:
             server.n,
         )
         self._restore: dict[str, Any] | None = None  # the checkpoint a resumed run continues
+        self._unsaved_local_state: list[int] = []  # a resumed run's workers with no local optimizer state saved
         trace_at: int | None = None
         if server.opts.resume and self.checkpointer.saved():
             state = self.checkpointer.load(theta)
@@ -264,6 +265,12 @@ class _Run:
             self.policy.load_state_dict(state["policy_state"])
             trace_at, trace_note = trace_resume_point(trace_path, self.label, int(state["trace_bytes"]))
             self._restore = state
+            # each worker saves its local optimizer's state beside the checkpoint, on its own machine
+            # (rank 0 sees those saved on its own): the ones not found start afresh
+            assert d is not None  # (a checkpoint was saved)
+            self._unsaved_local_state = [
+                w for w in range(server.n) if not checkpoint_check.worker_state_path(d, self.label, w).exists()
+            ]
             self.resumed = {
                 "version": version,
                 "elapsed_s": self.offset_s,
@@ -699,8 +706,9 @@ class _Run:
         fresh = []
         if self.resumed and self.resumed.get("lost_steps"):
             fresh.append("work in progress at the checkpoint (done again; its steps are dropped, reason restart)")
-        if self.local_steps and not local_steppers(self.sc, self.policy)[0].plain:
-            fresh.append("the workers' optimizer state for local steps (momentum, Adam moments)")
+        missing = self._unsaved_local_state
+        if self.local_steps and not local_steppers(self.sc, self.policy)[0].plain and missing:
+            fresh.append(f"the optimizer state for local steps (momentum, Adam moments) of workers {missing}")
         return fresh
 
     def _resume(self, state: dict[str, Any]) -> None:

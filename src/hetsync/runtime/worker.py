@@ -34,6 +34,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -43,6 +44,7 @@ from hetsync.localmodel import LocalModel
 from hetsync.optim import Stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
+from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
@@ -65,8 +67,18 @@ class WorkerProcess:
         pace: bool = False,
         kill_at_s: float | None = None,
         specs: list[str] | None = None,
+        checkpoint_dir: Path | None = None,
+        checkpoint_every_s: float = 10.0,
+        resume: bool = False,
     ) -> None:
         self.w = worker
+        # the optimizer state of local steps (DiLoCo's inner AdamW moments...): saved beside the
+        # server's checkpoint every checkpoint_every_s and at the run's end; a resumed run loads it
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every_s = checkpoint_every_s
+        self.resume = resume
+        self._state_path: Path | None = None  # this run's (None: no local optimizer state to keep)
+        self._state_saved_s = 0.0
         self.specs = specs or []  # the runs' policies, in order: RESET names the run
         self.sc = scenario
         self.workload = workload
@@ -140,6 +152,7 @@ class WorkerProcess:
                 self.outbox.wait_below(OUTBOX_MAX)
                 self._maybe_die()
                 self._command(P.WorkCmd(step=repeat), None)
+                self._save_local_state()
                 continue
             item = self.commands.get()
             if isinstance(item, BaseException):
@@ -160,9 +173,12 @@ class WorkerProcess:
                 self._command(cmd, payload)
                 if cmd.step is not None and cmd.step.continuous:
                     repeat = cmd.step
+                if cmd.step is not None:
+                    self._save_local_state()
 
     def _bye(self) -> None:
         """The run is over (``STOP``): nothing of it reports after this ``BYE``."""
+        self._save_local_state(every=False)
         for lane in (self.uplink, self.downlink):
             if lane is not None:
                 lane.drain()  # transfers in flight report first
@@ -206,6 +222,9 @@ class WorkerProcess:
         self.model = LocalModel(
             model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
         )
+        self._state_saved_s = 0.0
+        if self.resume and cmd.first_step > 0:  # a resumed run
+            self._load_local_state()
         self.timing = TimingModel(self.sc)  # fresh streams: every run sees the same noise
         self.busy = BusyClock(self._now_s())
         for lane in (self.uplink, self.downlink):
@@ -238,10 +257,38 @@ class WorkerProcess:
     def _stepper(self, run: int) -> Stepper | None:
         """A fresh optimizer for this run's local steps (the policy's recipe or
         the scenario's); the run's policy is built here only to ask it."""
+        self._state_path = None
         if not 0 <= run < len(self.specs):
             return None
         policy = make_policy(self.specs[run], policy_context(self.sc))
-        return local_steppers(self.sc, policy)[0]
+        stepper = local_steppers(self.sc, policy)[0]
+        if self.checkpoint_dir is not None and not stepper.plain:
+            self._state_path = worker_state_path(self.checkpoint_dir, policy.label, self.w)
+        return stepper
+
+    def _save_local_state(self, *, every: bool = True) -> None:
+        """Write the local optimizer's state (atomically; ``every``: only if
+        ``checkpoint_every_s`` has passed since the last time)."""
+        path, stepper = self._state_path, self.model.stepper
+        if path is None or stepper is None or (every and self._now_s() - self._state_saved_s < self.checkpoint_every_s):
+            return
+        self._state_saved_s = self._now_s()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"worker": self.w, "steps": self.steps, "stepper": stepper.state_dict()}, tmp)
+        os.replace(tmp, path)
+
+    def _load_local_state(self) -> None:
+        """A resumed run: the local optimizer's state as this worker last
+        saved it (none saved: it starts afresh, as the summary says)."""
+        path, stepper = self._state_path, self.model.stepper
+        if path is None or stepper is None or not path.exists():
+            return
+        try:
+            saved = torch.load(path, weights_only=True)
+            stepper.load_state_dict(saved["stepper"])
+        except Exception as e:  # damaged, or another model's: start afresh rather than fail the run
+            print(f"worker {self.w}: {path} not loaded ({str(e).splitlines()[0][:120]}); its optimizer starts afresh")
 
     def _maybe_die(self) -> None:
         """Fault injection for tests and demos: an abrupt death, like kill -9,
