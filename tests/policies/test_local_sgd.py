@@ -1,4 +1,4 @@
-from hetsync.policies.base import Apply, Compute, Pull
+from hetsync.policies.base import Apply, Compute, Pull, Push, WorkerLeaving, WorkerLeft
 from hetsync.policies.local_sgd import LocalSGD
 from tests.policies.helpers import arrived, ctx, done
 
@@ -28,3 +28,23 @@ def test_h_local_steps_then_delta_push_then_average():
 def test_h_one_pushes_every_step():
     p = LocalSGD(ctx(2, lr=0.3), H=1)
     assert p.start(0.0) == [local(0, push="delta"), local(1, push="delta")]
+
+
+def test_a_worker_whose_loop_ends_mid_round_pushes_the_steps_it_took_in_it():
+    p = LocalSGD(ctx(2, lr=0.3), H=4)
+    p.start(0.0)
+    for _ in range(2):  # worker 0: steps 1 and 2 done, step 3 given
+        p.on_event(done(0))
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=0)) == [Push(worker=0, kind="delta")]
+    flushed = arrived(0, kind="delta", steps=2)
+    assert p.on_event(flushed) == []  # worker 1 has not pushed yet
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=1)) == []  # its first step was given, none done: nothing
+    assert p.on_event(WorkerLeft(now_s=1.0, worker=1)) == [Apply(contributions=((flushed.push_id, 1.0),))]
+
+
+def test_a_worker_that_leaves_after_its_round_push_has_nothing_more_to_push():
+    p = LocalSGD(ctx(2, lr=0.3), H=2)
+    p.start(0.0)
+    assert p.on_event(done(0)) == [local(0, push="delta")]
+    assert p.on_event(done(0)) == []  # the H-th pushed with its step
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=0)) == []

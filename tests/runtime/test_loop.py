@@ -108,7 +108,9 @@ def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_p
         hetsync.init("ssp:s=2", checkpoint_dir=tmp_path, resume=True)
 
 
-@pytest.mark.parametrize("policy", [p if p != "diloco" else "diloco:H=3" for p in REGISTRY])
+@pytest.mark.parametrize(
+    "policy", [p if p != "diloco" else "diloco:H=5" for p in REGISTRY]
+)  # (12 steps: a partial round)
 def test_every_policy_trains_your_model_to_the_end_of_your_loop(tmp_path, policy):
     steps = 12
     (run,) = launched(tmp_path, policy, steps)

@@ -119,6 +119,16 @@ class TimerFired(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerLeaving(Event):
+    """The worker's own training loop has ended (hetsync.loop; no driver of a
+    simulated run sends it): it will start no step, and the one it was given
+    is withdrawn. The policy may still command it transfers, e.g. to push its
+    unpushed local steps; ``WorkerLeft`` follows once it has done them."""
+
+    worker: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerLeft(Event):
     worker: int
 
@@ -258,6 +268,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PushArrived,
     PullDone,
     TimerFired,
+    WorkerLeaving,
     WorkerLeft,
     ModelArrived,
     AllReduceDone,

@@ -14,7 +14,8 @@ paper's values). Every live worker then pulls the new global model and starts
 its next round. The outer momentum is what sets DiLoCo apart from plain model
 averaging (outer SGD at lr 1 without momentum is exactly local SGD). A worker
 that leaves is not waited for; a delta it pushed before leaving stays in the
-round.
+round, and one whose own training loop ends mid-round pushes the inner steps
+it took in it first (as local SGD does).
 
 Where the optimizer state lives: the inner AdamW moments live on each worker
 and are kept across outer steps, as in the paper, where every replica keeps

@@ -29,7 +29,9 @@ from hetsync.policies.base import (
     Policy,
     PolicyConfig,
     PolicyContext,
+    Push,
     PushArrived,
+    WorkerLeaving,
     WorkerLeft,
     apply_and_pull,
     everyone_pushed,
@@ -54,6 +56,7 @@ class LocalSGD(Policy):
         self.local_lr: float = ctx.lr  # subclasses (DiLoCo) may take another
         self.local_steps = [0] * self.n
         self.alive = set(range(self.n))
+        self.leaving: set[int] = set()  # own loops ended: no more steps (WorkerLeft follows)
         self.round: list[PushArrived] = []
 
     def step_gap_bound(self) -> int | None:
@@ -77,13 +80,26 @@ class LocalSGD(Policy):
         if isinstance(event, PushArrived):
             self.round.append(event)
             return self._maybe_close()
+        if isinstance(event, WorkerLeaving):
+            return self._flush(event.worker)
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             return self._maybe_close()  # what it already pushed stays in the round
         return []
 
+    def _flush(self, w: int) -> list[Command]:
+        """A worker whose own loop ended mid-round pushes the local steps it
+        took in it, so they count: its round closes as if H had been reached
+        (its delta then carries fewer steps, averaged like the others)."""
+        in_flight = self.local_steps[w] > 0  # (the step given after the last one done: withdrawn)
+        done = self.local_steps[w] - 1 if in_flight else 0
+        self.local_steps[w] = 0
+        self.leaving.add(w)
+        return [Push(worker=w, kind="delta")] if done > 0 else []
+
     def _maybe_close(self) -> list[Command]:
         if not everyone_pushed(self.round, self.alive):
             return []
         pushes, self.round = self.round, []
-        return apply_and_pull(pushes, equal_weights=True, next_steps=[self._compute(w) for w in sorted(self.alive)])
+        going_on = sorted(self.alive - self.leaving)
+        return apply_and_pull(pushes, equal_weights=True, next_steps=[self._compute(w) for w in going_on])

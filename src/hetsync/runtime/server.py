@@ -60,6 +60,7 @@ from hetsync.policies.base import (
     Push,
     SetTimer,
     TimerFired,
+    WorkerLeaving,
 )
 from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
@@ -544,6 +545,8 @@ class _Run:
             self.paid(w, now)
         if self.p2p is not None:
             self.watchdog.forgive(w)
+        else:  # the policy may want its unpushed local steps (local SGD, DiLoCo)
+            self.deliver(WorkerLeaving(now_s=now, worker=w))
         self._exit_when_square(w)
 
     def _exit_when_square(self, w: int) -> None:
