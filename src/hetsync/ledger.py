@@ -94,17 +94,24 @@ class Ledger:
 
     def apply(self, cmd: Apply, now_s: float) -> None:
         t0 = time.perf_counter()
+        pushes, version = self.pushes, self.version
         recs = []
+        staleness = []
+        scales = []
+        ids = []
+        weights = []
         for push_id, weight in cmd.contributions:
-            rec = self.pushes.pop(push_id, None)
+            rec = pushes.pop(push_id, None)
             if rec is None:
                 raise PolicyError(f"{self.label}: Apply names push {push_id}, which is unknown or already used")
             recs.append((rec, weight))
-        staleness = [self.version - rec.base_version for rec, _ in recs]
+            staleness.append(version - rec.base_version)
+            scales.append(rec.lr_scale)
+            ids.append(push_id)
+            weights.append(weight)
         # the schedule's clock: samples applied before this update, in global batches
         lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
-        scales = [rec.lr_scale for rec, _ in recs]
-        if any(scale != 1.0 for scale in scales):  # workers running their own schedule (hetsync.loop)
+        if scales.count(1.0) != len(scales):  # workers running their own schedule (hetsync.loop)
             lr *= sum(scales) / len(scales)
         kind = recs[0][0].kind
         plain = (self.outer if kind == "delta" else self.stepper).plain
@@ -115,19 +122,12 @@ class Ledger:
         if new is not None:
             self.theta = new
             self.math_time_s += time.perf_counter() - t0
-        self.version += 1
+        self.version = version = version + 1
         self.staleness_sum += sum(staleness)
         self.staleness_n += len(staleness)
         self.max_staleness = max(self.max_staleness, *staleness)
         self.trace.write(
-            {
-                "t": now_s,
-                "ev": "apply",
-                "version": self.version,
-                "ids": [c[0] for c in cmd.contributions],
-                "weights": [c[1] for c in cmd.contributions],
-                "staleness": staleness,
-            }
+            {"t": now_s, "ev": "apply", "version": version, "ids": ids, "weights": weights, "staleness": staleness}
         )
 
     def _step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:

@@ -9,11 +9,15 @@ import pytest
 from hetsync.benches.sim import (
     _NETWORK_CALLS,
     _before_rows,
+    _floor_of_events_rows,
     _floor_rows,
     _in_fresh_process,
     _math_floor,
     _measure,
+    _measure_floor,
     _network_rows,
+    _RecordedNetwork,
+    _ReplayedNetwork,
     _source_dir,
     _timed_network,
 )
@@ -43,6 +47,33 @@ def test_measure_times_the_network_within_the_run():
     assert 0.0 < rows["network share of run time, math off"] < 100.0
     assert rows["network time per event, math off"] > 0.0
     assert _measure("default", {"max_steps": 3}, "asp", False, False, False)["network_s"] is None
+
+
+def test_replayed_network_answers_as_the_recorded_one_did():
+    recorded = _RecordedNetwork(Network([1e6, 1e6, 1e6], [1e6, 1e6, 1e6], 0.001))
+    calls = [(0.0, 1, 0, 1000, "a"), (0.0002, 2, 0, 3000, "b")]
+    for call in calls:
+        recorded.start_flow(*call)
+    got = []
+    while (t := recorded.next_event_s()) < float("inf"):
+        got.append((t, recorded.advance(t)))
+    assert [tokens for _, tokens in got] == [["a"], ["b"]]
+    replayed = _ReplayedNetwork(recorded)
+    for call in calls:
+        replayed.start_flow(*call[:4], call[4].upper())  # other tokens, the same start order
+    for t, tokens in got:
+        assert replayed.next_event_s() == t
+        assert replayed.advance(t) == [x.upper() for x in tokens]
+
+
+def test_measure_floor_replays_the_same_run_cheaper():
+    floor = _measure_floor("default", {"max_steps": 3}, "asp", 1)
+    assert floor["same_trace"] is True  # the replayed network answered every call as the real one
+    assert floor["events"] > 0 and floor["steps"] == 3 * 8
+    rows = {r["metric"]: r for r in _floor_of_events_rows("default, asp", floor, 1)}
+    assert rows["events per second, math off, replayed"]["value"] == floor["events"] / floor["replayed"]
+    assert "sha256 equal" in rows["events per second, math off, replayed"]["setting"]
+    assert rows["bookkeeping per step, math off, no trace"]["value"] == 1e6 * floor["no trace"] / floor["steps"]
 
 
 @pytest.mark.dist

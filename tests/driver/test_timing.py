@@ -56,3 +56,18 @@ def test_a_paced_step_lasts_the_modelled_time_whatever_the_real_step_took():
         assert real_s + paced.extra_sleep_s(1, real_s, 0.0, paced_batch=32) == pytest.approx(want)
     # a real step longer than the model is not cut short
     assert paced.extra_sleep_s(0, 5.0, 0.0, paced_batch=32) == 0.0
+
+
+@pytest.mark.parametrize("straggler_prob", [0.0, 0.1])
+def test_durations_are_those_of_one_draw_per_step(straggler_prob):
+    """Normals drawn ahead in chunks (no stragglers) give every worker the
+    very durations, bit for bit, that one draw per step gives."""
+    sc = make_scenario(workers=3, jitter=0.3, straggler_prob=straggler_prob, straggler_factor=5.0, delay_s=0.5)
+    fast, plain = TimingModel(sc), TimingModel(sc)
+    assert fast._chunked == (straggler_prob == 0.0)
+    plain._chunked = False
+    order = [w for w in (0, 2, 1, 0, 0, 2) for _ in range(23)]  # workers interleaved, past a chunk's end
+    got = [fast.step_duration_s(w, sc.batch_size, 0.0) for w in order]
+    want = [plain.step_duration_s(w, sc.batch_size, 0.0) for w in order]
+    assert [x.hex() for x in got] == [x.hex() for x in want]
+    assert len(set(got)) == len(got)  # noise there is

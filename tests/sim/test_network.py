@@ -356,6 +356,41 @@ def flow_state(net: Network) -> tuple[list[str], list[str]]:
     return bits(rates), bits(remaining)
 
 
+# Once a network has grouped flows in blocks, their remaining bytes are finish
+# levels less the block's clock: the same sums as the reference's, rounded in
+# another order. Rates stay bit for bit the reference's, deliveries the same
+# tokens in the same order; remaining bytes within this much of the largest
+# flow, times within this much (relative, and absolute near 0).
+BLOCK_RTOL = 1e-12
+
+
+def assert_same_state(fast: Network, ref: Network, exact: bool, size: float) -> None:
+    """The flows' rates bit for bit, and their remaining bytes bit for bit
+    (``exact``) or within BLOCK_RTOL of ``size``."""
+    if exact:
+        assert flow_state(fast) == flow_state(ref)
+        return
+    (rates, remaining), (ref_rates, ref_remaining) = fast._slot_state(), ref._slot_state()
+    assert bits(rates) == bits(ref_rates)
+    assert len(remaining) == len(ref_remaining)
+    for x, y in zip(remaining, ref_remaining, strict=True):
+        assert x == y or abs(x - y) <= BLOCK_RTOL * size, (x, y)
+
+
+def assert_same_deliveries(got: dict[object, float], ref: dict[object, float]) -> None:
+    """The same tokens delivered in the same order, at the reference's times within BLOCK_RTOL (blocks)."""
+    assert list(got) == list(ref)
+    for token, t in got.items():
+        assert same_time(t, ref[token], exact=False), (token, t, ref[token])
+
+
+def same_time(t: float, ref: float, exact: bool) -> bool:
+    """``t`` is the reference time ``ref``: bit for bit, or within BLOCK_RTOL."""
+    if exact or t == ref:
+        return t.hex() == ref.hex()
+    return abs(t - ref) <= BLOCK_RTOL * max(1.0, abs(ref))
+
+
 def check_blocks(net: Network) -> None:
     """In the blocks layout, every flow is in one block, whose summaries are right."""
     loose = net._loose
@@ -425,12 +460,15 @@ def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> 
     ref = reference(up, down, lat)
     now = 0.0
     token = 0
+    size = max([1.0, *(op[4] for op in program if op[0] == "start")])
+    exact = True  # until the fast network groups flows in blocks
     ops = [*program, *[("next", 0.0, 0, 0, 0.0)] * (2 * len(program) + 2)]
     for kind, value, a, b, nbytes in ops:
         t_ref, t_fast = ref.next_event_s(), fast.next_event_s()
-        assert t_fast.hex() == t_ref.hex()
+        exact = exact and fast._layout != network_module._BLOCKS
+        assert same_time(t_fast, t_ref, exact), (t_fast, t_ref)
         if deep:
-            assert flow_state(fast) == flow_state(ref)
+            assert_same_state(fast, ref, exact, size)
             check_bookkeeping(fast)
             check_blocks(fast)
         if kind == "start":
@@ -445,6 +483,8 @@ def run_side_by_side(up, down, lat, program, layout: str, deep: bool = True) -> 
         elif t_ref < INF:
             t = t_ref if kind == "next" else now + value * (t_ref - now)
             now = max(now, t)
+            if kind == "next" and not exact:
+                now = max(now, t_fast)  # the later of the two next events (within BLOCK_RTOL): both deliver
             assert fast.advance(now) == ref.advance(now)
         assert fast.active_flows == ref.active_flows
         assert fast._cap == ref._cap
@@ -565,7 +605,7 @@ def test_star_of_equal_workers_never_runs_the_full_fill(monkeypatch, server, pul
         assert network_module._BLOCKS in layouts
     full = drive(reference(up, down, 1e-4), starts)
     assert calls[0] > 0
-    assert [(tok, t.hex()) for tok, t in got.items()] == [(tok, t.hex()) for tok, t in full.items()]
+    assert_same_deliveries(got, full)
 
 
 def test_a_block_flow_done_by_its_bytes_behind_one_not_done():

@@ -22,7 +22,11 @@ process. One more math-off run times every
 call into the fluid network (:class:`hetsync.sim.network.Network`) and
 prints the network's share of that run's time: how much of the bookkeeping
 the flow sharing is (a separate run, so that the timers' own cost does not
-count against events/s). Each of the three runs
+count against events/s). And what events/s could be at most without the
+flow sharing: a math-off run records every answer of the network, and the
+same run over a network that only replays those answers (it must write the
+same trace, sha256 compared) costs everything but the sharing; with and
+without the trace, and the real run without the trace. Each of the three runs
 ``--repeat`` times (default 2), batched and unbatched alternating so that
 both see the same (possibly busy) machine, and the fastest of each counts:
 their ratio is measured side by side. Then it runs the large scenario
@@ -51,6 +55,7 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import math
 import multiprocessing
 import os
 import resource
@@ -190,6 +195,121 @@ def _measure(
     out["process_s"] = time.perf_counter() - start
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return out
+
+
+class _RecordedNetwork:
+    """A network that passes every call to ``net`` and records its answers
+    (tokens as start order), for :class:`_ReplayedNetwork`."""
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+        self.order: dict[int, int] = {}  # id(token) -> start order
+        self.tokens: list[object] = []  # (kept alive, so that ids stay unique)
+        self.next_s: list[float] = []
+        self.delivered: list[list[int]] = []
+
+    def start_flow(self, now_s: float, src: int, dst: int, nbytes: int | float, token: object) -> None:
+        self.order[id(token)] = len(self.tokens)
+        self.tokens.append(token)
+        self.net.start_flow(now_s, src, dst, nbytes, token)
+
+    def next_event_s(self) -> float:
+        t: float = self.net.next_event_s()
+        self.next_s.append(t)
+        return t
+
+    def advance(self, now_s: float) -> list[object]:
+        out: list[object] = self.net.advance(now_s)
+        self.delivered.append([self.order[id(token)] for token in out])
+        return out
+
+    def set_capacity(self, now_s: float, node: int, **capacities: float | None) -> None:
+        self.net.set_capacity(now_s, node, **capacities)
+
+
+class _ReplayedNetwork:
+    """A network that shares nothing: each call answers what the recorded
+    run's network answered to the same call (the same run calls it alike),
+    so a run over it costs everything but the flow sharing."""
+
+    def __init__(self, recorded: _RecordedNetwork) -> None:
+        self.tokens: list[object] = []
+        self._next_s = iter(recorded.next_s).__next__
+        self._delivered = iter(recorded.delivered).__next__
+
+    def start_flow(self, now_s: float, src: int, dst: int, nbytes: int | float, token: object) -> None:
+        self.tokens.append(token)
+
+    def next_event_s(self) -> float:
+        return self._next_s()
+
+    def advance(self, now_s: float) -> list[object]:
+        tokens = self.tokens
+        return [tokens[i] for i in self._delivered()]
+
+    def set_capacity(self, now_s: float, node: int, **capacities: float | None) -> None:
+        pass
+
+
+def _measure_floor(scenario_name: str, overrides: dict[str, Any], policy: str, repeat: int) -> dict[str, Any]:
+    """Math-off runs in this (fresh) process: one with the network's answers
+    recorded, then, alternating ``repeat`` times, the same run over the
+    replayed answers (no flow sharing), with and without the trace, and the
+    real run without the trace. The fastest of each, and whether the
+    replayed run wrote the recorded run's trace (it must)."""
+    from hetsync.scenario import load_scenario
+    from hetsync.sim.engine import Simulation
+
+    scenario = load_scenario(scenario_name, **overrides)
+    Simulation(load_scenario(scenario_name, **{**overrides, "max_steps": 1}), policy, math=False).run()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.jsonl"
+        sim = Simulation(scenario, policy, trace_path=trace, math=False)
+        recorded = sim.net = _RecordedNetwork(sim.net)  # type: ignore[assignment]
+        summary = sim.run().summary
+        out["events"], out["steps"] = summary["events"], summary["steps"]
+        recorded_sha = hashlib.sha256(trace.read_bytes()).hexdigest()
+        for _ in range(repeat):
+            for mode in ("replayed", "replayed, no trace", "no trace"):
+                path = None if "no trace" in mode else trace
+                sim = Simulation(scenario, policy, trace_path=path, math=False)
+                if mode.startswith("replayed"):
+                    sim.net = _ReplayedNetwork(recorded)  # type: ignore[assignment]
+                run = sim.run().summary
+                if run["events"] != out["events"] or run["steps"] != out["steps"]:
+                    raise RuntimeError(f"{policy}: the {mode} run differs from the recorded one")
+                out[mode] = min(out.get(mode, math.inf), run["host_time_s"])
+                if path is not None:
+                    out["same_trace"] = hashlib.sha256(trace.read_bytes()).hexdigest() == recorded_sha
+    return out
+
+
+def _floor_of_events_rows(where: str, floor: dict[str, Any], repeat: int) -> list[Row]:
+    """What events/s with the math off could be without the flow sharing, and without the trace too."""
+    events, steps = floor["events"], floor["steps"]
+    same = "the same trace, sha256 equal" if floor.get("same_trace") else "NOT the same trace: figures invalid"
+    rows: list[Row] = []
+    for mode, what in (
+        ("no trace", "no trace written"),
+        ("replayed", f"the network's answers replayed from a recorded run ({same}): no flow sharing"),
+        ("replayed, no trace", "the network's answers replayed and no trace written"),
+    ):
+        rows += [
+            {
+                "metric": f"events per second, math off, {mode}",
+                "value": events / floor[mode],
+                "unit": "events/s",
+                "setting": f"{where}, fastest of {repeat}: {what}",
+            },
+            {
+                "metric": f"bookkeeping per step, math off, {mode}",
+                "value": 1e6 * floor[mode] / max(1, steps),
+                "unit": "us",
+                "setting": f"{where}, same runs",
+            },
+        ]
+    return rows
 
 
 def _measure_from(source: str, *args: Any) -> dict[str, Any]:
@@ -382,8 +502,10 @@ def bench_sim(
                     runs.setdefault((version, mode), []).append(_in_fresh_process(*args, source=version))
         best = {key: min(found, key=lambda r: r["host_time_s"]) for key, found in runs.items()}
         timed = _in_fresh_process(scenario_name, overrides, policy, False, False, True, True)
+        floor_runs = _in_fresh_process_call(_measure_floor, scenario_name, overrides, policy, repeat)
         rows += _policy_rows(where, best[None, True], best[None, False], best[None, None], repeat)
         rows += _network_rows(where, timed)
+        rows += _floor_of_events_rows(where, floor_runs, repeat)
         if source is not None:
             rows += _before_rows(where, runs, source, repeat)
     if large is not None:

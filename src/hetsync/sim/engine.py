@@ -200,6 +200,17 @@ class Simulation:
             for i, stepper in enumerate(local_steppers(scenario, self.policy, n))
         ]
         self.core = DriverCore(self.policy, self.ledger, scenario)
+        # what _execute does with each command type (a subclass goes the isinstance way)
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Compute: self._compute,
+            Push: self._push,
+            Pull: self._pull,
+            Apply: self._apply,
+            Drop: self._drop,
+            SetTimer: self._set_timer,
+            Multicast: self._multicast,
+            AllReduce: self._allreduce,
+        }
         self.computing = self.core.computing  # workers with a step in progress
         # the server's messages (a parameter server only): its time per message, served in order,
         # and whether commands and reports travel latency_s; both off = today's free control plane
@@ -252,27 +263,33 @@ class Simulation:
 
     # ---------------------------------------------------------- commands
     def _execute(self, commands: list[Command]) -> None:
+        handlers = self._handlers
         for cmd in commands:
             self.core.check(cmd)
-            if isinstance(cmd, Compute):
-                self._compute(cmd)
-            elif isinstance(cmd, Push):
-                self._push(cmd)
-            elif isinstance(cmd, Pull):
-                self._pull(cmd)
-            elif isinstance(cmd, Apply):
-                t0 = time.perf_counter()
-                self.ledger.apply(cmd, self.now)
-                if not self.math:
-                    self.ledger.math_time_s -= time.perf_counter() - t0
-            elif isinstance(cmd, Drop):
-                self.ledger.drop(cmd, self.now)
-            elif isinstance(cmd, SetTimer):
-                self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
-            elif isinstance(cmd, Multicast):
-                self._multicast(cmd)
-            elif isinstance(cmd, AllReduce):  # (DriverCore.check refused every other command)
-                self._allreduce(cmd)
+            handler = handlers.get(type(cmd))
+            if handler is not None:  # one of the commands themselves (not a subclass): by type
+                handler(cmd)
+            else:
+                self._execute_other(cmd)
+
+    def _apply(self, cmd: Apply) -> None:
+        t0 = time.perf_counter()
+        self.ledger.apply(cmd, self.now)
+        if not self.math:
+            self.ledger.math_time_s -= time.perf_counter() - t0
+
+    def _drop(self, cmd: Drop) -> None:
+        self.ledger.drop(cmd, self.now)
+
+    def _set_timer(self, cmd: SetTimer) -> None:
+        self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
+
+    def _execute_other(self, cmd: Command) -> None:
+        """A command of a subclass of one of the command types (DriverCore.check refused any other)."""
+        for kind, handler in self._handlers.items():
+            if isinstance(cmd, kind):
+                handler(cmd)
+                return
 
     def _compute(self, cmd: Compute) -> None:
         w = self.workers[cmd.worker]
