@@ -370,3 +370,53 @@ def test_claims_format_a_ratio_of_times_as_a_change_and_shares_as_a_range():
     assert ex.fmt_pct_span([]) == "—"
     page = ex.PAGES.from_string("{{ r|change }} {{ s|pct_span }} {{ x|num('.2f') }}")
     assert ex.fill_page(page, r=0.81, s=[0.5, 0.6], x=None) == "−19% 50–60% —\n"
+
+
+def test_the_fastest_pick_skips_missing_figures_and_the_shared_ratios_pair_by_seed():
+    runs = RUNS[0] + [_run("ssp", None)]
+    assert ex.fastest(runs, "time_to_target_s")["label"] == "asp"
+    assert ex.fastest(runs, "samples_per_s", largest=True)["label"] == "asp"
+    assert ex.fastest([_run("ssp", None)], "time_to_target_s") is None
+    agg = ex.aggregate("asp", RUNS, baseline="bsp", keys={}, ratios={"thr_vs_bsp": "samples_per_s"})
+    assert agg["thr_vs_bsp"] == pytest.approx((3.0 + 2.0 + 3.0) / 3)  # 300/100, 240/120, 330/110: per seed
+
+
+def test_page_figures_over_cases_by_policy_spans_and_image_names():
+    cases = [
+        {"scenario": "a", "aggregate": [{"policy": "bsp", "x": 1.0}, {"policy": "asp", "x": 2.0}]},
+        {"scenario": "b", "aggregate": [{"policy": "bsp", "x": 3.0}]},
+    ]
+    assert [(a["scenario"], a["x"]) for a in ex.all_aggregates(cases)] == [("a", 1.0), ("a", 2.0), ("b", 3.0)]
+    assert ex.figure_of(cases[1], "asp", "x") is None and ex.figure_of(cases[0], "asp", "x") == 2.0
+    assert ex.fmt_span([0.853, None, 0.81]) == "0.81–0.85" and ex.fmt_span([0.5, 0.5]) == "0.50"
+    assert ex.fmt_span([]) == "—"
+    assert ex.img_name("wbsp", "wbsp-h1", "shares") == "wbsp-h1-shares.png"
+    assert ex.img_name("selmcast", "p2p-bw-sim", "exchange") == "selmcast-p2p-bw-sim-exchange.png"
+    text = ex.PAGES.from_string(  # the filters as the templates use them
+        '{{ cases|aggregates|selectattr("policy", "eq", "bsp")|map(attribute="x")|num_span(".1f") }}'
+    )
+    assert text.render(cases=cases) == "1.0–3.0"
+
+
+def test_a_sweep_over_one_override_and_the_means_per_label():
+    cases = ex.override_cases("p2p-bw", "p2p_mixing", ["equal", "push-sum"], name=str, sweep=True)
+    assert [(c.key, dict(c.overrides), c.sweep) for c in cases] == [
+        ("p2p-bw-equal", {"p2p_mixing": "equal"}, True),
+        ("p2p-bw-push-sum", {"p2p_mixing": "push-sum"}, True),
+    ]
+    means = ex.label_means(RUNS, ["samples_per_s"], final=lambda rs: [r["final_metric"] for r in rs])
+    assert [m["label"] for m in means] == ["bsp", "asp"]
+    assert means[1]["samples_per_s"] == pytest.approx(290.0) and means[1]["final"] == [0.8, 0.6, 0.7]
+    assert (means[1]["reached"], means[1]["seeds"]) == (2, 3)
+
+
+def test_a_ratio_column_shows_one_for_the_baseline_and_a_row_for_the_others_only():
+    col = ex.ratio_col("vs random", "r", "receivers vs random")
+    base, other = {"label": "p2p-random"}, {"label": "selmcast", "r": 1.5}
+    assert (col.cell(base), col.cell(other)) == ("1.00×", "1.50×")
+    rows = ex.table_rows([base, other], [col])
+    assert [(r["policy"], r["value"]) for r in rows] == [("selmcast", 1.5)]
+    tta = ex.seed_tta_col("TTA", {"target_metric": "accuracy", "target_value": 0.9})
+    some = {"time_to_target_s": 2.0, "reached": 2, "seeds": 3}
+    assert tta.cell(some) == "2 s (2/3)" and tta.shown(some) == "2 (2/3)"
+    assert tta.shown({"time_to_target_s": None, "reached": 0, "seeds": 3}) == "not reached"

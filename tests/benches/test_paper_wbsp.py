@@ -33,7 +33,7 @@ def test_tiny_run_prints_rows_writes_json_results_and_its_page_under_out_only(tm
         for r in mine:  # a number, or None with the text a table shows instead
             assert isinstance(r["value"], (int, float)) or r["value"] is None, r
         assert (out / scenario / "summary.json").is_file()
-    for kind in paper_wbsp.PLOTS:  # no zoom of a 1.5 s run: it would be the whole plot again
+    for kind in ("accuracy-zoom", "accuracy", "shares"):  # no zoom of a 1.5 s run: it would be the whole plot again
         assert (out / "img" / f"wbsp-h1-{kind}.png").exists() == (kind != "accuracy-zoom")
     assert not (out / "wbsp-h1" / "accuracy-zoom.png").exists()
     results = json.loads((out / "results.json").read_text())
@@ -58,8 +58,14 @@ def test_tiny_run_prints_rows_writes_json_results_and_its_page_under_out_only(tm
 
 def test_the_set_up_follows_the_scenario_signal_variant():
     sc = load_scenario("wbsp-h3-signal")
-    res = {"scenario": sc.name, "setup": scenario_setup(sc), "aggregate": [], "target_metric": "accuracy"}
-    table = "\n".join(paper_wbsp.setup_table([res]))
+    res = {
+        **{"scenario": sc.name, "case": sc.name, "description": "", "setup": scenario_setup(sc), "aggregate": []},
+        **{"target_metric": "accuracy", "target_value": 0.95, "target_direction": "max", "max_time_s": 750.0},
+        **{"eval_every_s": 5.0, "seeds": [0], "fastest_baseline": {}, "plots": {}, "timelines": {}},
+        **{"sweep": False, "host_time_s": 0.0},
+    }
+    page = paper_wbsp.render_markdown([res], command="hetsync bench paper-wbsp")
+    table = page.split("## Set-up")[1].split("\n## ")[0]
     assert "`signal1d-cnn` (8,010 parameters)" in table and "digits" not in table.split("| here |")[1]
     assert "SGD, momentum 0.9, weight decay 0.0005, lr 0.1" in table and "step decay ×0.1 at steps 300, 450" in table
     assert "gradient clipping at norm 5" in table and "workers 4–7 sleep 1.5 s per step" in table

@@ -55,6 +55,9 @@ from hetsync.benches.common import (
     fmt_metric,
     mean_or_none,
     pct,
+    seeds_setting,
+    setup_cell,
+    setup_markdown,
     short_metric,
     spread,
     target_text,
@@ -81,6 +84,15 @@ class Case:
     scenario: str  # built-in name or YAML path
     overrides: Mapping[str, Any] = field(default_factory=dict)
     sweep: bool = False
+
+
+def override_cases(
+    scenario: str, key: str, values: Iterable[Any], *, name: Callable[[Any], str], sweep: bool = False
+) -> list[Case]:
+    """A sweep over one override: a case per value of ``key`` on the scenario,
+    written under ``<scenario stem>-<name(value)>``."""
+    stem = Path(scenario).stem
+    return [Case(key=f"{stem}-{name(v)}", scenario=scenario, overrides={key: v}, sweep=sweep) for v in values]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -329,6 +341,14 @@ def batch_stats(trace: Path, load: Any = None) -> dict[str, Any]:
     return out
 
 
+def sync_per_step_s(run: Run) -> float:
+    """Time a worker spends not computing, per step, averaged over workers: what
+    synchronization costs a step, under any policy (from ``per_worker``'s compute times and steps)."""
+    pw = run["per_worker"]
+    per = [(run["wall_time_s"] - c) / k for c, k in zip(pw["compute_s"], pw["steps"], strict=True) if k]
+    return sum(per) / len(per)
+
+
 def default_progress(s: Run) -> str:
     """A run's progress figures: time to target, final metric, compute and wait shares."""
     metric = s["target_metric"]
@@ -390,6 +410,21 @@ def seed_means(runs: Sequence[Run], keys: Iterable[str], **more: Any) -> dict[st
     return {**means(runs, {k: k for k in keys}), **more, "reached": reached, "seeds": len(runs)}
 
 
+def label_means(
+    runs_by_seed: RunsBySeed, keys: Iterable[str], **more: Callable[[list[Run]], Any]
+) -> list[dict[str, Any]]:
+    """Per run label (in the first seed's order): ``label``, ``policy``, each of
+    ``more`` computed from the label's runs over the seeds, and their
+    :func:`seed_means` of ``keys``."""
+    out = []
+    for label in labels_of(runs_by_seed):
+        rs = by_label(runs_by_seed, label)
+        out.append(
+            {"label": label, "policy": rs[0]["policy"], **{k: f(rs) for k, f in more.items()}, **seed_means(rs, keys)}
+        )
+    return out
+
+
 Reference = str | Callable[[list[Run]], float | None]
 """What a paired ratio is against: a policy's name (its run of the same seed,
 :func:`baseline_value`), or a figure picked from each seed's runs."""
@@ -438,12 +473,25 @@ def aggregate(
     keys: Mapping[str, str],
     speedup: str = "speedup",
     inverse: bool = False,
+    ratios: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A policy over the seeds: time to target (:func:`tta_stats`), the paired
     speed-up over ``baseline`` named ``speedup`` (:func:`speedup_stats`, with
-    ``inverse``), the final metric (:func:`final_stats`) and the means of
-    ``keys`` (:func:`means`)."""
+    ``inverse``), the final metric (:func:`final_stats`), the means of ``keys``
+    (:func:`means`) and, for each ``{name: key}`` of ``ratios``, the mean over
+    the seeds of the label's ``key`` over the baseline policy's of the same seed."""
     runs = by_label(per_seed, label)
+    paired = {
+        name: mean_or_none(
+            [
+                x
+                for x in paired_ratios(per_seed, label, baseline_value(baseline, key), key=key, inverse=True)
+                if x is not None
+            ]
+        )
+        for name, key in (ratios or {}).items()
+        if isinstance(baseline, str)
+    }
     return {
         "label": label,
         "policy": runs[0]["policy"],
@@ -451,6 +499,7 @@ def aggregate(
         **speedup_stats(label, per_seed, baseline, speedup, inverse=inverse),
         **final_stats(runs),
         **means(runs, keys),
+        **paired,
     }
 
 
@@ -499,6 +548,23 @@ def by_policy(aggregates: Iterable[Mapping[str, Any]], *policies: str) -> list[A
     return [a for a in aggregates if a["policy"] in policies]
 
 
+def fastest(items: Iterable[Mapping[str, Any]], key: str, *, largest: bool = False) -> Any:
+    """The item (a run or an aggregate) with the smallest ``key`` (``largest``:
+    the largest) among those that have one (a time to target, a throughput); None if none has."""
+    known = [a for a in items if a[key] is not None]
+    return (max if largest else min)(known, key=lambda a: a[key], default=None)
+
+
+def figure_of(res: Mapping[str, Any], policy: str, key: str) -> Any:
+    """``key`` of the policy's aggregate in a case record, None if the case did not run it."""
+    return next((a[key] for a in res["aggregate"] if a["policy"] == policy), None)
+
+
+def all_aggregates(cases: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every aggregate of the case records, each with its case's ``scenario``, in order."""
+    return [{**a, "scenario": r["scenario"]} for r in cases for a in r["aggregate"]]
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     """``a / b``; None when either is missing or ``b`` is zero."""
     return a / b if a is not None and b else None
@@ -536,6 +602,17 @@ def fmt_pct_span(shares: Sequence[float]) -> str:
     return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
 
 
+def fmt_span(values: Iterable[float | None], spec: str = ".2f") -> str:
+    """The known values as ``lo–hi`` in the format ``spec`` (one value when both ends read alike); ``—`` for none."""
+    known = sorted(v for v in values if v is not None)
+    return "—" if not known else "–".join(dict.fromkeys((format(known[0], spec), format(known[-1], spec))))
+
+
+def img_name(prefix: str, name: str, kind: str) -> str:
+    """A page's image name: ``prefix-name-kind.png``, ``name`` without a leading ``prefix-``."""
+    return f"{prefix}-{report.safe_name(name).removeprefix(prefix + '-')}-{kind}.png"
+
+
 def fmt_sig(v: float | None, digits: int = 3) -> str:
     """``v`` with ``digits`` significant digits, ``—`` for None."""
     return "—" if v is None else f"{v:.{digits}g}"
@@ -569,6 +646,17 @@ def final_row(metric: str, finals: Sequence[float], mean: float, keys: Row) -> R
     """The final metric: the seeds' mean, shown with ``± sd`` when there are several."""
     shown = with_sd(list(finals) or [mean], lambda v: fmt_metric(metric, v))
     return {"metric": f"final {metric}", "value": mean, "unit": "", "shown": shown, **keys}
+
+
+def case_rows(
+    res: Mapping[str, Any], columns: Sequence[Col], label: Callable[[str], str] = str, **keys: Any
+) -> list[Row]:
+    """A case record's printed table (:func:`table_rows` of its aggregates, set
+    as :func:`~hetsync.benches.common.seeds_setting` says, policies shown as
+    ``label`` shows them), then its diagnosis runs' (:func:`calm_rows`)."""
+    where = seeds_setting(res["scenario"], res["seeds"])
+    rows = table_rows(res["aggregate"], columns, policy=lambda a: label(a["label"]), setting=where, **keys)
+    return rows + calm_rows(res, label, **keys)
 
 
 def calm_rows(res: Mapping[str, Any], label: Callable[[str], str] = str, **keys: Any) -> list[Row]:
@@ -705,14 +793,29 @@ def share_col(name: str, key: str, header: str | None = None) -> Col:
     return Col(header or name, lambda a: pct_cell(a[key]), f"{name} share", lambda a: pct(a[key]), "%")
 
 
+def ratio_col(header: str, key: str, metric: str | None = None) -> Col:
+    """A ratio to a baseline at ``key`` (``1.31×``): ``1.00×`` for the baseline itself
+    (an item without ``key``); the row ``metric`` (None: none) for the others only."""
+
+    def row(a: Mapping[str, Any]) -> Row | None:
+        return {"metric": metric, "value": a[key], "unit": "x"} if metric is not None and key in a else None
+
+    return Col(header, lambda a: fmt_x(a.get(key, 1.0)), row=row)
+
+
 def right(*columns: Col) -> list[Col]:
     """The columns aligned right on the page (figures)."""
     return [c._replace(align="right") for c in columns]
 
 
-def aggregate_table(aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column | Col]) -> list[str]:
+def aggregate_table(
+    aggregates: Iterable[Mapping[str, Any]], columns: Sequence[Column | Col], *, left: int | None = None
+) -> list[str]:
     """A markdown table with one line per aggregate (a policy) and the declared
-    columns that have a header, each aligned as it declares (:attr:`Col.align`)."""
+    columns that have a header, each aligned as it declares (:attr:`Col.align`);
+    ``left``: the columns after the first ``left`` aligned right (figures after names)."""
+    if left is not None:
+        columns = [*columns[:left], *right(*columns[left:])]  # type: ignore[arg-type]
     shown = [c for c in columns if c[0] is not None]
     align = [c.align if isinstance(c, Col) else "" for c in shown]
     return md_table([c[0] for c in shown], ([c[1](a) for c in shown] for a in aggregates), align=align)  # type: ignore[misc]
@@ -742,6 +845,22 @@ def table_rows(
     """A printed table's rows: :func:`col_rows` of every item (a line), keyed by
     ``policy`` (the item's label) and ``keys`` (its ``setting``, ...)."""
     return [row for a in items for row in col_rows(a, columns, {"policy": policy(a), **keys})]
+
+
+def seed_tta_col(header: str, target: Mapping[str, Any]) -> Col:
+    """The time to ``target`` of a policy's means over the seeds (:func:`seed_means`):
+    ``2.41 s``, with ``(2/3)`` when not every seed reached it; ``not reached`` in the rows for none."""
+
+    def cell(p: Mapping[str, Any]) -> str:
+        return fmt_secs(p["time_to_target_s"]) + (
+            "" if p["reached"] == p["seeds"] else f" ({p['reached']}/{p['seeds']})"
+        )
+
+    def shown(p: Mapping[str, Any]) -> str | None:
+        tta, some = p["time_to_target_s"], p["reached"] != p["seeds"]
+        return "not reached" if tta is None else f"{tta:.3g} ({p['reached']}/{p['seeds']})" if some else None
+
+    return Col(header, cell, f"time to {target_text(target)}", "time_to_target_s", "s", shown)
 
 
 def case_columns(res: Mapping[str, Any], *, baseline: str, speedup: str = "speedup") -> dict[str, Col]:
@@ -808,14 +927,26 @@ Filters: ``pct`` (a share: ``0.123|pct`` 12%, ``|pct(1)`` 12.3%), ``num`` (a
 format spec: ``x|num(".2f")``), ``sig`` (significant digits), ``span`` (a pair
 as ``lo–hi``), ``metric`` (``value|metric(name)``, as the tables show that
 metric), ``change`` (a ratio of times as a signed change: ``−57%``),
-``pct_span`` (shares as ``81–85%``); each gives ``—`` for None. With
+``pct_span`` (shares as ``81–85%``), ``num_span`` (figures as ``lo–hi``:
+:func:`fmt_span`); each gives ``—`` for None. ``aggregates`` (case records:
+:func:`all_aggregates`), ``figure`` (``res|figure(policy, key)``:
+:func:`figure_of`), ``target`` (a record's target in words) and
+``setup_cell`` (set-ups: :func:`~hetsync.benches.common.setup_cell`),
+``setup_table`` (case records: their set-up table, :func:`~hetsync.benches.common.setup_markdown`)
+read results records. With
 ``trim_blocks`` a line that ends in a tag loses its newline: end such a line
 with text, or leave a blank line after."""
 PAGES.filters.update(
     pct=_percent,
     num=fmt_num,
     change=fmt_change,
-    pct_span=fmt_pct_span,
+    pct_span=lambda v: fmt_pct_span(list(v)),
+    num_span=fmt_span,
+    aggregates=all_aggregates,
+    figure=figure_of,
+    target=target_text,
+    setup_cell=lambda setups, key: setup_cell(list(setups), key),
+    setup_table=lambda records: "\n".join(setup_markdown([r["setup"] for r in records if r.get("setup")])),
     sig=lambda v, digits=3: fmt_sig(v, digits),
     span=lambda pair, digits=3: fmt_range(*pair, digits=digits),
     metric=lambda v, metric: fmt_metric(metric, v),

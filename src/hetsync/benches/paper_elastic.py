@@ -157,8 +157,7 @@ def columns(results: dict[str, Any]) -> list[ex.Col]:
 def rows(results: dict[str, Any]) -> list[Row]:
     """The table's rows (:func:`columns`); the diagnosis runs as a second table."""
     where = seeds_setting(results["scenario"], results["seeds"])
-    out = ex.table_rows(results["aggregate"], columns(results), setting=where)
-    out += ex.calm_rows(results)
+    out = ex.case_rows(results, columns(results))
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": where})
     return out
 

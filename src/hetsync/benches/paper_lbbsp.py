@@ -1,24 +1,15 @@
 """``hetsync bench paper-lbbsp``: LB-BSP's comparison, in the simulator (and optionally for real).
 
-Chen, Weng, Wang, Li, Li, "Semi-dynamic load balancing: efficient
-distributed learning in non-dedicated environments" (SoCC 2020, arXiv
-1806.02508) re-size each worker's batch at every BSP barrier so that all
-finish together, the global batch staying fixed; they report distributed
-training accelerated by up to 54% over BSP on EC2 clusters with background
-load from a stress tool (CPU) and with mixed GPU types (GPU).
-
-The experiment (:mod:`hetsync.benches.experiment`): every policy of
-``lbbsp-cpu`` (16 CPU workers, a stress tool switching on and off on 6 of
-them) and ``lbbsp-gpu`` (8 GPUs of three generations, flat-then-linear step
-curves, memory caps) for several seeds, BSP the baseline of the paired
-speed-ups; for the batch-sizing policies also how much the batches move and
-the loaded workers' batches while loaded and not (from the traces). The
-diagnosis reruns the BSP family on the first seed without step-time noise.
-``--runtime`` also runs BSP and LB-BSP as real processes (4 workers and a
-server) with a background load switching on and off, and reports the batches
-the workers really computed. The page ``results-lbbsp.md``
-(``paper_lbbsp.md.in``) and its plots ``img/lbbsp-*.png`` go under ``--out``,
-and in ``--docs DIR`` when given.
+Chen, Weng, Wang, Li, Li, "Semi-dynamic load balancing: efficient distributed
+learning in non-dedicated environments" (SoCC 2020, arXiv 1806.02508) re-size
+each worker's batch at every BSP barrier so that all finish together, the
+global batch fixed, and report training up to 54% faster than BSP on EC2 with
+background load (CPU) and mixed GPU types (GPU). The experiment: every policy
+of ``lbbsp-cpu`` and ``lbbsp-gpu`` for several seeds, paired speed-ups over
+BSP, how the batches moved (from the traces), the BSP family once more without
+step-time noise; ``--runtime``: BSP and LB-BSP as real processes with a
+background load. The page ``results-lbbsp.md`` (``paper_lbbsp.md.in``) and its
+plots ``img/lbbsp-*.png`` go under ``--out`` (and in ``--docs DIR``).
 """
 
 from __future__ import annotations
@@ -27,18 +18,14 @@ import argparse
 import json
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from hetsync import report
 from hetsync.benches import experiment as ex
-from hetsync.benches.common import (
-    Row,
-    mean_or_none,
-    seeds_setting,
-    setup_markdown,
-)
-from hetsync.benches.plots import PALETTE, compute_records, plot_batches
+from hetsync.benches.common import Row
+from hetsync.benches.plots import compute_records, scenario_batches
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
@@ -46,28 +33,19 @@ from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
 NAME = "paper-lbbsp"
 
 BASELINE = "bsp"
-PAPER_SPEEDUP = 1.54  # "accelerating distributed training by up to 54%"
 BALANCING = ("lb-bsp", "lb-bsp-static")
 DOC_NAME = "results-lbbsp.md"
-IMG_PREFIX = "lbbsp"
 RUNTIME_WORKERS = 4
+SCENARIOS = ("lbbsp-cpu", "lbbsp-gpu")
 OPTIONS = ex.Options(
-    bench=NAME,
-    page=DOC_NAME,
-    scenarios=("lbbsp-cpu", "lbbsp-gpu"),
-    seeds="0,1,2",
-    set_example="max_time_s=3",
-    diagnosis=True,
+    bench=NAME, page=DOC_NAME, scenarios=SCENARIOS, seeds="0,1,2", set_example="max_time_s=3", diagnosis=True
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     OPTIONS.add_arguments(p)
-    p.add_argument(
-        "--runtime",
-        action="store_true",
-        help=f"also run bsp and lb-bsp as real processes ({RUNTIME_WORKERS} workers, about a minute)",
-    )
+    real = f"also run bsp and lb-bsp as real processes ({RUNTIME_WORKERS} workers, about a minute)"
+    p.add_argument("--runtime", action="store_true", help=real)
     p.add_argument("--runtime-time-s", type=float, default=12.0, help="length of each real run (default: %(default)s)")
 
 
@@ -88,7 +66,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
-    ex.publish(args, lambda where: write_doc(results, where, out, command))
+    ex.publish(args, lambda where: write_doc(results, where, command))
     return rows(results)
 
 
@@ -120,23 +98,15 @@ KEPT = (
     *("samples_per_s", "steps", "updates", "wall_time_s", "host_time_s", "trace", "batches"),
 )
 """The figures of a run that ``results.json`` keeps."""
-
-
-def _lite(r: dict[str, Any]) -> dict[str, Any]:
-    return ex.lite(r, KEPT)
+_lite = partial(ex.lite, keys=KEPT)
 
 
 def _aggregate(label: str, per_seed: ex.RunsBySeed) -> dict[str, Any]:
-    rates = ex.paired_ratios(
-        per_seed, label, ex.baseline_value(BASELINE, "samples_per_s"), key="samples_per_s", inverse=True
-    )
     batches = [r["batches"] for r in ex.by_label(per_seed, label) if r.get("batches")]
     means = {f"{k}_mean": k for k in ("compute_share", "wait_share", "samples_per_s")}
-    return {
-        **ex.aggregate(label, per_seed, baseline=BASELINE, keys=means),
-        "throughput_vs_bsp": mean_or_none([x for x in rates if x is not None]),
-        **ex.means(batches, {k: k for k in ("move_early", "move_later", "loaded_batch_on", "loaded_batch_off")}),
-    }
+    ratios = {"throughput_vs_bsp": "samples_per_s"}  # the mean of the seeds' ratios to BSP's
+    moves = ex.means(batches, {k: k for k in ("move_early", "move_later", "loaded_batch_on", "loaded_batch_off")})
+    return ex.aggregate(label, per_seed, baseline=BASELINE, keys=means, ratios=ratios) | moves
 
 
 # ------------------------------------------------------------------ runtime
@@ -208,15 +178,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
     """Per scenario a table (:func:`columns`); the diagnosis and the runtime runs as tables of their own."""
     out: list[Row] = []
     for res in results["scenarios"]:
-        where = seeds_setting(res["scenario"], res["seeds"])
-        out += ex.table_rows(
-            res["aggregate"],
-            columns(res),
-            policy=lambda a: short_label(a["label"]),
-            setting=where,
-            scenario=res["scenario"],
-        )
-        out += ex.calm_rows(res, short_label, scenario=res["scenario"])
+        out += ex.case_rows(res, columns(res), short_label, scenario=res["scenario"])
     rt = results.get("runtime")
     if rt:
         where = f"runtime: {RUNTIME_WORKERS} real workers, gloo, {rt['scenario']['max_time_s']:g} s"
@@ -231,94 +193,51 @@ def short_label(label: str) -> str:
     return re.sub(r"max_batch=[0-9/]{12,}", "max_batch=caps", label)
 
 
-def _img_name(scenario: str, what: str) -> str:
-    return f"{IMG_PREFIX}-{scenario.removeprefix(IMG_PREFIX + '-')}-{what}"
-
-
 def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
-    """Accuracy and share plots of each scenario's first seed, and the batch-size plots."""
+    """The page's plots by key: per scenario its target metric against time on the
+    first seed, redrawn with the table's short labels (``<scenario>:curve``; the
+    shares are in the table), the batch sizes of the batch-sizing runs
+    (``<scenario>:batches``); the batches of the real LB-BSP run (``runtime:batches``)."""
     made: dict[str, str] = {}
     for res in results["scenarios"]:
-        first = res["seeds"][0]
+        first, name = res["seeds"][0], res["scenario"]
         folder = Path(res["folder"]) / f"seed-{first}"
-        # the target metric against time (accuracy.png, perplexity.png, ...); the shares are in the table
-        src = f"{report.metric_plot_name([res])}.png"
-        dst = _img_name(res["scenario"], src)
-        if (folder / "summary.json").is_file():  # redrawn with the short labels of the table
+        if (folder / "summary.json").is_file():
+            made[f"{name}:curve"] = ex.img_name("lbbsp", name, report.metric_plot_name([res]))
             runs = json.loads((folder / "summary.json").read_text())
-            report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / dst)
-            made[f"{res['scenario']}:curve"] = f"img/{dst}"
-        elif ex.copy_plots(folder, img, {src: dst}):
-            made[f"{res['scenario']}:curve"] = f"img/{dst}"
-        sc = load_scenario(res["scenario"], **{**res["overrides"], "seed": first})
+            report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / made[f"{name}:curve"])
+        sc = load_scenario(name, **{**res["overrides"], "seed": first})
         balancing = [r for r in res["runs"][str(first)] if r["policy"] in BALANCING and r.get("trace")]
-        if not balancing:
-            continue
-        name = _img_name(res["scenario"], "batches.png")
-        if sc.background_load is not None:
+        if sc.background_load is not None:  # the predicting lb-bsp, then the static one
             order = [r for r in balancing if r["policy"] == "lb-bsp" and "predictor=" not in r["label"]]
             order += [r for r in balancing if r["policy"] == "lb-bsp-static"]
-            plot_batches(
-                [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
-                img / name,
-                title=f"{res['scenario']}: batch size per worker (loaded workers in colour, the others grey)",
-                load=sc.background_load,
-            )
-        else:
+        else:  # lb-bsp's GPU variant first
             order = sorted(balancing, key=lambda r: (r["policy"] != "lb-bsp", "variant=gpu" not in r["label"]))
-            kinds = sorted(set(sc.slowdown))
-            kind_color = {s: PALETTE[[1, 4, 0, 2, 3, 5][i % 6]] for i, s in enumerate(kinds)}
-            plot_batches(
-                [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order],
-                img / name,
-                title=f"{res['scenario']}: batch size per worker over the first second",
-                colors={w: kind_color[s] for w, s in enumerate(sc.slowdown)},
-                legend=[("fastest" if s == min(kinds) else f"{s:g}x slower", kind_color[s]) for s in kinds],
-                window_s=min(1.0, res["max_time_s"] or 1.0),
-            )
-        made[f"{res['scenario']}:batches"] = f"img/{name}"
-    rt = results.get("runtime")
-    folder = Path(results["runtime_folder"]) if results.get("runtime_folder") else None
-    if rt and folder is not None:
-        load = scenario_from_dict(rt["scenario"]).background_load
-        assert load is not None
-        panels = [
-            (f"{r['label']} on {RUNTIME_WORKERS} real worker processes (gloo)", folder / r["trace"])
-            for r in rt["runs"]
-            if r["policy"] == "lb-bsp"
-        ]
-        if panels and panels[0][1].is_file():
-            name = f"{IMG_PREFIX}-runtime-batches.png"
-            plot_batches(
-                panels,
-                img / name,
-                title="runtime: the batch each worker really computed (loaded workers in colour)",
-                load=load,
-                virtual=False,
-            )
-            made["runtime:batches"] = f"img/{name}"
-    return made
+        if order:
+            made[f"{name}:batches"] = ex.img_name("lbbsp", name, "batches")
+            panels = [(f"{short_label(r['label'])} · seed {first}", folder / r["trace"]) for r in order]
+            scenario_batches(panels, img / made[f"{name}:batches"], sc)
+    rt, folder = results.get("runtime"), Path(results.get("runtime_folder") or ".")
+    panels = [
+        (f"{r['label']} on {RUNTIME_WORKERS} real worker processes (gloo)", folder / r["trace"])
+        for r in (rt["runs"] if rt else [])
+        if r["policy"] == "lb-bsp" and (folder / r["trace"]).is_file()
+    ]
+    if rt and panels:
+        made["runtime:batches"] = "lbbsp-runtime-batches.png"
+        title = "runtime: the batch each worker really computed (loaded workers in colour)"
+        scenario_batches(
+            panels, img / made["runtime:batches"], scenario_from_dict(rt["scenario"]), title=title, virtual=False
+        )
+    return {key: f"img/{name}" for key, name in made.items()}
 
 
 # ---------------------------------------------------------------------- doc
-def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> Path:
-    img = docs / "img"
-    img.mkdir(parents=True, exist_ok=True)
-    plots = _plots(results, img)
+def write_doc(results: dict[str, Any], docs: Path, command: str) -> Path:
+    plots = _plots(results, docs / "img")
     path = docs / DOC_NAME
     path.write_text(ex.fill_page(PAGE, page_values(results, plots), command=command), encoding="utf-8")
     return path
-
-
-def _policy(res: dict[str, Any], policy: str) -> list[dict[str, Any]]:
-    return ex.by_policy(res["aggregate"], policy)
-
-
-def _better(res: dict[str, Any], a: float, b: float | None) -> bool:
-    """Whether value a of the metric is at least as good as b (the target's direction)."""
-    if b is None:
-        return True
-    return a <= b if res.get("target_direction") == "min" else a >= b
 
 
 PAGE = ex.page_blocks(__file__, "paper_lbbsp.md.in")["page"]
@@ -331,17 +250,14 @@ def page_values(results: dict[str, Any], plots: dict[str, str]) -> dict[str, Any
     (:func:`_scenario_view`) and the claims' rows that have figures."""
     views = [_scenario_view(res, plots) for res in results["scenarios"]]
     rt = results.get("runtime")
+    speed = [
+        (s, a)
+        for s in views
+        for a in s["lbs"]
+        if a["speedup_mean"] is not None or (a["throughput_vs_bsp"] is not None and s["bsp"] is not None)
+    ]
     return {
-        "r": results,
-        "plots": plots,
-        "short": short_label,
-        "scenarios": views,
-        "speed_claims": [
-            (s, a)
-            for s in views
-            for a in s["lbs"]
-            if a["speedup_mean"] is not None or (a["throughput_vs_bsp"] is not None and s["bsp"] is not None)
-        ],
+        **{"r": results, "plots": plots, "short": short_label, "scenarios": views, "speed_claims": speed},
         "static_claims": [s for s in views if s["fastest"] is not None and s["static_thr"] is not None],
         "runtime_workers": RUNTIME_WORKERS,
         "runtime_table": "\n".join(ex.aggregate_table(rt["runs"], RUNTIME_COLUMNS)) if rt else "",
@@ -349,44 +265,21 @@ def page_values(results: dict[str, Any], plots: dict[str, str]) -> dict[str, Any
 
 
 def _scenario_view(res: dict[str, Any], plots: dict[str, str]) -> dict[str, Any]:
-    """One scenario's section and analysis: the policies the prose names (``best``:
-    the LB-BSP setting with the highest throughput) and the checks it turns on."""
-    bsp, static, asp = (next(iter(_policy(res, p)), None) for p in (BASELINE, "lb-bsp-static", "asp"))
-    lbs = _policy(res, "lb-bsp")
+    """One scenario's section: the policies the prose names (``best``: the LB-BSP
+    setting with the highest throughput; ``rls``, ``ewma``: the two predictors;
+    ``gpu``, ``cpu``: the two variants) and the checks it turns on."""
+    bsp, static, asp = (next(iter(ex.by_policy(res["aggregate"], p)), None) for p in (BASELINE, BALANCING[1], "asp"))
+    lbs = ex.by_policy(res["aggregate"], "lb-bsp")
     best = max(lbs, key=lambda a: a["throughput_vs_bsp"] or 0.0, default=None)
-    ewma = next((a for a in lbs if "predictor=ewma" in a["label"]), None)
-    rls = next((a for a in lbs if a["label"] == "lb-bsp(variant=cpu)"), None)
-    gpu = next((a for a in lbs if "variant=gpu" in a["label"]), None)
-    cpu = next((a for a in lbs if "variant=cpu" in a["label"]), None)
-    images = [(f"{res['scenario']}:batches", "batch sizes"), (f"{res['scenario']}:curve", "")]
+    parts = ("lb-bsp(variant=cpu)", "predictor=ewma", "variant=gpu", "variant=cpu")  # a label ends at its ")"
+    rls, ewma, gpu, cpu = (next((a for a in lbs if part in a["label"]), None) for part in parts)
     return ex.case_values(res) | {
-        "res": res,
-        "setup": "\n".join(setup_markdown([res["setup"]] if res.get("setup") else [])),
+        **{"res": res, "bsp": bsp, "asp": asp, "lbs": lbs, "best": best},
+        **{"rls": rls, "ewma": ewma, "gpu": gpu, "cpu": cpu, "predictors": _rls_vs_ewma(rls, ewma)},
         "table": "\n".join(ex.aggregate_table(res["aggregate"], columns(res))),
-        "capped": any("max_batch=" in a["label"] for a in res["aggregate"]),
-        "loaded": [
-            a for a in res["aggregate"] if a["loaded_batch_on"] is not None and a["loaded_batch_off"] is not None
-        ]
-        if res["loaded_workers"]
-        else [],
-        "images": [
-            (alt or f"{res['target_metric']} vs time, first seed", plots[key]) for key, alt in images if key in plots
-        ],
-        "bsp": bsp,
-        "asp": asp,
-        "lbs": lbs,
-        "best": best,
-        "fastest": max(
-            (a for a in lbs if a["throughput_vs_bsp"] is not None), key=lambda a: a["throughput_vs_bsp"], default=None
-        ),
-        "static_thr": None if static is None else static["throughput_vs_bsp"],
+        "fastest": ex.fastest(lbs, "throughput_vs_bsp", largest=True),
+        "static_thr": static and static["throughput_vs_bsp"],  # None: no static run, or no figure
         "calm": next((r for r in res["jitter_0"] if best and r["label"] == best["label"]), None),
-        "rls": rls,
-        "ewma": ewma,
-        "predictors": _rls_vs_ewma(rls, ewma),
-        "gpu": gpu,
-        "cpu": cpu,
-        "gpu_variant": gpu is not None and cpu is not None and not res["loaded_workers"],
         "asp_case": _asp_case(res, asp, best, bsp),
     }
 
@@ -407,22 +300,18 @@ def _asp_case(res: dict[str, Any], asp: Any, best: Any, bsp: Any) -> str | None:
         return None
     if asp["tta_mean_s"] is not None and best["tta_mean_s"] is not None:
         return "faster" if asp["tta_mean_s"] < best["tta_mean_s"] else "slower"
-    if (
-        asp["tta_mean_s"] is None
-        and asp["final_metric_mean"] is not None
-        and not _better(res, asp["final_metric_mean"], bsp["final_metric_mean"])
-    ):
-        return "not_reached"
-    return None
-
-
-def _loaded_batch(state: str) -> Any:
-    return lambda r: r["batches"].get(f"loaded_batch_{state}")
+    mine, bsps = asp["final_metric_mean"], bsp["final_metric_mean"]
+    worse = bsps is not None and (mine > bsps if res.get("target_direction") == "min" else mine < bsps)
+    return "not_reached" if asp["tta_mean_s"] is None and mine is not None and worse else None
 
 
 def _on_off(r: dict[str, Any]) -> str:
-    on, off = _loaded_batch("on")(r), _loaded_batch("off")(r)
+    on, off = r["batches"].get("loaded_batch_on"), r["batches"].get("loaded_batch_off")
     return "—" if on is None or off is None else f"{on:.1f} / {off:.1f}"
+
+
+def _batch(state: str) -> Any:
+    return lambda r: r["batches"].get(f"loaded_batch_{state}")
 
 
 def _distinct(r: dict[str, Any]) -> str:
@@ -435,14 +324,8 @@ RUNTIME_COLUMNS = (
     ex.key_col("rounds/s", "rounds_per_s", ex.fmt_sig, "rounds/s"),
     ex.key_col("compute", "compute_share", ex.pct_cell),
     ex.key_col("wait", "wait_share", ex.pct_cell),
-    ex.Col(
-        "loaded workers' mean batch, load on / off",
-        _on_off,
-        "loaded workers' batch, load on",
-        _loaded_batch("on"),
-        "samples",
-    ),
-    ex.Col(None, None, "loaded workers' batch, load off", _loaded_batch("off"), "samples"),
+    ex.Col("loaded workers' mean batch, load on / off", _on_off),
+    *(ex.Col(None, None, f"loaded workers' batch, load {x}", _batch(x), "samples") for x in ("on", "off")),
     ex.Col("distinct batch sizes used", _distinct),
 )
 """The runtime runs: per policy rounds/s, shares, the loaded workers' mean

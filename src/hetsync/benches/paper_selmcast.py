@@ -1,25 +1,23 @@
 """``hetsync bench paper-selmcast``: SELMCAST (Luo et al., IEEE Trans.
 Services Computing 2024) against the peer-to-peer baselines.
 
-Every policy of the scenario list — ``p2p-allreduce``, ``p2p-random`` (exactly
-p random receivers) and ``selmcast`` (bandwidth-aware receivers, at least p) —
-under BSP rounds and under SSP, on ``p2p-bw`` (16 workers, 100 Mb/s to 10 Gb/s
-links, traffic switching on half of them) and on its homogeneous control: per
-policy the receivers per sender, exchange, round, compute share and time to
-target, then SELMCAST's ratios to the baselines under the same rounds, which
-is what the paper claims (shorter synchronization, a larger average p,
-faster training). ``--runtime`` runs the comparison on real processes (4
-workers, throttled links); ``--windows`` sweeps SELMCAST's SSP planning
-window; ``--floors`` measures its fairness floor on label-skewed and iid
-shards under both mixings (:mod:`hetsync.benches.selmcast_floors`) and
-writes ``results-p2p-mixing.md`` too. The page is ``results-selmcast.md``
-(``paper_selmcast.md.in``, with the floor section and the mixing page).
+Every policy of the scenario list (``p2p-allreduce``, ``p2p-random``: exactly
+p random receivers, ``selmcast``: bandwidth-aware receivers, at least p) under
+BSP and SSP rounds on ``p2p-bw`` (16 workers, 100 Mb/s to 10 Gb/s links,
+traffic switching on half of them) and its homogeneous control: per policy
+receivers per sender, exchange, round, compute share and time to target, then
+SELMCAST's ratios to the baselines under the same rounds, the paper's claims.
+``--runtime``: on real processes (4 workers, throttled links); ``--windows``:
+SELMCAST's SSP planning window; ``--floors``: its fairness floor
+(:mod:`hetsync.benches.selmcast_floors`, also ``results-p2p-mixing.md``). The
+page is ``results-selmcast.md`` (``paper_selmcast.md.in``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +27,13 @@ from hetsync.benches import plots
 from hetsync.benches import selmcast_floors as floors_study
 from hetsync.benches.common import (
     Row,
+    machine_text,
     mean_or_none,
     parse_numbers,
     scenario_setup,
-    setup_markdown,
+    seeds_setting,
     target_of,
-    target_text,
 )
-from hetsync.benches.experiment import Col
-from hetsync.benches.selmcast_floors import point_columns, progress
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import load_scenario, scenario_from_dict
 
@@ -47,6 +43,8 @@ SCENARIOS = ("p2p-bw", "p2p-homogeneous")
 TIMELINE_S = 60.0  # window of the timelines (simulator)
 RUNTIME_TIMELINE_S = 8.0  # real steps are short: a shorter window
 TIMELINE_POLICIES = ("p2p-random", "selmcast")
+# the exchange plot: a bar per policy for each of these figures
+EXCHANGE = [("mean_receivers", "receivers per sender (achieved)"), ("mean_exchange_s", "mean exchange time (s)")]
 # the ssp planning-window sweep: selmcast's window_s values against p2p-random, same rounds
 WINDOW_SCENARIO = "p2p-bw"
 WINDOWS_S = (0.0, 0.01, 0.05, 0.3)
@@ -87,11 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"selmcast's floor values to compare on {', '.join(floors_study.SCENARIOS)} under both mixings; "
         "'none' skips (default: %(default)s)",
     )
-    p.add_argument(
-        "--runtime",
-        action="store_true",
-        help="also run on real processes: 4 workers on p2p-bw with throttled links (about 6 min)",
-    )
+    real = "also run on real processes: 4 workers on p2p-bw with throttled links (about 6 min)"
+    p.add_argument("--runtime", action="store_true", help=real)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -120,7 +115,7 @@ def _draw(window_s: float) -> Any:
     """A seed's plots: metric, shares, exchanges, and the timelines of the first ``window_s``."""
 
     def exchanges(runs: list[dict[str, Any]], where: Path, sc: Any) -> None:
-        plot_exchange(runs, where / "exchange.png", title=f"peer-to-peer exchanges · {sc.name}")
+        plots.plot_run_bars(runs, EXCHANGE, where / "exchange.png", title=f"peer-to-peer exchanges · {sc.name}")
 
     return plots.case_plots(
         baselines=None, timelines=TIMELINE_POLICIES, timeline_s=window_s, max_workers=16, more=exchanges
@@ -129,7 +124,7 @@ def _draw(window_s: float) -> Any:
 
 def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path) -> dict[str, Any]:
     """Every policy on one scenario and every seed (simulator); one record."""
-    sc, runs_by_seed = exp.run_case(case, out, progress=progress, after=_draw(TIMELINE_S))
+    sc, runs_by_seed = exp.run_case(case, out, progress=floors_study.progress, after=_draw(TIMELINE_S))
     where = exp.folder(out, case, exp.seeds[-1])  # the plots the page shows: the last seed's
     return {**_aggregate(sc.name, "sim", runs_by_seed, where), "setup": scenario_setup(sc)}
 
@@ -148,27 +143,23 @@ def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
 def bench_windows(windows: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:
     """SELMCAST under ssp with each planning window, and p2p-random, on
     ``WINDOW_SCENARIO`` for every seed (simulator); means over seeds per window."""
-    sweep = ex.Experiment(
-        cases=(ex.Case(key="", scenario=WINDOW_SCENARIO),),
-        policies=(WINDOW_BASELINE, *(f"selmcast:sync=ssp:p=2:window_s={w:g}" for w in windows)),
-        seeds=exp.seeds,
-        overrides=exp.overrides,
-        seed_dirs=False,
-    )
-    sc, runs_by_seed = sweep.run_case(sweep.cases[0], out, progress=progress)
-    base_label, *labels = ex.labels_of(runs_by_seed)
-    base = {"label": base_label, **_point(ex.by_label(runs_by_seed, base_label))}
-    points = []
-    for w, label in zip(windows, labels, strict=True):
-        point = {"label": label, **_point(ex.by_label(runs_by_seed, label)), "window_s": w}
-        points.append(point | _ratios(point, base, RATIOS[1], RATIOS[3]))
+    specs = (WINDOW_BASELINE, *(f"selmcast:sync=ssp:p=2:window_s={w:g}" for w in windows))
+    sweep = replace(exp, cases=(ex.Case(key="", scenario=WINDOW_SCENARIO),), policies=specs, seed_dirs=False)
+    sc, runs_by_seed = sweep.run_case(sweep.cases[0], out, progress=floors_study.progress)
+    base, *points = _points(runs_by_seed)
+    points = [p | {"window_s": w} | _ratios(p, base, *RATIOS[1::2]) for w, p in zip(windows, points, strict=True)]
     first = next(iter(runs_by_seed.values()))[0]
     return {"scenario": sc.name, "seeds": sorted(runs_by_seed), "baseline": base, "windows": points, **target_of(first)}
 
 
-def _point(rs: list[dict[str, Any]]) -> dict[str, Any]:
-    """A policy's runs over the seeds: the means of the figures and of the time per step not computing."""
-    return ex.seed_means(rs, floors_study.METRICS, sync_s=mean_or_none([sync_per_step_s(r) for r in rs]))
+def _points(runs_by_seed: ex.RunsBySeed) -> list[dict[str, Any]]:
+    """Per policy (label) its rounds, the means over the seeds of its figures and of the time per step not computing."""
+    return ex.label_means(
+        runs_by_seed,
+        floors_study.METRICS,
+        sync=lambda rs: rs[0]["params"]["sync"],
+        sync_s=lambda rs: mean_or_none([ex.sync_per_step_s(r) for r in rs]),
+    )
 
 
 def _ratios(mine: dict[str, Any], base: dict[str, Any], *ratios: tuple[str, str, str, bool]) -> dict[str, Any]:
@@ -178,13 +169,10 @@ def _ratios(mine: dict[str, Any], base: dict[str, Any], *ratios: tuple[str, str,
 
 def _aggregate(scenario: str, driver: str, runs_by_seed: ex.RunsBySeed, where: Path) -> dict[str, Any]:
     """Means over seeds per policy label; ratios of selmcast to each baseline per sync."""
-    policies = {}
-    for label in ex.labels_of(runs_by_seed):
-        rs = ex.by_label(runs_by_seed, label)
-        policies[label] = {"policy": rs[0]["policy"], "sync": rs[0]["params"]["sync"], **_point(rs)}
+    policies = {p.pop("label"): p for p in _points(runs_by_seed)}
 
     def pick(policy: str, sync: str) -> dict[str, Any] | None:
-        return next((p for p in policies.values() if p["policy"] == policy and p["sync"] == sync), None)
+        return next((p for p in policies.values() if (p["policy"], p["sync"]) == (policy, sync)), None)
 
     ratios = {
         f"{sync}: selmcast vs {base}": _ratios(sel, other, *RATIOS)
@@ -192,56 +180,33 @@ def _aggregate(scenario: str, driver: str, runs_by_seed: ex.RunsBySeed, where: P
         for base in ("p2p-random", "p2p-allreduce")
         if (sel := pick("selmcast", sync)) is not None and (other := pick(base, sync)) is not None
     }
-    first = next(iter(runs_by_seed.values()))[0]
-    return {
-        "scenario": scenario,
-        "driver": driver,
-        "seeds": sorted(runs_by_seed),
-        "policies": policies,
-        "ratios": ratios,
-        **target_of(first),
-        "dir": str(where),
-    }
-
-
-def sync_per_step_s(run: dict[str, Any]) -> float:
-    """Time a worker spends not computing, per step, averaged over workers:
-    what a round's synchronization costs, under BSP and SSP alike."""
-    pw = run["per_worker"]
-    per = [(run["wall_time_s"] - c) / k for c, k in zip(pw["compute_s"], pw["steps"], strict=True) if k]
-    return sum(per) / len(per)
+    first, seeds = next(iter(runs_by_seed.values()))[0], sorted(runs_by_seed)
+    record = {"scenario": scenario, "driver": driver, "seeds": seeds, "policies": policies, "ratios": ratios}
+    return record | target_of(first) | {"dir": str(where)}
 
 
 # --------------------------------------------------------------------- rows
-def _policy_columns(res: dict[str, Any]) -> list[Col]:
+def _policy_columns(res: dict[str, Any]) -> list[ex.Col]:
     """A scenario's table: per policy receivers, exchange, sync per step, round,
     compute share (%), time to target, final metric."""
-    col = point_columns(res)
+    col = floors_study.point_columns(res)
     return [col[name] for name in ("policy", "receivers", "exchange", "sync", "round", "compute", "tta", "final")]
 
 
-def _window_columns(sweep: dict[str, Any]) -> list[Col]:
+def _window_columns(sweep: dict[str, Any]) -> list[ex.Col]:
     """The window sweep: per window (and the baseline) receivers, their ratio to
     random's, exchange, round, time to target (and its ratio), final metric."""
-    col = point_columns(sweep)
+    col = floors_study.point_columns(sweep)
     return [
         col["policy"],
-        Col("window", lambda p: "—" if "window_s" not in p else f"{p['window_s']:g} s"),
+        ex.Col("window", lambda p: "—" if "window_s" not in p else f"{p['window_s']:g} s"),
         col["receivers"],
-        Col(
-            "vs random",
-            lambda p: ex.fmt_x(p.get("receivers_ratio", 1.0)),
-            row=lambda p: (
-                {"metric": "receivers vs random", "value": p["receivers_ratio"], "unit": "x"}
-                if "receivers_ratio" in p
-                else None
-            ),
-        ),
+        ex.ratio_col("vs random", "receivers_ratio", "receivers vs random"),
         col["exchange"],
         col["sync"]._replace(metric=None),
         col["round"],
         col["tta"]._replace(shown=None),
-        Col("faster to target", lambda p: ex.fmt_x(p.get("tta_speedup", 1.0))),
+        ex.ratio_col("faster to target", "tta_speedup"),
         col["final"]._replace(shown=None),
     ]
 
@@ -251,9 +216,7 @@ def rows_of(results: list[dict[str, Any]]) -> list[Row]:
     each baseline as a table of their own."""
     rows: list[Row] = []
     for res in results:
-        seeds = res["seeds"]
-        where = f"{res['scenario']} ({res['driver']}), seed{'s' if len(seeds) > 1 else ''} "
-        where += ",".join(map(str, seeds)) + (" (means)" if len(seeds) > 1 else "")
+        where = seeds_setting(f"{res['scenario']} ({res['driver']})", res["seeds"], " (means)")
         policies = [{"label": label, **p} for label, p in res["policies"].items()]
         rows += ex.table_rows(policies, _policy_columns(res), setting=where, scenario=res["scenario"])
         ratios = [{"label": name, **r} for name, r in res["ratios"].items()]
@@ -270,65 +233,29 @@ def window_rows(sweep: dict[str, Any] | None) -> list[Row]:
     return ex.table_rows(points, _window_columns(sweep), setting=setting, scenario=sweep["scenario"])
 
 
-# -------------------------------------------------------------------- plots
-def plot_exchange(runs: list[dict[str, Any]], path: Path, *, title: str) -> Path:
-    """Two bar panels per policy: receivers per sender, mean exchange time."""
-    from matplotlib.figure import Figure
-
-    labels = [r["label"] for r in runs]
-    colors = report._label_colors(runs)
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
-    left, right = fig.subplots(1, 2)
-    y = range(len(runs))
-    left.barh(y, [r["mean_receivers"] for r in runs], color=colors)
-    left.set_xlabel("receivers per sender (achieved)")
-    right.barh(y, [r["mean_exchange_s"] or 0.0 for r in runs], color=colors)
-    right.set_xlabel("mean exchange time (s)")
-    for ax in (left, right):
-        ax.set_yticks(list(y), labels if ax is left else [""] * len(runs), fontsize=8)
-        ax.invert_yaxis()
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-    fig.suptitle(title, x=0.01, ha="left")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
-
-
 # --------------------------------------------------------------------- page
+Study = dict[str, Any] | None  # the window sweep's or the floor study's record, None when it did not run
 PAGE = ex.page_blocks(__file__, "paper_selmcast.md.in")
 """The page, the section repeated per scenario, the window and floor sections, the mixing page."""
 
 
-def _curve(res: dict[str, Any]) -> str:
-    """The metric plot's name: ``accuracy``, or the target's metric."""
-    return report.metric_plot_name([res])
-
-
 def _img(res: dict[str, Any], kind: str) -> str:
-    return f"selmcast-{res['scenario']}-{res['driver']}-{kind}.png"
+    return ex.img_name("selmcast", f"{res['scenario']}-{res['driver']}", kind)
 
 
-def _timelines(where: Path) -> list[Path]:
-    """The bench's timelines (``hetsync run`` draws one for every policy)."""
-    names = tuple(f"timeline-{p}" for p in TIMELINE_POLICIES)
-    return [png for png in sorted(where.glob("timeline-*.png")) if png.stem.startswith(names)]
+def _kinds(res: dict[str, Any]) -> list[str]:
+    """The plots of a scenario's section: the metric curve, exchanges, shares, timelines."""
+    timelines = [p.stem for p in plots.timelines_in(Path(res["dir"]), TIMELINE_POLICIES)]
+    return [report.metric_plot_name([res]), "exchange", "shares", *timelines]
 
 
 def write_docs(
-    results: list[dict[str, Any]],
-    docs: Path,
-    *,
-    command: str,
-    sweep: dict[str, Any] | None = None,
-    floors: dict[str, Any] | None = None,
+    results: list[dict[str, Any]], docs: Path, *, command: str, sweep: Study = None, floors: Study = None
 ) -> Path:
     """Write ``results-selmcast.md`` (and, with the floor comparison,
     ``results-p2p-mixing.md``) and copy the plots to ``img/selmcast-*``."""
     for res in results:
-        src = Path(res["dir"])
-        kinds = [f"{kind}.png" for kind in (_curve(res), "exchange", "shares")] + [p.name for p in _timelines(src)]
-        ex.copy_plots(src, docs / "img", {name: _img(res, name.removesuffix(".png")) for name in kinds})
+        ex.copy_plots(Path(res["dir"]), docs / "img", {f"{kind}.png": _img(res, kind) for kind in _kinds(res)})
     path = docs / "results-selmcast.md"
     path.write_text(render_markdown(results, command=command, sweep=sweep, floors=floors))
     if floors is not None:
@@ -337,38 +264,17 @@ def write_docs(
     return path
 
 
-def _policy_table(res: dict[str, Any]) -> list[str]:
-    first, *figures = _policy_columns(res)
-    return ex.aggregate_table([{"label": k, **p} for k, p in res["policies"].items()], [first, *ex.right(*figures)])
-
-
-def _ratio_columns() -> list[Col]:
+def _ratio_columns() -> list[ex.Col]:
     """SELMCAST's ratios to a baseline (:data:`RATIOS`), a line per comparison."""
     return [ex.key_col(what, key, ex.fmt_x, what, "x") for what, key, *_ in RATIOS]
 
 
-def _ratio_table(res: dict[str, Any]) -> list[str]:
+def _tables(res: dict[str, Any]) -> dict[str, str]:
+    """A scenario's tables: its policies, SELMCAST's ratios to the baselines."""
     lines = [{"label": name, **r} for name, r in res["ratios"].items()]
-    columns = [ex.key_col("comparison", "label", str), *ex.right(*_ratio_columns())]
-    return ex.aggregate_table(lines, columns) if lines else []
-
-
-def _section(res: dict[str, Any]) -> dict[str, Any]:
-    """A scenario's section: its tables and plots."""
-    return {
-        "res": res,
-        "scenario": res["scenario"],
-        "target": target_text(res),
-        "shown": Path(res["dir"]).name.replace("seed-", "seed "),
-        "setup": "\n".join(setup_markdown([res["setup"]] if res.get("setup") else [])),
-        "table": "\n".join(_policy_table(res)),
-        "ratios": "\n".join(_ratio_table(res)),
-        "curve": _curve(res),
-        "img_curve": _img(res, _curve(res)),
-        "img_exchange": _img(res, "exchange"),
-        "img_shares": _img(res, "shares"),
-        "timelines": "\n".join(f"![{p.stem}](img/{_img(res, p.stem)})" for p in _timelines(Path(res["dir"]))),
-    }
+    ratios = ex.aggregate_table(lines, [ex.key_col("comparison", "label", str), *_ratio_columns()], left=1)
+    policies = ex.aggregate_table([{"label": k, **p} for k, p in res["policies"].items()], _policy_columns(res), left=1)
+    return {"table": "\n".join(policies), "ratios": "\n".join(ratios if lines else [])}
 
 
 def render_mixing(fair: dict[str, Any], *, command: str) -> str:
@@ -377,30 +283,16 @@ def render_mixing(fair: dict[str, Any], *, command: str) -> str:
     return ex.fill_page(PAGE["mixing"], values, command=command, date=time.strftime("%Y-%m-%d"))
 
 
-def render_markdown(
-    results: list[dict[str, Any]],
-    *,
-    command: str,
-    sweep: dict[str, Any] | None = None,
-    floors: dict[str, Any] | None = None,
-) -> str:
-    import platform
-
-    import torch
-
-    from hetsync.benches.common import _cpus
-
-    first, *rest = _window_columns(sweep) if sweep else [None]
-
+def render_markdown(results: list[dict[str, Any]], *, command: str, sweep: Study = None, floors: Study = None) -> str:
     return ex.fill_page(
         PAGE["page"],
         command=command,
         date=time.strftime("%Y-%m-%d"),
-        machine=f"{platform.machine()}, {_cpus()} CPUs, torch {torch.__version__}",
-        sections=[_section(res) for res in results],
+        machine=machine_text(),
+        sections=[{"res": res, "kinds": _kinds(res), **_tables(res)} for res in results],
+        img=_img,
         sweep=sweep,
-        sweep_target=target_text(sweep) if sweep else None,
-        sweep_table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], [first, *ex.right(*rest)])
+        sweep_table=ex.aggregate_table([sweep["baseline"], *sweep["windows"]], _window_columns(sweep), left=1)
         if sweep
         else [],
         fair=floors_study.floor_values(floors) if floors else None,

@@ -3,14 +3,19 @@
 - :func:`case_plots`: a seed's metric curve (and its zoom on the start), the
   shares, a bench's own, and per-worker timelines of chosen policies;
 - :func:`plot_batches`: the batch size each worker computed over time, one
-  panel per trace, with the background load below;
+  panel per trace, with the background load below (:func:`group_colors`: a colour per kind of worker;
+  :func:`scenario_batches`: coloured as the scenario's load or kinds of worker ask);
+- :func:`plot_run_bars`: a bar per run for each of a few figures (a panel each);
+- :func:`plot_seed_bars`: small multiples of a figure per label and group, the seeds as dots;
+- :func:`timelines_in`: the timelines of chosen policies in a folder;
+- :func:`drawn`: the files :func:`case_plots` drew, by kind (benches copy them to their pages);
 - :func:`compute_records`: a trace's ``compute`` records, what they read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +35,88 @@ def plot_timelines(
             end = min(window_s, r["wall_time_s"])
             report.plot_timeline(
                 where / r["trace"],
-                where / f"timeline-{report.safe_name(r['label'])}.png",
+                where / timeline_name(r["label"]),
                 title=f"{r['label']} · {r['scenario']} · first {end:g} s",
                 max_workers=max_workers,
                 window_s=(0.0, end),
             )
+
+
+def timeline_name(label: str) -> str:
+    """The file :func:`plot_timelines` (and ``hetsync run``) draws a run's timeline in."""
+    return f"timeline-{report.safe_name(label)}.png"
+
+
+def drawn(where: Path, metric: str, labels: Collection[str] = ()) -> dict[str, str]:
+    """The plots :func:`case_plots` drew in a seed's folder, that exist: by kind
+    the metric's zoom, curve and shares (kinds ``accuracy-zoom``, ``accuracy``,
+    ``shares`` for an accuracy target), then the timelines of ``labels`` (kind
+    ``timeline-<label>``)."""
+    curve = report.metric_plot_name([{"target_metric": metric}])
+    files = {kind: f"{kind}.png" for kind in (f"{curve}-zoom", curve, "shares")}
+    files |= {timeline_name(label).removesuffix(".png"): timeline_name(label) for label in labels}
+    return {kind: str(where / name) for kind, name in files.items() if (where / name).exists()}
+
+
+def timelines_in(where: Path, policies: Collection[str]) -> list[Path]:
+    """The timelines of ``policies``' runs in a folder (``hetsync run`` draws one for every policy)."""
+    names = tuple(f"timeline-{p}" for p in policies)
+    return [png for png in sorted(where.glob("timeline-*.png")) if png.stem.startswith(names)]
+
+
+def plot_run_bars(runs: list[dict[str, Any]], figures: list[tuple[str, str]], path: Path, *, title: str) -> Path:
+    """A bar panel per figure (``(key, axis label)``), a bar per run (None as 0), in the runs' colours."""
+    from matplotlib.figure import Figure
+
+    colors = report._label_colors(runs)
+    fig = Figure(figsize=(5.5 * len(figures), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(figures), squeeze=False)[0]
+    y = range(len(runs))
+    for k, (ax, (key, label)) in enumerate(zip(axes, figures, strict=True)):
+        ax.barh(y, [r[key] or 0.0 for r in runs], color=colors)
+        ax.set_xlabel(label)
+        ax.set_yticks(list(y), [r["label"] for r in runs] if k == 0 else [""] * len(runs), fontsize=8)
+        ax.invert_yaxis()
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    fig.suptitle(title, x=0.01, ha="left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_seed_bars(grid: list[list[dict[str, Any]]], path: Path, *, title: str, xlabel: str) -> Path:
+    """Small multiples of a figure's mean over the seeds, each seed a dot: ``grid``
+    is rows of panels, a panel ``{"title", "labels", "groups", "xlim"}``, a group
+    ``{"name", "means", "seeds", "reference"}`` a bar per label in its colour
+    (matplotlib's cycle) and a dashed line at its ``reference`` (None: none)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6 * len(grid[0]), 3.2 * len(grid)), layout="constrained")
+    axes = fig.subplots(len(grid), len(grid[0]), squeeze=False)
+    for r, row in enumerate(grid):
+        for c, panel in enumerate(row):
+            ax, n = axes[r][c], len(panel["groups"])
+            for k, group in enumerate(panel["groups"]):
+                y = [i + (k - (n - 1) / 2) * 0.38 for i in range(len(group["means"]))]
+                ax.barh(y, group["means"], height=0.36, color=f"C{k}", label=group["name"])
+                for yi, seeds in zip(y, group["seeds"], strict=True):
+                    ax.plot(seeds, [yi] * len(seeds), "k.", markersize=4)
+                if group["reference"] is not None:
+                    ax.axvline(group["reference"], color=f"C{k}", linestyle="--", linewidth=0.8)
+            ax.set_yticks(range(len(panel["labels"])), panel["labels"], fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlim(*panel["xlim"])
+            ax.set_xlabel(xlabel)
+            ax.set_title(panel["title"], fontsize=10, loc="left")
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+            if r == 0 and c == len(row) - 1:
+                ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, x=0.01, ha="left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
 
 
 def compute_records(trace: Path) -> list[dict[str, Any]]:
@@ -83,6 +165,31 @@ def zoomed(runs: list[dict[str, Any]], baselines: Callable[[dict[str, Any]], boo
     end = min(wall, 10 * math.ceil(2.5 * min(ttas) / 10)) if ttas else wall
     curves = ("metric_curve", "accuracy_curve")  # the second: an alias, for accuracy targets
     return [{**r, "wall_time_s": end, **{k: [p for p in r[k] if p[0] <= end] for k in curves if k in r}} for r in runs]
+
+
+def group_colors(values: Sequence[float], name: Callable[[float], str]) -> tuple[dict[int, str], list[tuple[str, str]]]:
+    """A colour per kind of worker (``values``: each worker's, e.g. its slowdown), for
+    :func:`plot_batches`: the workers' colours and the legend, a line per kind (``name(value)``)."""
+    kinds = sorted(set(values))
+    color = {v: PALETTE[[1, 4, 0, 2, 3, 5][i % 6]] for i, v in enumerate(kinds)}
+    return {w: color[v] for w, v in enumerate(values)}, [(name(v), color[v]) for v in kinds]
+
+
+def scenario_batches(
+    panels: list[tuple[str, Path]], path: Path, sc: Any, *, title: str = "", virtual: bool = True
+) -> Path:
+    """:func:`plot_batches` coloured from the scenario ``sc``: with a background
+    load, the loaded workers in colour and the load below; otherwise a colour per
+    kind of worker (its slowdown) over the first second. ``title`` replaces the
+    one that says so."""
+    if sc.background_load is not None:
+        title = title or f"{sc.name}: batch size per worker (loaded workers in colour, the others grey)"
+        return plot_batches(panels, path, title=title, load=sc.background_load, virtual=virtual)
+    fastest = min(sc.slowdown)
+    colors, legend = group_colors(sc.slowdown, lambda s: "fastest" if s == fastest else f"{s:g}x slower")
+    title = title or f"{sc.name}: batch size per worker over the first second"
+    window_s = min(1.0, sc.max_time_s or 1.0)
+    return plot_batches(panels, path, title=title, colors=colors, legend=legend, window_s=window_s, virtual=virtual)
 
 
 def plot_batches(
