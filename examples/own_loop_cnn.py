@@ -4,6 +4,7 @@ script in which about ten lines differ (marked ``# hetsync``).
 
     hetsync launch --nproc 3 --out runs/own-cnn examples/own_loop_cnn.py --policy wbsp
     torchrun --nproc-per-node=4 examples/own_loop_cnn.py --policy selmcast   # the same, without hetsync launch
+    hetsync launch --nproc 3 --out runs/own-cnn-gpu examples/own_loop_cnn.py --device cuda   # the module on a GPU
 
 (3 workers and rank 0, which runs the policy.) ``--scenario`` emulates a
 heterogeneous cluster on one machine (default ``hetero-4``: every step of
@@ -57,11 +58,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--checkpoint-dir", help="rank 0 saves the run here every 10 s and at the end")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir's checkpoint")
+    parser.add_argument(
+        "--device", default="cpu", help="where the module and its batches live: cpu, cuda, cuda:1 (default: cpu)"
+    )
     args = parser.parse_args()
     train, test = data()
+    device = torch.device(args.device)
 
     def evaluate(model: nn.Module) -> dict[str, float]:
-        x, y = test.tensors
+        x, y = (t.to(device) for t in test.tensors)
         out = model(x)
         return {
             "accuracy": (out.argmax(1) == y).float().mean().item(),
@@ -79,7 +84,7 @@ def main() -> None:
         resume=args.resume,
     )
     torch.manual_seed(0)
-    model = SignalCNN()
+    model = SignalCNN().to(device)  # hetsync moves CPU copies of it; the module stays where you put it
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     opt = sync.optimizer(model, opt)  # hetsync (rank 0 serves the run here and exits)
     steps = args.epochs * math.ceil(len(train) / sync.workers / args.batch_size)
@@ -92,6 +97,7 @@ def main() -> None:
     loader = sync.loader(train)  # hetsync: this worker's shard, in batches of the size the policy asks for
     while taken < steps and not sync.done:  # hetsync: sync.done = the run's time is up
         for x, y in loader:  # (a resumed run's loader goes on after the samples drawn before)
+            x, y = x.to(device), y.to(device)
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)

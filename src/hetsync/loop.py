@@ -62,6 +62,13 @@ the model rank 0 evaluates and saves holds their mean (the largest
 ``num_batches_tracked``). Other buffers (masks, tables) are constants and
 stay each rank's.
 
+**Devices.** The module may live on a GPU (``model.to("cuda")`` before
+``sync.optimizer``), on every rank: hetsync moves CPU copies of its
+parameters, gradients and running statistics (gloo is the transport), loads
+what it receives onto each parameter's device, and times a step once the
+GPU's queued kernels are done. Rank 0's copy of the optimizer steps on the
+device its module is on (tests/runtime/test_loop_gpu.py, skipped without CUDA).
+
 **Limits.** Frozen parameters keep each rank's values. Checkpoints (``checkpoint_dir=``, ``resume=True``) hold
 rank 0's side, as ``hetsync run``'s do; the loop's own state is the
 script's: a resumed loop starts again, fast-forwards its schedule
@@ -93,7 +100,7 @@ from torch import nn
 from hetsync import limits as L
 from hetsync.driver.core import eval_interval_s
 from hetsync.errors import BadInput
-from hetsync.optim import OptimizerView
+from hetsync.optim import OptimizerView, gpu_devices, wait_for
 from hetsync.runtime import protocol as P
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.worker import OUTBOX_MAX, Done, WorkerProcess
@@ -448,6 +455,8 @@ class ModuleModel:
             if p.dtype != torch.float32:
                 raise BadInput(f"{self.name}: hetsync moves float32 parameters; a parameter is {p.dtype}")
         self.n_params = sum(p.numel() for p in self.params)
+        # accelerators the module's parameters live on: a step is timed once their queued work is done
+        self.accelerators = gpu_devices(self.params)
         self.model_nbytes = 4 * self.n_params
         # normalization layers' running statistics (BatchNorm, InstanceNorm): the workers send
         # theirs (P.Buffers); the server averages their last ones into the model it evaluates and
@@ -472,11 +481,12 @@ class ModuleModel:
                 self.metrics[name] = direction
 
     def flat(self) -> torch.Tensor:
-        return torch.cat([p.detach().reshape(-1) for p in self.params])
+        """The parameters as one CPU vector (what the transports move), wherever the module lives."""
+        return torch.cat([p.detach().reshape(-1).cpu() for p in self.params])
 
     def flat_grad(self) -> torch.Tensor:
         return torch.cat(
-            [p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in self.params]
+            [p.grad.detach().reshape(-1).cpu() if p.grad is not None else torch.zeros(p.numel()) for p in self.params]
         )
 
     def load(self, flat: torch.Tensor) -> None:
@@ -492,7 +502,7 @@ class ModuleModel:
         offset = 0
         for p in self.params:
             n = p.numel()
-            p.grad = flat[offset : offset + n].view_as(p).clone()
+            p.grad = flat[offset : offset + n].view_as(p).to(p.device, copy=True)
             offset += n
 
     # buffers
@@ -501,7 +511,7 @@ class ModuleModel:
         out = torch.zeros(self.n_params)
         offset = 0
         for b in self.buffers:
-            out[offset : offset + b.numel()] = b.detach().reshape(-1).to(torch.float32)
+            out[offset : offset + b.numel()] = b.detach().reshape(-1).to("cpu", torch.float32)
             offset += b.numel()
         return out
 
@@ -585,13 +595,13 @@ class ModuleStepper:
             for p in self.params:
                 n = p.numel()
                 p.copy_(model[offset : offset + n].view_as(p))
-                p.grad = grad[offset : offset + n].view_as(p).clone()
+                p.grad = grad[offset : offset + n].view_as(p).to(p.device, copy=True)
                 offset += n
         for group, initial in zip(self.opt.param_groups, self.initial_lrs, strict=True):
             group["lr"] = initial * lr / self.base_lr
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return torch.cat([p.detach().reshape(-1) for p in self.params]).clone()
+        return torch.cat([p.detach().reshape(-1).cpu() for p in self.params])
 
     def state_dict(self) -> dict[str, Any]:
         return self.opt.state_dict()
@@ -708,6 +718,7 @@ class _LoopWorker(WorkerProcess):
             return
         order, done, out, start, base = self.pending
         self.pending = None
+        wait_for(self.flat.accelerators)
         measured_s = self._now_s() - start
         if order.local_lr is not None:  # a local step: the user's optimizer takes it
             self.opt.step()

@@ -53,7 +53,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hetsync.errors import BadInput
-from hetsync.optim import OptimizerView
+from hetsync.optim import OptimizerView, gpu_devices, wait_for
 from hetsync.profile_job import RAW_JSON, emulated_step, link_sizes, links_and_gather, paced, raw_record
 from hetsync.scenario import Scenario
 
@@ -247,6 +247,7 @@ class ProfilingOptimizer(OptimizerView):
         self.done = False
         self._t0 = time.perf_counter()  # the phase starts now, on every worker together
         self._last = self._t0  # when the previous step ended
+        self._gpus = gpu_devices(p for g in optimizer.param_groups for p in g["params"])
 
     @property
     def batch_size(self) -> int:
@@ -259,6 +260,7 @@ class ProfilingOptimizer(OptimizerView):
         batch = self.batch_size
         start = self._last
         self.optimizer.step()
+        wait_for(self._gpus)  # (a GPU's queued kernels belong to this step)
         measured = time.perf_counter() - start
         if self._timing is not None:
             measured = emulated_step(self._timing, self._w, start, measured, start - self._t0, batch, self._pace)

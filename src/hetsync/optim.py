@@ -19,6 +19,7 @@ what local SGD, WBSP and DiLoCo implementations do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -124,6 +125,18 @@ def local_steppers(scenario: Any, policy: Any, count: int = 1) -> list[Stepper]:
     default = scenario.local_optimizer if scenario.local_optimizer is not None else scenario.optimizer
     cfg = _policy_choice(policy, "local_optimizer", default, outer=False)
     return [Stepper(cfg, scenario.schedule, scenario.clip_norm) for _ in range(count)]
+
+
+def gpu_devices(params: Iterable[torch.Tensor]) -> list[torch.device]:
+    """The CUDA devices ``params`` live on (none for a CPU model), in a fixed order."""
+    return sorted({p.device for p in params if p.device.type == "cuda"}, key=str)
+
+
+def wait_for(devices: Iterable[torch.device]) -> None:
+    """Wait until the kernels queued on ``devices`` are done: a GPU step's
+    Python returns before its work does, so a step is timed after this."""
+    for device in devices:
+        torch.cuda.synchronize(device)
 
 
 class OptimizerView(torch.optim.Optimizer):

@@ -6,6 +6,8 @@ hetsync policy through the wrapper (any other first argument: the policy).
     hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS [KILL_WORKER|-] [CKPT_DIR [resume]]
     hetsync launch --nproc 2 --out OUT loop_train.py asp OUT STEPS bn   (a BatchNorm layer; each worker
         saves its running statistics as OUT/buffers-<worker>.pt when its loop ends)
+    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS cuda  (the model and its batches on the
+        GPU, every rank on cuda:0; the transports stay on the CPU)
 
 STEPS counts from the run's start: a resumed loop goes on at ``sync.first_step``.
 """
@@ -87,11 +89,20 @@ def ddp(out: str, steps: int) -> None:
 
 
 def wrapped(
-    policy: str, out: str, steps: int, kill_worker: int | None, ckpt: str | None, resume: bool, bn: bool = False
+    policy: str,
+    out: str,
+    steps: int,
+    kill_worker: int | None,
+    ckpt: str | None,
+    resume: bool,
+    bn: bool = False,
+    cuda: bool = False,
 ) -> None:
     import hetsync
 
     train, xt, yt = data()
+    device = torch.device("cuda" if cuda else "cpu")
+    xt, yt = xt.to(device), yt.to(device)
 
     def evaluate(model: nn.Module) -> dict[str, float]:
         out = model(xt)
@@ -104,6 +115,7 @@ def wrapped(
         policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False, checkpoint_dir=ckpt, resume=resume
     )
     model, opt, _ = build(bn)
+    model.to(device)  # (before the optimizer's first step: its state follows the parameters)
     opt = sync.optimizer(model, opt)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
     sync.fast_forward(sched)  # a resumed loop: the schedule goes on where it was
@@ -114,11 +126,14 @@ def wrapped(
             assert len(x) == sync.batch_size or len(x) < 16
             if sync.worker == kill_worker and taken == 3:
                 os.kill(os.getpid(), signal.SIGKILL)  # a worker dies mid-run
+            x, y = x.to(device), y.to(device)
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad()
             sched.step()
             taken += 1
+            if cuda:
+                assert all(p.is_cuda for p in model.parameters()), "the module left the GPU"
             if taken == steps or sync.done:
                 break
     if bn:
@@ -132,7 +147,7 @@ if __name__ == "__main__":
     if mode == "ddp":
         ddp(out, steps)
     else:
-        bn = "bn" in sys.argv[4:]
-        extra = [a for a in sys.argv[4:] if a != "bn"] + [""] * 3
+        flags = {"bn", "cuda"} & set(sys.argv[4:])
+        extra = [a for a in sys.argv[4:] if a not in flags] + [""] * 3
         kill = None if extra[0] in ("", "-") else int(extra[0])
-        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume", bn)
+        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume", "bn" in flags, "cuda" in flags)

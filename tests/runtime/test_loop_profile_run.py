@@ -55,3 +55,22 @@ def test_profile_your_own_loop(tmp_path, capsys):
     again = tmp_path / "again"
     assert main(["profile", "--from-raw", str(out / "raw.json"), "-o", str(again), "--no-plots"]) == 0
     assert load_scenario(str(again / "cluster.yaml")).model_bytes == raw["model_bytes"]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_profile_your_own_loop_with_the_module_on_a_gpu(tmp_path, capsys):
+    """The same profile with the example's module on the GPU: each step is
+    timed once the GPU's queued kernels are done, and the emulated delays
+    still separate the two workers."""
+    cluster = tmp_path / "two.yaml"
+    cluster.write_text(CLUSTER)
+    out = tmp_path / "prof"
+    script = ROOT / "examples" / "own_loop_cnn.py"
+    argv = ["profile", "--script", str(script), "--nproc", "2", "--emulate", str(cluster)]
+    argv += ["--compute-s", "2", "--link-reps", "2", "-o", str(out), "--no-plots", "--"]
+    assert main([*argv, "--policy", "bsp", "--device", "cuda"]) == 0, capsys.readouterr()
+    raw = json.loads((out / "raw.json").read_text())
+    steps = [r["compute"]["steps"] for r in raw["per_rank"][1:]]
+    assert min(len(s) for s in steps) > 10, steps
+    sc = load_scenario(str(out / "cluster.yaml"))
+    assert sc.nominal_step_s(1, sc.batch_size) > sc.nominal_step_s(0, sc.batch_size) + 0.010
