@@ -21,8 +21,11 @@ demo: $(STAMP)
 	$(BIN)/hetsync compare --scenario default --out runs/demo
 	@echo "open runs/demo/report.html in a browser; load runs/demo/trace.json in ui.perfetto.dev to follow every step"
 
+# all of it: the in-process tests on every core, then the ones that start real
+# processes (marked dist) one at a time, so their timings see a machine at rest
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not dist" -n auto
+	$(BIN)/python -m pytest -m dist
 
 # everything but the tests that start real processes (marked dist), on every core
 test-fast: $(STAMP)

@@ -56,4 +56,7 @@ def test_modelled_timing_makes_steps_last_as_the_scenario_says(tmp_path):
     assert 0.08 <= median[0] <= 0.13 and 0.55 <= median[2] <= 0.7, median  # of 3 workers, w2 sleeps
     pushes = [r["end"] - r["t"] for r in records if r["ev"] == "push" and r["w"] == 0]
     assert pushes and min(pushes) >= 0.030, pushes  # 4 MB at 1 Gb/s, throttled
-    assert run["compute_share"] >= 0.9, run["compute_share"]
+    # overlapped, a fast worker computes ~90% of a 3 s run on a quiet machine (0.887-0.889 seen on a
+    # loaded one, at this commit and the one before); without the overlap its 32 ms transfers per 0.1 s
+    # step would leave it at most 1 / 1.32 = 76%
+    assert run["compute_share"] >= 0.85, run["compute_share"]
