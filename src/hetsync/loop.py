@@ -439,6 +439,11 @@ def _trainable(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def _flat_cpu(params: list[nn.Parameter]) -> torch.Tensor:
+    """The parameters as one new CPU vector (what the transports move), wherever the module lives."""
+    return torch.cat([p.detach().reshape(-1).cpu() for p in params])
+
+
 class ModuleModel:
     """The user's module seen as the flat vector the drivers move: its
     trainable parameters in ``model.parameters()`` order. It stands in for a
@@ -481,8 +486,7 @@ class ModuleModel:
                 self.metrics[name] = direction
 
     def flat(self) -> torch.Tensor:
-        """The parameters as one CPU vector (what the transports move), wherever the module lives."""
-        return torch.cat([p.detach().reshape(-1).cpu() for p in self.params])
+        return _flat_cpu(self.params)
 
     def flat_grad(self) -> torch.Tensor:
         return torch.cat(
@@ -601,7 +605,7 @@ class ModuleStepper:
             group["lr"] = initial * lr / self.base_lr
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return torch.cat([p.detach().reshape(-1).cpu() for p in self.params])
+        return _flat_cpu(self.params)
 
     def state_dict(self) -> dict[str, Any]:
         return self.opt.state_dict()
