@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import hetsync  # hetsync
+from hetsync.errors import BadInput
 from hetsync.workloads.signal1d import generate
 
 
@@ -62,8 +63,12 @@ def main() -> None:
         "--device", default="cpu", help="where the module and its batches live: cpu, cuda, cuda:1 (default: cpu)"
     )
     args = parser.parse_args()
-    train, test = data()
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BadInput(
+            f"--device {args.device}: torch sees no CUDA device here (torch {torch.__version__}); use --device cpu"
+        )
+    train, test = data()
 
     def evaluate(model: nn.Module) -> dict[str, float]:
         x, y = (t.to(device) for t in test.tensors)

@@ -41,3 +41,19 @@ def test_own_loop_example_runs_as_the_readme_launches_it_and_saves_a_loadable_st
     model = SignalCNN()
     model.load_state_dict(torch.load(tmp_path / "model-wbsp.pt", weights_only=True))
     assert (tmp_path / "trace-wbsp.jsonl").stat().st_size > 0 and (tmp_path / "report.html").exists()
+
+
+def test_own_loop_example_refuses_a_gpu_torch_cannot_see(monkeypatch):
+    """--device cuda on a machine without one: one line (hetsync launch prints it, exit 2), not a CUDA traceback."""
+    import torch
+
+    from hetsync.errors import BadInput
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    sys.path.insert(0, str(ROOT / "examples"))
+    import own_loop_cnn
+
+    monkeypatch.setattr(sys, "argv", ["own_loop_cnn.py", "--device", "cuda"])
+    with pytest.raises(BadInput, match="--device cuda: torch sees no CUDA device here"):
+        own_loop_cnn.main()
