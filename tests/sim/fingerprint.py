@@ -39,8 +39,8 @@ def fingerprint(trace: bytes) -> dict[str, Any]:
     """``{"structure": sha256, "metrics": [[value, ...] per eval record]}``."""
     lines, metrics = [], []
     for line in trace.splitlines():
-        if b'"ev":"eval"' in line:
-            record = json.loads(line)
+        record = json.loads(line)
+        if record["ev"] == "eval":  # (by the record's kind, not a substring of its text)
             metrics.append([v for k, v in record.items() if k not in _KEPT])
             line = json.dumps({k: (v if k in _KEPT else None) for k, v in record.items()}, separators=(",", ":"))
             line = line.encode()
