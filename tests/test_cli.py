@@ -228,12 +228,12 @@ def test_a_new_run_replaces_an_earlier_runs_files_and_keeps_the_users(tmp_path, 
     assert main(["compare", "-s", "default", "-p", "bsp,asp", "--set", "max_time_s=2", "-o", str(out)]) == 0
     assert (out / "trace-asp.jsonl").exists() and (out / "timeline-asp.png").exists()
     (out / "notes.txt").write_text("mine")
-    (out / "trace-ssp-s-3.jsonl.partial").write_text("{}\n")
     capsys.readouterr()
     assert main(["compare", "-s", "default", "-p", "ssp:s=3", "--set", "max_time_s=2", "-o", str(out)]) == 0
-    assert "replacing the results of an earlier run" in capsys.readouterr().out
+    assert "set aside the results of an earlier run" in capsys.readouterr().out
     left = sorted(p.name for p in out.iterdir())
     assert left == [
+        ".hetsync-manifest.json",
         "accuracy.png",
         "model-ssp-s-3.pt",
         "notes.txt",

@@ -1117,18 +1117,38 @@ def verify(
     ``seeds`` of the ones advise simulated (``verify/seed-N/`` each), and
     the measured figures are the medians over them, as the predicted ones
     are over the simulated seeds. RuntimeError if the runs failed."""
-    import json
-
-    from hetsync.outdir import start_clean
-    from hetsync.runtime import launch
+    from hetsync.outdir import begin
 
     if seeds < 1:
         raise BadInput(f"verify seeds must be >= 1, got {seeds}")
     t0 = time.perf_counter()
     folder = out / VERIFY_DIR
     specs = advice.shortlist()
-    folder.mkdir(parents=True, exist_ok=True)
-    start_clean(folder)
+    replacing = begin(folder)  # (an earlier verification: set aside until this one finishes)
+    try:
+        verified = _verify_runs(advice, forwarded, specs, host=host, on_progress=on_progress, seeds=seeds, t0=t0)
+    except BaseException:
+        replacing.finish(False)
+        raise
+    replacing.finish(True)
+    return verified
+
+
+def _verify_runs(
+    advice: Advice,
+    forwarded: RunConfig,
+    specs: list[str],
+    *,
+    host: str,
+    on_progress: Callable[[str, float, str], None] | None,
+    seeds: int,
+    t0: float,
+) -> Verification:
+    """:func:`verify`'s real runs and their comparison with the prediction."""
+    import json
+
+    from hetsync.runtime import launch
+
     sc = advice.scenario
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
     seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()

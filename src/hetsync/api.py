@@ -39,12 +39,13 @@ def compare(
 ) -> list[dict[str, Any]]:
     """Simulate each policy on ``scenario`` (a built-in name, a YAML path or a
     :class:`~hetsync.scenario.Scenario`; ``overrides`` replace its keys, as
-    ``--set`` does) and write the comparison into ``out``, which starts clean
-    as with the CLI. ``policies``: specs (``"ssp:s=2"``), a comma-separated
+    ``--set`` does) and write the comparison into ``out``, whose earlier
+    results are set aside until this run finishes, as with the CLI. ``policies``: specs (``"ssp:s=2"``), a comma-separated
     string, or None for the scenario's own list. Returns the summaries, in
     order. Bad input raises :class:`hetsync.errors.BadInput` naming the key."""
     from hetsync import report, runner
-    from hetsync.outdir import start_clean
+    from hetsync.outdir import begin
+    from hetsync.workloads import make_workload
 
     sc = resolve_scenario(scenario, overrides)
     if isinstance(policies, str) or policies is None:
@@ -54,11 +55,19 @@ def compare(
     runner.policy_labels(sc, specs)
     if workload is not None and not isinstance(workload, Workload):
         raise BadInput(f"workload must be a hetsync Workload (from_module), got {type(workload).__name__}")
+    if workload is None:
+        workload = make_workload(sc.workload, **sc.workload_args)
+    sc.target_direction_for(workload.name, workload.metrics)  # every input checked before the folder is touched
     folder = Path(out)
-    start_clean(folder)
-    runs = runner.compare(sc, specs, folder, workload=workload)
-    if plots:
-        report.write_outputs(runs, folder, command=f"hetsync.compare({sc.name!r}, {specs!r})")
+    replacing = begin(folder, also=[f"{report.safe_name(sc.target_metric)}.png"])
+    try:
+        runs = runner.compare(sc, specs, folder, workload=workload)
+        if plots:
+            report.write_outputs(runs, folder, command=f"hetsync.compare({sc.name!r}, {specs!r})")
+    except BaseException:
+        replacing.finish(False)  # the earlier results: kept, or put back if this run wrote none
+        raise
+    replacing.finish(True)
     return runs
 
 

@@ -21,6 +21,7 @@ from hetsync import limits
 
 __all__ = [
     "checkpoint_dir",
+    "host",
     "nproc",
     "out_dir",
     "out_file",
@@ -65,6 +66,23 @@ def seconds(low: float, high: float, *, low_open: bool = False) -> Callable[[str
 
     parse.__name__ = "seconds"
     return parse
+
+
+def host(text: str) -> str:
+    """``--host``: a rendezvous address this machine can resolve (an
+    unresolvable name is refused here, before any output folder is touched)."""
+    import socket
+
+    name = text.strip()
+    if not name:
+        raise argparse.ArgumentTypeError("must be a host name or address, e.g. 127.0.0.1")
+    try:
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError) as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot resolve {text!r} ({e}): give an address this machine can reach"
+        ) from None
+    return name
 
 
 def out_dir(text: str) -> str:

@@ -56,7 +56,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     """The options of real processes: ``run`` and ``compare --runtime dist``."""
     from hetsync import argcheck, limits
 
-    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument(
         "--worker-timeout-s",
         type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
@@ -154,7 +154,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     )
     _nproc_arg(p, 2, "rank 0, which runs the policy,")
     p.add_argument("--out", "-o", type=out_dir, default="runs/loop", help="output folder (default: runs/loop)")
-    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument("script", help="the Python training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -199,7 +199,9 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         help="with --verify: real runs per verified policy, the first of the simulated seeds; measured figures "
         "are their medians (default: 1)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="with --verify: rendezvous address (default: loopback)")
+    p.add_argument(
+        "--host", type=argcheck.host, default="127.0.0.1", help="with --verify: rendezvous address (default: loopback)"
+    )
 
     p = sub.add_parser(
         "profile",
@@ -249,7 +251,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         help="profile your own training script (one that uses hetsync.init, sync.optimizer and sync.finish) "
         "instead of the built-in job: its steps are timed as your loop runs them; its arguments go after --",
     )
-    p.add_argument("--host", default="127.0.0.1", help="rendezvous address (default: loopback)")
+    p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument("--out", "-o", type=out_dir, default="runs/profile", help="output folder (default: runs/profile)")
     p.add_argument("--no-plots", action="store_true", help="skip profile.png and profile.html")
     p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="with --script: the script's own arguments")
@@ -299,11 +301,15 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
         why = {}
     _show_notes(args, [why.get(note, note) for note in scenario.notes])
     processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
+    from hetsync.workloads import make_workload
+
+    workload = make_workload(scenario.workload, **scenario.workload_args)  # an unknown one, bad arguments: refused now
+    if scenario.target_metric is not None:
+        scenario.target_direction_for(workload.name, workload.metrics)  # a metric the workload lacks: refused now
     if scenario.batch_size > _MEMORY_CHECK_BATCH or scenario.workers > _MEMORY_CHECK_WORKERS:
         from hetsync import limits
-        from hetsync.workloads import make_workload
 
-        limits.check_memory(scenario, make_workload(scenario.workload, **scenario.workload_args), processes=processes)
+        limits.check_memory(scenario, workload, processes=processes)
     if _launches(args):
         _check_checkpoint_args(args, scenario)
     return scenario
@@ -410,12 +416,76 @@ def _say(con: Any, text: str, style: str | None = None) -> None:
     con.print(text, style=style, markup=False, highlight=False)
 
 
-def _start_clean(con: Any, out: Path, *, set_aside_traces: bool = False) -> None:
-    from hetsync.outdir import start_clean
+_OPEN: list[Any] = []  # the output folders the running command began (outdir.Replacing), settled by run()
 
-    removed = start_clean(out, set_aside_traces=set_aside_traces)
-    if removed:
-        _say(con, f"replacing the results of an earlier run in {out}/ ({len(removed)} files)", style="dim")
+
+def _begin_out(
+    con: Any,
+    args: argparse.Namespace,
+    out: Path,
+    *,
+    inputs: Sequence[Path | str | None] = (),
+    also: Sequence[str] = (),
+    stay: Sequence[Path | str | None] = (),
+    set_aside: bool = True,
+    keep_traces: bool = False,
+) -> None:
+    """Make ``out`` ready once every input is checked (:func:`hetsync.outdir.begin`):
+    the earlier results set aside, never deleted, until :func:`run` settles
+    the folder by the command's outcome."""
+    from hetsync import outdir
+
+    scenario = getattr(args, "scenario", None)
+    given = [*inputs, scenario if scenario and Path(scenario).is_file() else None]
+    _check_md(args, out, given)
+    replacing = outdir.begin(out, inputs=given, also=also, stay=stay, set_aside=set_aside, keep_traces=keep_traces)
+    _OPEN.append(replacing)
+    if replacing.set_aside:
+        _say(
+            con,
+            f"set aside the results of an earlier run in {out}/ ({replacing.set_aside} files) "
+            f"in {replacing.aside}/ until this run finishes",
+            style="dim",
+        )
+
+
+def _metric_plot(scenario: Any) -> list[str]:
+    """The name of the plot of the scenario's target metric (``loss.png``)."""
+    from hetsync.outdir import safe_name
+
+    metric = getattr(scenario, "target_metric", None)
+    return [f"{safe_name(metric)}.png"] if metric else []
+
+
+def _check_md(args: argparse.Namespace, out: Path, inputs: Sequence[Path | str | None]) -> None:
+    """``--md FILE`` may be neither one of the run's inputs nor a file the run writes in ``out``."""
+    from hetsync import outdir
+
+    md = getattr(args, "md", None)
+    if md is None:
+        return
+    path = Path(md).resolve()
+    if any(x is not None and Path(x).resolve() == path for x in inputs):
+        raise BadInput(f"--md {md} is one of this command's inputs: write the page to another file")
+    try:
+        rel = path.relative_to(out.resolve()).as_posix()
+    except ValueError:
+        return
+    if rel != "report.md" and outdir.hetsync_writes(rel):
+        raise BadInput(
+            f"--md {md} is a file hetsync writes in {out}/: write the page to another file, e.g. {out}/report.md"
+        )
+
+
+def _settle_out(ok: bool) -> None:
+    """Settle every output folder the command began: drop the earlier results
+    after a run that finished, else keep or restore them (outdir.Replacing.finish)."""
+    from hetsync import report
+
+    while _OPEN:
+        line = _OPEN.pop().finish(ok)
+        if line:
+            _say(report.terminal_console(), line, style="yellow")
 
 
 def _nproc_arg(p: argparse.ArgumentParser, default: int, extra: str) -> None:
@@ -450,7 +520,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
         f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}, "
         f"policies {escape(', '.join(labels))} → {escape(str(out))}/"
     )
-    _start_clean(con, out)
+    _begin_out(con, args, out, also=_metric_plot(scenario))
     runs: list[dict[str, Any]] = []
     columns = _progress_columns()
     interrupted = False
@@ -524,8 +594,9 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         f"policies {escape(', '.join(labels))}{timing} → {escape(str(out))}/"
     )
     resumable = getattr(args, "checkpoint_dir", None) is not None
-    if not getattr(args, "resume", False):
-        _start_clean(con, out)
+    _begin_out(
+        con, args, out, also=_metric_plot(scenario), set_aside=not getattr(args, "resume", False)
+    )  # (--resume continues the run in place)
     columns = _progress_columns()
     interrupted = False
     with Progress(*columns, console=con) as bar:
@@ -625,7 +696,8 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         f"[bold]{escape(script.name)}[/] on torch.distributed (gloo): {args.nproc} worker processes + 1 "
         f"for the policy (rank 0) → {escape(str(out))}/"
     )
-    _start_clean(con, out, set_aside_traces=True)  # (a script that resumes from a checkpoint continues its trace)
+    # (a script resuming from a checkpoint continues its trace)
+    _begin_out(con, args, out, inputs=[script], keep_traces=True)
     with Progress(*_progress_columns(), console=con) as bar:
         task = bar.add_task(escape(script.name), total=1.0, status="")
 
@@ -648,7 +720,13 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         _say(con, f"the script finished without a summary in {out}/ (did it call hetsync.init?)", style="red")
         return 1
+    # what rank 0 said into its log: the scenario's notes (its job keys not applied) and an evaluation warning
+    for note in dict.fromkeys(note for run in runs for note in run.get("notes") or []):
+        con.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     con.print(report.summary_table(runs))
+    for run in runs:
+        if run.get("eval_warning"):
+            con.print(f"warning: {run['label']}: {run['eval_warning']}", style="yellow", markup=False, highlight=False)
     _say(con, f"wrote {out}/summary.json, the traces, model-*.pt and {out}/logs/")
     return 0
 
@@ -713,7 +791,7 @@ def _bad_input_message(out: Path) -> str | None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from hetsync import report
+    from hetsync import outdir, report
     from hetsync.outdir import PARTIAL_SUFFIX, SUMMARY
 
     out: Path = args.dir
@@ -728,7 +806,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     missing = [r["trace"] for r in runs if r.get("trace") and not (out / r["trace"]).is_file()]
     if missing:
         _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
+    _check_md(args, out, [out / SUMMARY, *(out / r["trace"] for r in runs if r.get("trace"))])
     written = _finish(con, args, runs, out, notes=True)
+    outdir.record(out, written)
     drawn = [p for p in written if p.suffix in (".png", ".html") or p.name == "trace.json"]
     if drawn:
         _say(con, "wrote " + ", ".join(str(p) for p in drawn))
@@ -760,7 +840,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if args.verify:
         advise.check_verifiable(scenario)
     out = Path(args.out)
-    _start_clean(con, out)
+    _begin_out(con, args, out)
     columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=con, transient=False) as bar:
         task = bar.add_task("candidates × seeds", total=None)
@@ -891,8 +971,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     else:
         sizes = None  # the script's scenario decides: b/2, b, 2b of its batch_size
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     con = report.terminal_console()
+    emulate = args.emulate if args.emulate and Path(args.emulate).is_file() else None
+    _begin_out(con, args, out, inputs=[args.script, emulate], stay=[args.from_raw])
     if measured is not None:
         _say(con, f"fitting {args.from_raw}: {nproc} workers measured on {measured.get('host')}")
     elif args.script is not None:
@@ -1015,6 +1096,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 0
     bench_name = argv[1] if len(argv) > 1 and argv[0] == "bench" else None
     args = build_parser(bench_name).parse_args(argv)
+    try:
+        code = _dispatch(args)
+    except BaseException:
+        _settle_out(ok=False)
+        raise
+    _settle_out(ok=code == 0)
+    return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "compare":
         return _cmd_compare(args)
     if args.command == "simulate":

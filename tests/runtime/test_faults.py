@@ -215,7 +215,9 @@ def test_a_worker_stopped_at_start_up_stops_the_run_after_the_start_up_timeout(r
     stopped_at = run.signal(signal.SIGSTOP, 2)
     ended_at = run.finish()
     assert run.code == 1, run.tail()
-    assert ended_at - stopped_at < 10 + AFTER_FAULT_S
+    # the error names the 10-s bound that ended it; a hang would run to HANG_S. The margin is a
+    # loaded machine's (37 s seen at a load average of 10 on 2 cores), not the behaviour's
+    assert ended_at - stopped_at < 10 + 4 * AFTER_FAULT_S < HANG_S
     assert "startup_timeout_s=10" in _error(run)
     assert run.leftovers() == []  # the stopped process too
 

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from hetsync.errors import BadInput
-from hetsync.outdir import safe_name, write_json_atomic
+from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
 from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
 from hetsync.scenario import Scenario
@@ -159,7 +159,10 @@ def _serve_and_report(
     status_path.unlink(missing_ok=True)
     if progress_lines is None:
         progress_lines = STARTED_FILE_ENV not in os.environ
+    replacing = None
     try:
+        if STARTED_FILE_ENV not in os.environ:  # plain torchrun: no hetsync command set the earlier results aside
+            replacing = begin(opts.out, set_aside=not opts.resume)
         code = _serve(
             scenario,
             workload,
@@ -176,6 +179,10 @@ def _serve_and_report(
     except Exception as e:  # reported to the launcher, and in this rank's log
         traceback.print_exc()
         code, message = 1, f"{type(e).__name__}: {e}"
+    if replacing is not None:
+        line = replacing.finish(code == 0)
+        if line:
+            print(f"hetsync.runtime: {line}", file=sys.stderr, flush=True)
     _write_status(opts.out, code, message)
     sys.stdout.flush()
     sys.stderr.flush()
