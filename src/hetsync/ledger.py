@@ -10,10 +10,23 @@ Step accounting: every computed step ends up *applied* (its push was
 applied), *dropped* (the policy dropped its push, a pull overwrote local work
 that was never pushed, or a newer gradient replaced an unpushed one) or
 *outstanding* (in flight when the run stopped).
+
+Stale gradients (:mod:`hetsync.policies.staleness`): an ``Apply`` may ask
+for delay compensation (``compensate``, DC-ASGD), which needs the model each
+gradient was computed on. When the policy says so
+(``Policy.needs_base_models``), the ledger keeps every model it hands out
+(:meth:`Ledger.send_model`) while a worker may still compute on it: the one
+each worker holds until its next pull lands (:meth:`Ledger.model_arrived`),
+the one on its way, and the base of each gradient push held. Models are
+never modified in place, so keeping one is keeping a reference: at most 2N
+besides the global model, N + 1 in steady state (the summary's
+``max_kept_models``). An ``Apply``'s ``implicit_momentum`` goes to the
+server's optimizer, which lowers its momentum by it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -21,7 +34,8 @@ from typing import Any
 
 import torch
 
-from hetsync.errors import PolicyError
+from hetsync.algos.staleness import delay_compensated
+from hetsync.errors import BadInput, PolicyError
 from hetsync.optim import Stepper
 from hetsync.policies.base import Apply, Drop, Policy
 from hetsync.policies.config import config_values
@@ -38,7 +52,9 @@ class HeldPush:
     base_version: int
     steps: int
     samples: int
-    lr_scale: float = 1.0  # the pushing worker's own schedule factor (hetsync.loop); 1.0 otherwise
+    # a gradient's optimizer settings in the pushing worker's own training loop (hetsync.loop:
+    # hetsync.optim.hyperparameters of the user's optimizer when it computed it); None otherwise
+    hyper: tuple[float, ...] | None = None
 
 
 class Ledger:
@@ -84,20 +100,106 @@ class Ledger:
         self.math_time_s = 0.0
         self.left: list[dict[str, Any]] = []  # workers that left: {"worker", "t", "reason"}
         self.resumed_at_s: float | None = None  # a resumed run: when it went on from its checkpoint
+        # delay compensation: the models workers compute on, kept while referenced (module docstring)
+        needs = getattr(policy, "needs_base_models", None)  # (a stand-in for a policy may lack it)
+        self.keeps_bases = theta is not None and needs is not None and bool(needs())
+        self._bases: dict[int, torch.Tensor] = {}  # version -> model
+        self._base_refs: dict[int, int] = {}  # version -> workers holding it, pulls bringing it, pushes on it
+        self._holding: dict[int, int] = {}  # worker -> version of the model it computes on
+        self._incoming: dict[int, list[int]] = {}  # worker -> versions of its pulls in flight
+        self._push_base: dict[int, int] = {}  # held gradient push -> the version it references
+        self.max_kept_models = 0
+        self.uncompensated = 0  # stale gradients whose base model was not kept (not compensated)
+        if self.keeps_bases:
+            for w in range(policy.ctx.workers):  # every worker starts from the model the run starts with
+                self._ref(version, theta)
+                self._holding[w] = version
+
+    # ------------------------------------------------- models handed out
+    def send_model(self, worker: int) -> tuple[torch.Tensor | None, int]:
+        """The global model and its version, as a pull to ``worker`` takes it now."""
+        if self.keeps_bases:
+            self._ref(self.version, self.theta)
+            self._incoming.setdefault(worker, []).append(self.version)
+        return self.theta, self.version
+
+    def model_arrived(self, worker: int, version: int) -> None:
+        """``worker``'s pull of ``version`` has landed: the model it held before is no longer its base."""
+        if not self.keeps_bases:
+            return
+        incoming = self._incoming.get(worker, [])
+        if version in incoming:
+            incoming.remove(version)
+            self._swap_holding(worker, version)
+        else:  # not handed out through send_model: nothing kept for it
+            self._swap_holding(worker, None)
+
+    @property
+    def kept_versions(self) -> list[int]:
+        """The versions whose models are kept for delay compensation now."""
+        return sorted(self._bases)
+
+    def forget_worker(self, worker: int) -> None:
+        """``worker`` has left: nothing it holds or has on its way needs keeping."""
+        if not self.keeps_bases:
+            return
+        for version in self._incoming.pop(worker, []):
+            self._unref(version)
+        self._swap_holding(worker, None)
+
+    def _swap_holding(self, worker: int, version: int | None) -> None:
+        old = self._holding.pop(worker, None)
+        if version is not None:
+            self._holding[worker] = version
+        if old is not None:
+            self._unref(old)
+
+    def _ref(self, version: int, model: torch.Tensor | None) -> None:
+        if model is None:
+            return
+        self._bases.setdefault(version, model)
+        self._base_refs[version] = self._base_refs.get(version, 0) + 1
+        self.max_kept_models = max(self.max_kept_models, len(self._bases))
+
+    def _unref(self, version: int) -> None:
+        left = self._base_refs.get(version, 0) - 1
+        if left > 0:
+            self._base_refs[version] = left
+        else:
+            self._base_refs.pop(version, None)
+            self._bases.pop(version, None)
 
     # ------------------------------------------------------------ pushes
     def hold(self, push: HeldPush) -> int:
         push_id = self.next_push_id
         self.next_push_id += 1
         self.pushes[push_id] = push
+        if self.keeps_bases and push.kind == "grad" and push.base_version in self._bases:
+            self._ref(push.base_version, self._bases[push.base_version])
+            self._push_base[push_id] = push.base_version
         return push_id
+
+    def _release(self, push_id: int) -> None:
+        version = self._push_base.pop(push_id, None)
+        if version is not None:
+            self._unref(version)
+
+    def _compensated(self, rec: HeldPush, lam: float) -> HeldPush:
+        """``rec`` with its gradient delay-compensated (DC-ASGD) against the
+        model it was computed on; as it is when fresh or not a gradient."""
+        if rec.kind != "grad" or rec.payload is None or rec.base_version == self.version or self.theta is None:
+            return rec
+        then = self._bases.get(rec.base_version)
+        if then is None:  # the policy did not ask for the models to be kept (or the base predates a resume)
+            self.uncompensated += 1
+            return rec
+        return dataclasses.replace(rec, payload=delay_compensated(rec.payload, self.theta, then, lam))
 
     def apply(self, cmd: Apply, now_s: float) -> None:
         t0 = time.perf_counter()
         pushes, version = self.pushes, self.version
         recs = []
         staleness = []
-        scales = []
         ids = []
         weights = []
         for push_id, weight in cmd.contributions:
@@ -106,16 +208,20 @@ class Ledger:
                 raise PolicyError(f"{self.label}: Apply names push {push_id}, which is unknown or already used")
             recs.append((rec, weight))
             staleness.append(version - rec.base_version)
-            scales.append(rec.lr_scale)
             ids.append(push_id)
             weights.append(weight)
         # the schedule's clock: samples applied before this update, in global batches
         lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
-        if scales.count(1.0) != len(scales):  # workers running their own schedule (hetsync.loop)
-            lr *= sum(scales) / len(scales)
+        if cmd.compensate > 0:
+            recs = [(self._compensated(rec, cmd.compensate), weight) for rec, weight in recs]
         kind = recs[0][0].kind
+        hyper = self._settings(recs)
+        if hyper is not None and kind == "grad":  # the workers' loops schedule their optimizer: the server's follows
+            self.stepper.follow(hyper)  # type: ignore[attr-defined]  # hetsync.loop.ModuleStepper
         plain = (self.outer if kind == "delta" else self.stepper).plain
-        new = self._step(recs, lr) if plain else self._optimizer_step(recs, lr)
+        new = self._step(recs, lr) if plain else self._optimizer_step(recs, lr, cmd.implicit_momentum)
+        for push_id in ids:  # (after the step: compensation read their base models)
+            self._release(push_id)
         for rec, _ in recs:
             self.applied_steps += rec.steps
             self.applied_samples += rec.samples
@@ -126,8 +232,31 @@ class Ledger:
         self.staleness_sum += sum(staleness)
         self.staleness_n += len(staleness)
         self.max_staleness = max(self.max_staleness, *staleness)
-        self.trace.write(
-            {"t": now_s, "ev": "apply", "version": version, "ids": ids, "weights": weights, "staleness": staleness}
+        record = {"t": now_s, "ev": "apply", "version": version, "ids": ids, "weights": weights, "staleness": staleness}
+        if cmd.compensate or cmd.implicit_momentum:  # (a remedy: recorded only then, older traces stay as they were)
+            record.update(lr=lr, compensate=cmd.compensate, implicit_momentum=cmd.implicit_momentum)
+        self.trace.write(record)
+
+    def _settings(self, recs: list[tuple[HeldPush, float]]) -> tuple[float, ...] | None:
+        """The optimizer settings of an update from several workers' loops:
+        theirs when they agree (BSP's workers step their schedules in
+        lockstep, so the step is DDP's bit for bit), else their mean weighted
+        as the gradients are; None when no push carries any."""
+        given = [(rec.hyper, weight) for rec, weight in recs if rec.hyper is not None]
+        if not given:
+            return None
+        first = given[0][0]
+        if all(hyper == first for hyper, _ in given):
+            return first
+        if len({len(hyper) for hyper, _ in given}) > 1:
+            raise BadInput(
+                f"{self.label}: the workers' optimizers have different parameter groups or kinds (their settings "
+                f"count {sorted({len(h) for h, _ in given})} values): build the same optimizer on every rank"
+            )
+        total = sum(weight for _, weight in given)
+        shares = [weight / total if total > 0 else 1.0 / len(given) for _, weight in given]
+        return tuple(
+            sum(share * hyper[i] for share, (hyper, _) in zip(shares, given, strict=True)) for i in range(len(first))
         )
 
     def _step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:
@@ -143,10 +272,13 @@ class Ledger:
                     new.add_(rec.payload, alpha=scale)
         return new
 
-    def _optimizer_step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:
+    def _optimizer_step(
+        self, recs: list[tuple[HeldPush, float]], lr: float, implicit_momentum: float = 0.0
+    ) -> torch.Tensor | None:
         """One step of the server's optimizer on the weighted gradient Σ wᵢ gᵢ
-        (at ``lr``), or of the outer optimizer on the pseudo-gradient −Σ wᵢ Δᵢ
-        of deltas (at its own lr, not clipped)."""
+        (at ``lr``, its momentum lowered by ``implicit_momentum``), or of the
+        outer optimizer on the pseudo-gradient −Σ wᵢ Δᵢ of deltas (at its own
+        lr, not clipped)."""
         kinds = {rec.kind for rec, _ in recs}
         if len(kinds) > 1:
             raise PolicyError(
@@ -160,6 +292,8 @@ class Ledger:
             return None
         if kinds == {"delta"}:
             return self.outer.descend(self.theta, total.neg_(), self.outer.cfg.lr, clip=False)
+        if implicit_momentum > 0:  # (only then: a stepper of the user's may predate the parameter)
+            return self.stepper.descend(self.theta, total, lr, implicit_momentum=implicit_momentum)
         return self.stepper.descend(self.theta, total, lr)
 
     def drop(self, cmd: Drop, now_s: float) -> None:
@@ -168,6 +302,7 @@ class Ledger:
             rec = self.pushes.pop(push_id, None)
             if rec is None:
                 raise PolicyError(f"{self.label}: Drop names push {push_id}, which is unknown or already used")
+            self._release(push_id)
             steps += rec.steps
         self.dropped_steps += steps
         self.trace.write({"t": now_s, "ev": "drop", "ids": list(cmd.push_ids), "steps": steps, "reason": cmd.reason})
@@ -219,6 +354,8 @@ class Ledger:
         self.left = [dict(x) for x in state.get("left", [])]
         self.resumed_at_s = now_s  # (workers that left before are back, unless they leave again)
         self.pushes = {}
+        for push_id in list(self._push_base):
+            self._release(push_id)
         lost = max(0, self.started_steps - self.applied_steps - self.dropped_steps)
         held = [int(i) for i in state.get("held", [])]
         if goes_on and (lost or held):
@@ -335,6 +472,8 @@ class Ledger:
             "stop_reason": stop_reason,
             "trace": trace_name,
         }
+        if self.keeps_bases:  # delay compensation: the models kept for it, at most at once
+            out.update(max_kept_models=self.max_kept_models, uncompensated=self.uncompensated)
         out.update(extra or {})
         return out
 

@@ -30,14 +30,14 @@ process, so the script needs no branch for it. Ranks 1..N are the workers
 built-in workload is now the user's code between two ``opt.step()`` calls
 (data loading, forward, backward, clipping — it is timed as the step).
 
-- *Gradient policies* (BSP, ASP, SSP, backup workers, LB-BSP, DSSP): the
-  worker's gradients (``p.grad`` of the trainable parameters) are pushed; the
+- *Gradient policies* (BSP, ASP, SSP, backup workers, LB-BSP, DSSP,
+  ElasticBSP): the worker's gradients (``p.grad`` of the trainable parameters) are pushed; the
   server takes the optimizer step with **rank 0's copy of the user's
   optimizer** on the global model (so AdamW's moments live on the server, as
   DDP keeps them identical on every rank). The worker's own optimizer does
   not step. Gradient clipping in the loop clips each worker's gradient.
-- *Local-work policies* (local SGD, DiLoCo, WBSP, ElasticBSP's local steps,
-  peer to peer): the user's optimizer steps the worker's model; deltas go to
+- *Local-work policies* (local SGD, DiLoCo, WBSP, WBSP-overlap, peer to
+  peer): the user's optimizer steps the worker's model; deltas go to
   the server's outer optimizer (the policy's, e.g. DiLoCo's Nesterov, or
   plain averaging), or models to peers. A pull replaces the parameters and
   keeps the worker's optimizer state, as the policies' headers say.
@@ -45,11 +45,27 @@ built-in workload is now the user's code between two ``opt.step()`` calls
 Then ``opt.step()`` waits for the worker's next step to be allowed (a pull,
 a barrier), loads the model it must compute on into the module, and returns.
 
-**Learning-rate schedules.** Each push carries the worker's schedule factor
-(group 0's lr over its initial lr, which any ``torch.optim.lr_scheduler``
-sets); the server scales its optimizer's learning rates by the mean factor of
-the pushes it applies. The scenario's ``lr`` is the reference those factors
-are relative to, so leave the optimizer's own lr as the learning rate.
+**Learning-rate schedules.** Build any ``torch.optim.lr_scheduler`` (or set
+``param_groups`` yourself) before or after ``sync.optimizer``: both step the
+same ``param_groups``. Rank 0 never returns from ``sync.optimizer``, so it
+never runs a scheduler built after it, and one built before it never steps
+there; so under a gradient policy every gradient push carries the settings
+the worker's optimizer had for that step — per parameter group ``lr``,
+``momentum``, ``betas`` and ``weight_decay`` (:data:`hetsync.optim.FOLLOWED`:
+what OneCycleLR and CyclicLR cycle besides the lr) — when they changed since
+its previous push, and rank 0's copy takes the step at them (at their mean,
+weighted as the gradients, when one update combines workers whose settings
+differ). Under BSP that is DDP's step exactly, whatever the order of
+construction (``tests/runtime/test_loop_schedules.py``). Settings a step
+reads but no scheduler moves (``eps``, ``nesterov``, ``dampening``...) are
+rank 0's own: under a gradient policy the loop changing one after
+``sync.optimizer`` is refused (BadInput naming it), as is adding a
+parameter group. Under local-work policies the schedule drives the
+worker's own steps, and no worker's schedule reaches the server's outer
+optimizer (DiLoCo's Nesterov, the scenario's ``outer_optimizer``, or plain
+averaging): its settings are its own, as in DiLoCo, whose inner AdamW
+follows a cosine schedule while the outer Nesterov keeps a constant rate.
+Deltas therefore carry no settings.
 
 **Batch size.** ``sync.batch_size`` is the batch the policy asks for the
 next step (LB-BSP changes it per worker): draw that many samples.
@@ -78,10 +94,20 @@ optimizer state (local policies) starts afresh. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank under its own agent, so the
 server sees the worker leave and carries on, as in ``hetsync run``.
+
+**Failures are loud** (:mod:`hetsync.loop_checks`). A worker whose script
+raises or ends without ``sync.finish()`` says so in one line as its last;
+``hetsync launch`` prints it, naming the worker, and exits with status 1 once
+the run is over, as it does for a worker killed or dropped as silent. Once
+``sync.optimizer`` has returned, hetsync owns the process group: a collective
+on it raises at once (rank 0 would never join it). A ``DistributedSampler``
+built on a worker with default arguments splits the data over the workers,
+not the ranks; a second ``opt.step()`` without a backward is warned about.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import math
@@ -100,11 +126,22 @@ from torch import nn
 from hetsync import limits as L
 from hetsync.driver.core import eval_interval_s
 from hetsync.errors import BadInput
-from hetsync.optim import OptimizerView, gpu_devices, wait_for
+from hetsync.loop_checks import StepCheck, WorkerChecks
+from hetsync.optim import (
+    FOLLOWED,
+    OptimizerView,
+    changed_setting,
+    fixed_settings,
+    gpu_devices,
+    hyperparameters,
+    set_hyperparameters,
+    wait_for,
+)
 from hetsync.runtime import protocol as P
+from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.worker import OUTBOX_MAX, Done, WorkerProcess
-from hetsync.scenario import Scenario, load_scenario, resolve_scenario, scenario_from_dict
+from hetsync.scenario import Scenario, resolve_scenario, scenario_from_dict
 
 KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
 DEFAULT_MAX_TIME_S = 86_400.0  # without a scenario's limit: the run ends when the workers' loops do
@@ -139,13 +176,22 @@ def init(
         scenario: a built-in scenario's name, a YAML path, a
             :class:`~hetsync.scenario.Scenario`, or None (no emulated
             heterogeneity; the run lasts until the workers' loops end).
-            Its worker count becomes the world size − 1.
+            Its worker count becomes the world size − 1. A name or a path
+            gives the cluster only (speeds, delays, stragglers, noise,
+            links): its job keys (``max_time_s``, ``max_steps``, target,
+            ``eval_every_s``, ``batch_size``...) are not applied unless passed
+            as ``overrides``, and rank 0 prints a note naming those that
+            would have changed the run. A ``Scenario`` is taken as it is.
         out: output folder (default ``$HETSYNC_OUT`` under ``hetsync
             launch``, else ``runs/loop``).
         evaluate: ``evaluate(model) -> {metric: value}``, called on rank 0
-            with the global model loaded (in eval mode, without gradients)
-            every ``eval_every_s``; without it nothing is evaluated and the
-            summary has no metric.
+            every ``eval_every_s`` on a copy of the module loaded with the
+            global model (in eval mode, without gradients), on a thread beside
+            the policy's loop, which goes on serving the workers; evaluations
+            slower than the interval are skipped, not queued (summary:
+            ``eval_time_s``, ``eval_share``, ``evals_skipped``). Use the model
+            it is given. Without it nothing is evaluated and the summary has
+            no metric.
         metrics: direction (``"max"``/``"min"``) of metrics other than
             accuracy, loss, perplexity and error.
         throttle: transfers last model bytes / the scenario's bandwidth.
@@ -167,6 +213,9 @@ def init(
 
     sc = _scenario(scenario, world - 1, overrides)
     policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
+    if rank == 0:  # (also in the summary's notes, which hetsync launch shows)
+        for note in sc.notes:
+            print(f"hetsync: note: {note}", file=sys.stderr, flush=True)
     if evaluate is not None and not callable(evaluate):
         raise BadInput(f"evaluate must be a function evaluate(model) -> {{metric: value}}, got {evaluate!r}")
     for name, direction in (metrics or {}).items():
@@ -203,6 +252,10 @@ def init(
     _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}), plots=plots)
     if profiling is not None:
         _active._profiler = Profiler(rank, sc, profiling, opts.out)
+    if rank > 0:  # a worker's failure is loud, its quiet mistakes warned about (hetsync.loop_checks)
+        checks = _active._checks = WorkerChecks(rank - 1, rank, sc.workers, world)
+        checks.watch_exit(finished=lambda sync=_active: _active is not sync)
+        checks.split_samplers_by_worker()
     return _active
 
 
@@ -238,20 +291,62 @@ def _ranks() -> tuple[int, int]:
 
 
 def _scenario(scenario: str | Scenario | None, workers: int, overrides: dict[str, Any]) -> Scenario:
+    """The run's scenario: the cluster of ``scenario`` (a name or a YAML
+    path), the job of the script — the own loop's defaults and ``overrides``;
+    the scenario's job keys are dropped, and a note names those that would
+    have changed the run. A :class:`Scenario` object is taken as it is."""
+    if isinstance(scenario, Scenario):
+        return resolve_scenario(scenario, overrides).with_workers(workers)
+    job = dict(overrides)
+    if "max_time_s" not in job and "max_steps" not in job:
+        job["max_time_s"] = DEFAULT_MAX_TIME_S
+    limit_s = job.get("max_time_s")
+    if "eval_every_s" not in job:
+        job["eval_every_s"] = DEFAULT_EVAL_EVERY_S
+        if isinstance(limit_s, int | float) and not isinstance(limit_s, bool) and limit_s > 0:
+            # (a short timed run gets 40 evaluations; a long one at most MAX_EVALUATIONS)
+            job["eval_every_s"] = min(max(DEFAULT_EVAL_EVERY_S, limit_s / L.MAX_EVALUATIONS), limit_s / 40)
     if scenario is None:
         raw: dict[str, Any] = {"name": "own-loop", "workers": workers, "fixed_s": 0.0, "per_sample_s": 0.0}
-        if "max_time_s" not in overrides and "max_steps" not in overrides:
-            raw["max_time_s"] = DEFAULT_MAX_TIME_S
-        if "eval_every_s" not in overrides:
-            raw["eval_every_s"] = DEFAULT_EVAL_EVERY_S
-        raw.update(overrides)
-        return scenario_from_dict(raw, default_name="own-loop")
-    sc = resolve_scenario(scenario, overrides)
-    if sc.eval_every_s is None and sc.max_time_s is not None and isinstance(scenario, str):
-        # the runtime's default (max_time_s / 40) suits a scenario's short runs, not a loop that ends by itself
-        every_s = max(DEFAULT_EVAL_EVERY_S, sc.max_time_s / L.MAX_EVALUATIONS)
-        sc = load_scenario(scenario, **overrides, eval_every_s=min(every_s, sc.max_time_s / 40))
+        return scenario_from_dict({**raw, **job}, default_name="own-loop")
+    filed = resolve_scenario(scenario, {})  # (the file as it is: checked, and what it would have run)
+    given = set(overrides) | (TARGET_KEYS if overrides.keys() & TARGET_KEYS else set())
+    dropped = [key for key in filed.source or {} if key in JOB_KEYS and key not in given]
+    sc = resolve_scenario(scenario, {**dict.fromkeys(dropped), **job})
+    source = {k: v for k, v in (sc.source or {}).items() if not (k in dropped and v is None)}
+    changed = {
+        key: (filed.source or {})[key]
+        for key in dropped
+        if key not in UNSEEN_JOB_KEYS and _job(filed, key) != _job(sc, key)
+    }
+    note: tuple[str, ...] = ()
+    if changed:
+        settings = ", ".join(f"{key}={value!r}" for key, value in changed.items())
+        note = (
+            f"scenario {filed.name!r} gives your loop its cluster (workers' speeds, noise, stragglers, links), "
+            f"not its job: {settings} not applied; to keep them, pass them to hetsync.init(..., {settings})",
+        )
+    sc = dataclasses.replace(sc, source=source, notes=(*sc.notes, *note))
     return sc.with_workers(workers)
+
+
+# A scenario named in hetsync.init emulates a cluster; the job is the script's. These keys are the
+# job's: a scenario's are dropped unless passed to hetsync.init (UNSEEN_JOB_KEYS silently: they never
+# act on your loop -- its model, data, optimizer, schedule and clipping are the script's, and the
+# scenario's lr is only the reference the policy's rate is read against: ModuleStepper).
+TARGET_KEYS = frozenset({"target", "target_accuracy"})
+_YOUR_RECIPE = frozenset({"lr", "optimizer", "local_optimizer", "schedule", "clip_norm"})
+_YOUR_WORKLOAD = frozenset({"workload", "workload_args", "label_skew", "policies"})  # (and your policy)
+UNSEEN_JOB_KEYS = _YOUR_RECIPE | _YOUR_WORKLOAD
+JOB_KEYS = TARGET_KEYS | UNSEEN_JOB_KEYS | frozenset({"max_time_s", "max_steps", "eval_every_s", "batch_size"})
+JOB_KEYS |= frozenset({"outer_optimizer", "p2p_mixing", "model_bytes"})
+
+
+def _job(sc: Scenario, key: str) -> Any:
+    """What a job key of the file became in ``sc``."""
+    if key in TARGET_KEYS:
+        return (sc.target_metric, sc.target_value, sc.target_direction)
+    return getattr(sc, key)
 
 
 class Sync:
@@ -280,6 +375,7 @@ class Sync:
         self._metrics = metrics
         self._worker: _LoopWorker | None = None
         self._profiler: Any = None  # a hetsync.loop_profile.Profiler under `hetsync profile --script`
+        self._checks: WorkerChecks | None = None  # a worker's (init)
 
     @property
     def batch_size(self) -> int:
@@ -361,6 +457,9 @@ class Sync:
         throttle, pace = self.opts.emulation(self.scenario)
         self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=throttle, pace=pace)
         self._worker.start()
+        if self._checks is not None:  # hetsync owns the process group now, and each opt.step() is a step
+            self._checks.refuse_collectives()
+            self._worker.step_check = self._checks.check_steps(flat.params)
         return SyncOptimizer(optimizer, self._worker)
 
     def _check_optimizer_args(self, model: Any, optimizer: Any) -> None:
@@ -384,6 +483,7 @@ class Sync:
             gradient_stepper=stepper,  # type: ignore[arg-type]
             progress_lines=True,
             on_finished=reporter(self.out, plots=self.plots, command=" ".join(["python", *sys.argv])),
+            background_eval=True,  # (on a copy of the module: ModuleModel.evaluator)
         )
 
     def finish(self) -> None:
@@ -398,7 +498,7 @@ class Sync:
         else:
             w.leave()
             w.flush()
-        dist.destroy_process_group()
+        dist.distributed_c10d.destroy_process_group()  # (not dist.destroy_process_group: the user's, guarded)
         _active = None
 
 
@@ -437,6 +537,23 @@ RUNNING_STATS = {"running_mean", "running_var", "num_batches_tracked"}  # torch'
 
 def _trainable(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def _load_params(params: list[nn.Parameter], flat: torch.Tensor) -> None:
+    """Copy ``flat`` into ``params`` (never aliasing it)."""
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(flat[offset : offset + n].view_as(p))
+            offset += n
+
+
+def _load_buffers(buffers: list[torch.Tensor], values: list[torch.Tensor] | None) -> None:
+    if values is not None:
+        with torch.no_grad():
+            for b, value in zip(buffers, values, strict=True):
+                b.copy_(value)
 
 
 def _flat_cpu(params: list[nn.Parameter]) -> torch.Tensor:
@@ -495,12 +612,7 @@ class ModuleModel:
 
     def load(self, flat: torch.Tensor) -> None:
         """Copy ``flat`` into the module's parameters (never aliasing it)."""
-        offset = 0
-        with torch.no_grad():
-            for p in self.params:
-                n = p.numel()
-                p.copy_(flat[offset : offset + n].view_as(p))
-                offset += n
+        _load_params(self.params, flat)
 
     def set_grad(self, flat: torch.Tensor) -> None:
         offset = 0
@@ -523,20 +635,25 @@ class ModuleModel:
         """``worker``'s buffers, as :meth:`flat_buffers` sent them."""
         self.worker_buffers[worker] = flat[: self.n_buffer_values].clone()
 
-    def _load_worker_buffers(self) -> None:
-        """The workers' last buffers into the module: floating-point ones
-        averaged (as the statistics of the union of their batches, roughly),
-        integer ones (BatchNorm's ``num_batches_tracked``) the largest."""
+    def _mean_buffers(self) -> list[torch.Tensor] | None:
+        """The workers' last buffers, one new tensor per buffer: floating-point
+        ones averaged (as the statistics of the union of their batches,
+        roughly), integer ones (BatchNorm's ``num_batches_tracked``) the
+        largest; None before any came."""
         if not self.worker_buffers:
-            return
+            return None
         rows = torch.stack(list(self.worker_buffers.values()))
-        offset = 0
-        with torch.no_grad():
-            for b in self.buffers:
-                part = rows[:, offset : offset + b.numel()]
-                value = part.mean(0) if b.is_floating_point() else part.max(0).values.round()
-                b.copy_(value.view_as(b).to(b.dtype))
-                offset += b.numel()
+        out, offset = [], 0
+        for b in self.buffers:
+            part = rows[:, offset : offset + b.numel()]
+            value = part.mean(0) if b.is_floating_point() else part.max(0).values.round()
+            out.append(value.view_as(b).to(b.dtype))
+            offset += b.numel()
+        return out
+
+    def _load_worker_buffers(self) -> None:
+        """The workers' last buffers (:meth:`_mean_buffers`) into the module."""
+        _load_buffers(self.buffers, self._mean_buffers())
 
     # what the server asks of a workload
     def init_params(self, seed: int) -> torch.Tensor:
@@ -544,17 +661,59 @@ class ModuleModel:
         return self.flat().clone()
 
     def evaluate_metrics(self, theta: torch.Tensor) -> dict[str, float]:
+        """``evaluate`` on the module itself, loaded with ``theta`` (the first
+        call, which learns the metrics' names, and the run's final evaluation;
+        during the run: :meth:`evaluator`)."""
         if self._evaluate is None:
             return {}
         self.load(theta)
         self._load_worker_buffers()
-        was_training = self.model.training
-        self.model.eval()
+        return self._evaluate_module(self.model)
+
+    def evaluator(self) -> BackgroundEvaluator | None:
+        """The server's evaluations beside its loop: ``evaluate`` on a copy of
+        the module (made now, once: the server's copy of your optimizer steps
+        the module itself meanwhile), loaded with the global model and the
+        workers' mean running statistics as they were when each evaluation was
+        asked for. None when the module cannot be copied: it is evaluated on
+        the server's loop then, which serves no worker meanwhile (said once)."""
+        if self._evaluate is None:
+            return None
+        try:
+            twin = copy.deepcopy(self.model)
+        except Exception as e:  # (a module holding a lock, a file, a generator...)
+            print(
+                f"hetsync: {self.name} cannot be copied ({type(e).__name__}: {e}): evaluate runs on the "
+                "server's loop, which serves no worker while it runs",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        params = _trainable(twin)
+        buffers = [b for name, b in twin.named_buffers() if name.rsplit(".", 1)[-1] in RUNNING_STATS]
+        buffers = buffers if self.buffers else []  # (the same ones as the module's: none when too large)
+
+        def snapshot(theta: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+            return theta.detach().clone(), self._mean_buffers()  # (on the server's loop: it owns worker_buffers)
+
+        def evaluate(snap: tuple[torch.Tensor, list[torch.Tensor] | None]) -> dict[str, float]:
+            theta, stats = snap
+            _load_params(params, theta)
+            _load_buffers(buffers, stats)
+            return self._evaluate_module(twin)
+
+        return BackgroundEvaluator(evaluate, snapshot=snapshot)
+
+    def _evaluate_module(self, module: nn.Module) -> dict[str, float]:
+        """``evaluate(module)`` in eval mode without gradients, its result checked."""
+        assert self._evaluate is not None
+        was_training = module.training
+        module.eval()
         try:
             with torch.no_grad():
-                values = self._evaluate(self.model)
+                values = self._evaluate(module)
         finally:
-            self.model.train(was_training)
+            module.train(was_training)
         if not isinstance(values, Mapping) or not values:
             raise BadInput(f"evaluate(model) must return a non-empty mapping {{metric: value}}, got {values!r}")
         out = {}
@@ -577,10 +736,13 @@ class ModuleStepper:
     """The server's optimizer for gradient pushes when the user brought one:
     rank 0's copy of it steps rank 0's module, loaded with the global model.
 
-    Same interface as :class:`hetsync.optim.Stepper`. The learning rate the
-    ledger passes (the policy's lr × the pushes' schedule factor) is read
-    relative to the scenario's ``base_lr``: each parameter group runs at its
-    own initial lr times that ratio."""
+    Same interface as :class:`hetsync.optim.Stepper`, plus :meth:`follow`:
+    the step runs at the settings of the workers' optimizers when they
+    computed the gradients (each group's lr, momentum, betas, weight decay:
+    whatever their schedulers set, which rank 0 — it never returns from
+    ``sync.optimizer`` — never sees). The ledger's ``lr`` is the policy's
+    rate, read relative to the scenario's ``base_lr`` (1 for every built-in
+    policy): each group's lr is the workers' times that ratio."""
 
     plain = False
 
@@ -588,12 +750,24 @@ class ModuleStepper:
         self.params = params
         self.opt = optimizer
         self.base_lr = base_lr
-        self.initial_lrs = [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+        self._took_settings()  # (rank 0's own until the first gradient brings the workers')
+
+    def follow(self, hyper: tuple[float, ...]) -> None:
+        """Take the workers' settings (:func:`hetsync.optim.hyperparameters`) for the next steps."""
+        set_hyperparameters(self.opt, hyper)
+        self._took_settings()
+
+    def _took_settings(self) -> None:
+        """The rates and momenta :meth:`descend` scales and lowers, as the optimizer holds them now."""
+        self.lrs = [float(g["lr"]) for g in self.opt.param_groups]
+        self.momenta = [g.get("momentum") for g in self.opt.param_groups]  # (momentum=corrected lowers them)
 
     def lr_at(self, lr: float, clock: float) -> float:
         return lr
 
-    def descend(self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True) -> torch.Tensor:
+    def descend(
+        self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True, implicit_momentum: float = 0.0
+    ) -> torch.Tensor:
         offset = 0
         with torch.no_grad():
             for p in self.params:
@@ -601,8 +775,13 @@ class ModuleStepper:
                 p.copy_(model[offset : offset + n].view_as(p))
                 p.grad = grad[offset : offset + n].view_as(p).to(p.device, copy=True)
                 offset += n
-        for group, initial in zip(self.opt.param_groups, self.initial_lrs, strict=True):
-            group["lr"] = initial * lr / self.base_lr
+        ratio = lr / self.base_lr  # (exactly 1.0 when the policy runs at the scenario's rate)
+        for group, group_lr, momentum in zip(self.opt.param_groups, self.lrs, self.momenta, strict=True):
+            group["lr"] = group_lr * ratio
+            if implicit_momentum:  # a policy's momentum=corrected (hetsync.policies.staleness)
+                if momentum is None:
+                    raise BadInput(f"momentum=corrected lowers a momentum; {type(self.opt).__name__} has none")
+                group["momentum"] = max(0.0, momentum - implicit_momentum)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         return _flat_cpu(self.params)
@@ -644,9 +823,14 @@ class _LoopWorker(WorkerProcess):
         self.done = False
         self._exited = False
         self._in_module: torch.Tensor | None = None  # the flat model last copied into the module
-        self._initial_lr = float(optimizer.param_groups[0].get("initial_lr", optimizer.param_groups[0]["lr"]))
+        # the server's copy of the optimizer steps at this one's settings (lr, momentum, betas, weight
+        # decay: what schedulers move), sent with a gradient when they changed; the others must stay
+        self._settings = fixed_settings(optimizer)
+        self._step_hyper: tuple[float, ...] | None = None  # at the last step's end
+        self._hyper_sent: tuple[float, ...] | None = None  # with the run's last gradient push
         self.first_step = 0  # where the run (a resumed one: its checkpoint) left this worker
         self.drawn_before = 0  # samples drawn by then
+        self.step_check: StepCheck | None = None  # opt.step() twice without a backward (hetsync.loop_checks)
         # running statistics go to the server twice per evaluation interval, and when the loop ends
         self._buffers_every_s = eval_interval_s(scenario) / 2 if flat.buffers else math.inf
         self._buffers_sent_s = 0.0
@@ -663,11 +847,32 @@ class _LoopWorker(WorkerProcess):
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()
         self._advance()
 
-    def _lr_scale(self) -> float:
-        group = self.opt.param_groups[0]
-        lr = float(group["lr"])
-        base = float(group.get("initial_lr", self._initial_lr))
-        return lr / base if base > 0 and math.isfinite(lr / base) else 1.0
+    def _hyper(self) -> tuple[float, ...] | None:
+        """The settings the last step ran at, if the server has not had them yet
+        (a gradient push carries the gradient of the last step)."""
+        if self._step_hyper is None or self._step_hyper == self._hyper_sent:
+            return None
+        self._hyper_sent = self._step_hyper
+        return self._step_hyper
+
+    def _take_settings(self) -> None:
+        """The optimizer's settings for this gradient step, as DDP's ``opt.step()``
+        would read them: before ``sched.step()``, whichever side of ``sync.optimizer``
+        the scheduler was built on (both step the same param_groups). (A local
+        step is the worker's own optimizer's: nothing to check or send.)"""
+        changed = changed_setting(self._settings, self.opt)
+        if changed is not None:
+            raise BadInput(
+                f"worker {self.w}: your loop changed the optimizer after sync.optimizer ({changed}); rank 0's "
+                f"copy, which takes the steps, follows only {', '.join(FOLLOWED)}: set the others before "
+                "sync.optimizer, on every rank"
+            )
+        self._step_hyper = hyperparameters(self.opt)
+        if len(self._step_hyper) > P.HYPER_MAX:
+            raise BadInput(
+                f"worker {self.w}: {len(self.opt.param_groups)} parameter groups are more than a push can "
+                f"carry the settings of ({P.HYPER_MAX} values): merge groups that share their settings"
+            )
 
     def _sync_module(self) -> None:
         if self.model.local is not None and self.model.local is not self._in_module:
@@ -700,6 +905,7 @@ class _LoopWorker(WorkerProcess):
                 assert payload is not None
                 self._reset(cmd, payload)
                 self._sync_module()
+                self._hyper_sent = None  # a run's server has not had them
             elif isinstance(cmd, P.StopCmd):
                 self._bye()
                 self.done = True
@@ -718,6 +924,8 @@ class _LoopWorker(WorkerProcess):
 
     def step(self) -> None:
         """The user's step is done: finish it as the command said, then go on to the next."""
+        if self.step_check is not None:
+            self.step_check.step()
         if self.pending is None:
             return
         order, done, out, start, base = self.pending
@@ -728,7 +936,8 @@ class _LoopWorker(WorkerProcess):
             self.opt.step()
             self.model.local = self._in_module = self.flat.flat()
             grad = None
-        else:
+        else:  # rank 0's copy of the optimizer will take the step: at this one's settings
+            self._take_settings()
             grad = self.flat.flat_grad()
         after = self._end_step(order, done, grad, start, base, measured_s)
         out = after if after is not None else out
@@ -780,4 +989,7 @@ class SyncOptimizer(OptimizerView):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
         loss = closure() if closure is not None else None
         self._worker.step()
+        # what the wrapped optimizer's own step would have told a scheduler built on it before
+        # sync.optimizer (torch warns "lr_scheduler.step() before optimizer.step()" otherwise)
+        self.optimizer._opt_called = True  # type: ignore[attr-defined]
         return loss

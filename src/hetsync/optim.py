@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from hetsync.algos.staleness import corrected_momentum
+from hetsync.errors import BadInput
 from hetsync.recipe import OptimizerConfig, ScheduleConfig, parse_optimizer
 
 
@@ -43,11 +45,20 @@ class Stepper:
         """``lr`` scaled by the schedule at ``clock`` (exactly ``lr`` when constant)."""
         return lr if self.schedule.constant else lr * self.schedule.factor(clock)
 
-    def descend(self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True) -> torch.Tensor:
+    def descend(
+        self, model: torch.Tensor, grad: torch.Tensor, lr: float, *, clip: bool = True, implicit_momentum: float = 0.0
+    ) -> torch.Tensor:
         """A new model: one optimizer step from ``model`` along gradient ``grad``
-        at learning rate ``lr``. Neither argument is modified."""
+        at learning rate ``lr``. Neither argument is modified. With
+        ``implicit_momentum`` m (the momentum asynchrony already implies:
+        ``momentum=corrected``) an SGD step uses momentum max(0, μ − m)
+        instead of its μ; BadInput for another optimizer."""
+        if implicit_momentum and self.cfg.name != "sgd":
+            raise BadInput(
+                f"momentum=corrected lowers an SGD server's momentum; this run's optimizer is {self.cfg.name}"
+            )
         if self.plain:
-            return torch.add(model, grad, alpha=-lr)
+            return torch.add(model, grad, alpha=-lr)  # (no momentum to lower)
         param, opt = self._optimizer(model)
         with torch.no_grad():
             param.data = model.clone()
@@ -56,6 +67,8 @@ class Stepper:
             torch.nn.utils.clip_grad_norm_([param], self.clip_norm)
         for group in opt.param_groups:
             group["lr"] = lr
+            if self.cfg.name == "sgd":
+                group["momentum"] = corrected_momentum(self.cfg.momentum, implicit_momentum)
         opt.step()
         param.grad = None
         return param.data
@@ -137,6 +150,87 @@ def wait_for(devices: Iterable[torch.device]) -> None:
     Python returns before its work does, so a step is timed after this."""
     for device in devices:
         torch.cuda.synchronize(device)
+
+
+# What a step of a user's optimizer reads that a training loop moves: every LR scheduler sets
+# ``lr``; OneCycleLR and CyclicLR cycle ``momentum`` (SGD, RMSprop) or Adam's beta1 (``betas``);
+# a loop may schedule ``weight_decay``. Rank 0's copy of the optimizer takes the workers' values
+# with each gradient (hetsync.loop); the group's other settings must not change in the loop.
+FOLLOWED = ("lr", "momentum", "betas", "weight_decay")
+
+
+def hyperparameters(optimizer: torch.optim.Optimizer) -> tuple[float, ...]:
+    """The :data:`FOLLOWED` settings of every parameter group, flat, in group
+    order (``betas`` as two values): what a gradient push from a training
+    loop carries (:class:`hetsync.runtime.protocol.Pushed`). Two copies of
+    one optimizer (the same class and parameter groups) lay them out alike."""
+    values: list[float] = []
+    for group in optimizer.param_groups:
+        for key in FOLLOWED:
+            if key not in group:
+                continue
+            if key == "betas":
+                values.extend(float(beta) for beta in group[key])
+            else:
+                values.append(float(group[key]))
+    return tuple(values)
+
+
+def set_hyperparameters(optimizer: torch.optim.Optimizer, values: tuple[float, ...]) -> None:
+    """Set ``values`` — :func:`hyperparameters` of another copy of the same
+    optimizer — on ``optimizer``'s parameter groups; BadInput when the two
+    copies' parameter groups differ."""
+    expected = len(hyperparameters(optimizer))
+    if len(values) != expected:
+        raise BadInput(
+            f"a worker's {type(optimizer).__name__} has {len(values)} scheduled settings ({', '.join(FOLLOWED)} "
+            f"over its parameter groups) and rank 0's copy has {expected}: build the same optimizer, with the "
+            "same parameter groups, on every rank before sync.optimizer"
+        )
+    it = iter(values)
+    for group in optimizer.param_groups:
+        for key in FOLLOWED:
+            if key == "betas" and key in group:
+                group[key] = tuple(_assign(old, next(it)) for old in group[key])
+            elif key in group:
+                group[key] = _assign(group[key], next(it))
+
+
+def _assign(old: Any, new: float) -> Any:
+    """``new`` in the form of ``old``: a tensor setting (capturable or fused optimizers) is filled in place."""
+    if isinstance(old, torch.Tensor):
+        return old.fill_(new)
+    return new
+
+
+def fixed_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Per parameter group, the optimizer's settings other than the
+    :data:`FOLLOWED` ones (its ``defaults``' keys: eps, nesterov, dampening,
+    maximize, ...). Rank 0's copy keeps its own, so a training loop must not
+    change them after ``sync.optimizer`` (:mod:`hetsync.loop` checks).
+    Scheduler bookkeeping (``initial_lr``, ``max_lr``...) is not among them:
+    no step reads it."""
+    return [
+        {key: _plain(group[key]) for key in optimizer.defaults if key not in FOLLOWED and key in group}
+        for group in optimizer.param_groups
+    ]
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, torch.Tensor) else value
+
+
+def changed_setting(before: list[dict[str, Any]], optimizer: torch.optim.Optimizer) -> str | None:
+    """What changed in ``optimizer``'s :func:`fixed_settings` since ``before``
+    (``"param_groups[0]['eps'] 1e-08 -> 1e-06"``); None: nothing."""
+    now = fixed_settings(optimizer)
+    if len(now) != len(before):
+        return f"param_groups: {len(before)} groups -> {len(now)}"
+    for i, (was, is_) in enumerate(zip(before, now, strict=True)):
+        for key, value in was.items():
+            if is_.get(key) != value:
+                return f"param_groups[{i}][{key!r}] {value!r} -> {is_.get(key)!r}"
+    return None
 
 
 class OptimizerView(torch.optim.Optimizer):

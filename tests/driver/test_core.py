@@ -133,7 +133,9 @@ def test_each_fact_writes_its_record_counts_and_returns_the_event(tmp_path: Path
     assert 1 not in core.computing and (led.steps, led.samples, led.dropped_steps) == (1, 8, 1)
     push_id = led.hold(HeldPush(1, "grad", None, 0, 1, 8))
     arrived = core.push_arrived(push_id, start_s=1.5, now_s=2.0, nbytes=100)
-    assert arrived == PushArrived(now_s=2.0, worker=1, push_id=push_id, kind="grad", base_version=0, steps=1, samples=8)
+    assert arrived == PushArrived(
+        now_s=2.0, worker=1, push_id=push_id, kind="grad", base_version=0, steps=1, samples=8, server_version=0
+    )
     pulled = core.pulled(1, start_s=2.0, end_s=2.5, now_s=2.6, version=0, nbytes=100, overwritten=2)
     assert pulled == PullDone(now_s=2.6, worker=1, version=0)
     assert led.bytes_sent == 200 and led.dropped_steps == 3

@@ -121,3 +121,23 @@ def test_a_policy_without_a_config_takes_no_parameters():
     assert p.label == "plain" and config_values(p.config) == {}
     with pytest.raises(BadInput, match=r"policy 'plain' has no parameter 'k' \(parameters: none\)"):
         Plain(ctx(2), k=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithOptionConfig(PolicyConfig):
+    option: str = param("off", help="an option most runs leave off", choices=("off", "on"), quiet=True)
+    k: int = param(2, help="the policy's own knob", ge=1)
+
+
+class WithOption(Policy):
+    name = "withoption"
+    summary = "a quiet option"
+    config_class = WithOptionConfig
+    config: WithOptionConfig
+
+
+def test_a_quiet_parameter_is_listed_last_and_labelled_only_when_set():
+    assert [p.name for p in config_params(WithOptionConfig)] == ["k", "option"]
+    assert WithOption(ctx(2)).label == "withoption(k=2)"
+    assert WithOption(ctx(2), option="on").label == "withoption(k=2,option=on)"
+    assert config_values(WithOption(ctx(2)).config) == {"k": 2, "option": "off"}  # the summary's params: all

@@ -8,6 +8,9 @@ hetsync policy through the wrapper (any other first argument: the policy).
         saves its running statistics as OUT/buffers-<worker>.pt when its loop ends)
     hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS cuda  (the model and its batches on the
         GPU, every rank on cuda:0; the transports stay on the CPU)
+    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS slow-eval  (evaluate every 0.2 s, each
+        taking 1 s; the run's first one also waits until worker 0 has made 6 steps, and fails if it
+        waits SLOW_EVAL_WAIT_S: the server must go on serving while it evaluates)
 
 STEPS counts from the run's start: a resumed loop goes on at ``sync.first_step``.
 """
@@ -18,12 +21,16 @@ import gc
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+SLOW_EVAL_WAIT_S = 30.0
 
 
 class Net(nn.Module):
@@ -97,14 +104,25 @@ def wrapped(
     resume: bool,
     bn: bool = False,
     cuda: bool = False,
+    slow_eval: bool = False,
 ) -> None:
     import hetsync
 
     train, xt, yt = data()
     device = torch.device("cuda" if cuda else "cpu")
     xt, yt = xt.to(device), yt.to(device)
+    stepped = Path(out, "worker-0-stepped")
+    calls = []
 
     def evaluate(model: nn.Module) -> dict[str, float]:
+        calls.append(1)
+        if slow_eval and len(calls) > 1:  # (the first call, before the run, learns the metrics' names)
+            deadline = time.monotonic() + SLOW_EVAL_WAIT_S
+            while not stepped.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no worker stepped while evaluate ran: it held up the server")
+                time.sleep(0.01)
+            time.sleep(1.0)
         out = model(xt)
         return {
             "accuracy": (out.argmax(1) == yt).float().mean().item(),
@@ -112,7 +130,14 @@ def wrapped(
         }
 
     sync = hetsync.init(
-        policy, evaluate=evaluate, batch_size=16, max_time_s=120, plots=False, checkpoint_dir=ckpt, resume=resume
+        policy,
+        evaluate=evaluate,
+        batch_size=16,
+        max_time_s=120,
+        plots=False,
+        checkpoint_dir=ckpt,
+        resume=resume,
+        **({"eval_every_s": 0.2} if slow_eval else {}),
     )
     model, opt, _ = build(bn)
     model.to(device)  # (before the optimizer's first step: its state follows the parameters)
@@ -132,6 +157,8 @@ def wrapped(
             opt.zero_grad()
             sched.step()
             taken += 1
+            if slow_eval and sync.worker == 0 and taken == 6:
+                stepped.touch()
             if cuda:
                 assert all(p.is_cuda for p in model.parameters()), "the module left the GPU"
             if taken == steps or sync.done:
@@ -147,7 +174,17 @@ if __name__ == "__main__":
     if mode == "ddp":
         ddp(out, steps)
     else:
-        flags = {"bn", "cuda"} & set(sys.argv[4:])
+        flags = {"bn", "cuda", "slow-eval"} & set(sys.argv[4:])
         extra = [a for a in sys.argv[4:] if a not in flags] + [""] * 3
         kill = None if extra[0] in ("", "-") else int(extra[0])
-        wrapped(mode, out, steps, kill, extra[1] or None, extra[2] == "resume", "bn" in flags, "cuda" in flags)
+        wrapped(
+            mode,
+            out,
+            steps,
+            kill,
+            extra[1] or None,
+            extra[2] == "resume",
+            "bn" in flags,
+            "cuda" in flags,
+            "slow-eval" in flags,
+        )

@@ -14,11 +14,20 @@ import torch
 from hetsync.cli import main
 from hetsync.errors import BadInput
 from hetsync.policies import REGISTRY
-from hetsync.runtime.launch import LOOPBACK, _environment, agent_command, free_port, launch, server_log_tail
+from hetsync.runtime.launch import (
+    LOOPBACK,
+    _environment,
+    agent_command,
+    free_port,
+    launch,
+    launcher_reason,
+    server_log_tail,
+)
 
 pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
 SCRIPT = Path(__file__).with_name("loop_train.py")
+FAULTS = Path(__file__).with_name("loop_faults.py")  # every worker goes wrong its own way
 
 
 def launched(out: Path, policy: str, steps: int, *extra: str, nproc: int = 2) -> list[dict]:
@@ -97,6 +106,23 @@ def test_the_saved_and_evaluated_model_holds_the_workers_batchnorm_statistics(tm
     assert run["final_metrics"]["accuracy"] > 0.4
 
 
+def test_the_server_goes_on_serving_while_your_evaluate_runs_and_says_what_evaluating_cost(tmp_path):
+    """Issue 26: a 1-s evaluate every 0.2 s held BSP's server (10 steps in
+    20 s). The run's first evaluation waits until worker 0 has made 6 steps
+    (and fails after 30 s): only a server that serves while it evaluates
+    gets there. Its cost is in the summary, with a warning: evaluations
+    slower than the interval are skipped, not queued."""
+    steps = 12
+    (run,) = launched(tmp_path, "bsp", steps, "slow-eval")
+    assert run["stop_reason"] == "no workers left" and run["steps"] == 2 * steps
+    records = [json.loads(line) for line in (tmp_path / run["trace"]).read_text().splitlines()]
+    assert [r["version"] for r in records if r["ev"] == "eval"][0] == 0  # the one that waited for the steps
+    assert run["eval_beside"] is True and run["evals_skipped"] >= 0
+    assert 0 < run["eval_time_s"] <= run["wall_time_s"]  # (the time an evaluation ran during the run)
+    assert run["eval_share"] == pytest.approx(run["eval_time_s"] / run["wall_time_s"])
+    assert "longer than eval_every_s=0.2 s" in run["eval_warning"]  # (each evaluation takes 1 s)
+
+
 def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_path, monkeypatch):
     import hetsync
 
@@ -126,7 +152,12 @@ def test_every_policy_trains_your_model_to_the_end_of_your_loop(tmp_path, policy
 
 
 def test_a_worker_that_dies_leaves_and_the_others_finish(tmp_path):
-    (run,) = launched(tmp_path, "bsp", 12, "1", nproc=3)  # worker 1 is killed at its 4th step
+    # worker 1 is killed at its 4th step: the run goes on without it, and fails (issue 26: loud failures)
+    code = launch(3, ["bsp", str(tmp_path), "12", "1"], tmp_path, timeout_s=240, script=str(SCRIPT))
+    reason = launcher_reason(tmp_path)
+    assert code == 1 and reason is not None and reason.startswith("worker 1 (rank 2) failed: "), reason
+    assert "\n" not in reason  # the other workers did not fail
+    (run,) = json.loads((tmp_path / "summary.json").read_text())
     gone = {x["worker"]: x["reason"] for x in run["workers_left"]}
     assert gone[1].startswith("connection lost")
     assert gone[0] == gone[2] == "its training loop ended"
@@ -155,3 +186,52 @@ def test_a_bad_policy_is_refused_before_any_process_group(monkeypatch):
 def test_launch_refuses_a_missing_script(tmp_path, capsys):
     assert main(["launch", "--out", str(tmp_path), str(tmp_path / "missing.py")]) == 2
     assert "no such script" in capsys.readouterr().err
+
+
+# ---------------------------------------------- loud failures (issue 26, item 3)
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory) -> tuple[int, str, Path]:
+    """One ``hetsync launch --nproc 3`` of loop_faults.py, whose three workers
+    each fail their own way: its exit status, its console (whitespace
+    collapsed: rich wraps long lines) and its output folder."""
+    import sys
+
+    out = tmp_path_factory.mktemp("faults")
+    cmd = [str(Path(sys.executable).with_name("hetsync")), "launch", "--nproc", "3", "--out", str(out), str(FAULTS)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split()), out
+
+
+def test_a_worker_that_raises_fails_the_run_and_the_console_names_it_and_its_error(faulty):
+    """Worker 0's OneCycleLR steps past its end (the ValueError a worker that
+    LB-BSP gives smaller batches meets); any exception takes this path. The
+    run went on without it; its results are kept, with the reason per worker."""
+    code, console, out = faulty
+    assert code == 1, console
+    assert "worker 0 (rank 1) failed: ValueError: Tried to step 5 times." in console, console
+    (run,) = json.loads((out / "summary.json").read_text())
+    assert {x["worker"] for x in run["workers_left"]} == {0, 1, 2} and run["steps"] > 0
+
+
+def test_a_worker_that_never_calls_finish_fails_the_run_and_the_console_names_it(faulty):
+    code, console, _ = faulty
+    assert code == 1, console
+    assert "worker 1 (rank 2) failed: the script ended without calling sync.finish()" in console, console
+
+
+def test_a_collective_after_sync_optimizer_is_refused_at_once_instead_of_hanging(faulty):
+    """Rank 0 joins no collective: worker 2's dist.all_gather_object would
+    hang until the server dropped it (worker_timeout_s=60)."""
+    code, console, out = faulty
+    assert code == 1, console
+    assert "worker 2 (rank 3) failed: BadInput: dist.all_gather_object() after sync.optimizer would hang" in console
+    (run,) = json.loads((out / "summary.json").read_text())
+    assert run["wall_time_s"] < 30
+
+
+def test_a_default_sampler_splits_over_the_workers_and_a_second_step_without_backward_is_warned_once(faulty):
+    _, _, out = faulty
+    for worker in range(3):
+        log = (out / "logs" / f"rank-{worker + 1}.log").read_text()
+        assert f"worker {worker}: sampler {worker} of 3, 200 samples" in log  # not 150 of 4: all the data
+        assert log.count("warning: opt.step() was called again without a backward() in between") == 1, log

@@ -2,6 +2,7 @@
 encode/decode field for field, times to the microsecond and float fields bit
 for bit, and the headers keep the layout that hand-indexing code reads."""
 
+import dataclasses
 import math
 import struct
 
@@ -71,9 +72,8 @@ computed = st.builds(
     uplink_Bps=floats,
     downlink_Bps=floats,
 )
-pushed = st.builds(
-    P.Pushed, kind=kinds, steps=counts, samples=counts, base_version=counts, start_s=times, lr_scale=floats
-)
+hypers = st.none() | st.lists(floats, min_size=1, max_size=12).map(tuple)
+pushed = st.builds(P.Pushed, kind=kinds, steps=counts, samples=counts, base_version=counts, start_s=times, hyper=hypers)
 reports = st.one_of(
     st.builds(P.ResetDone),
     st.builds(P.Bye),
@@ -126,7 +126,10 @@ def test_every_command_survives_encode_and_decode(cmd):
 @example(P.Fetched(weight=0.0))
 @example(P.Fetched(weight=math.nan))
 def test_every_report_survives_encode_and_decode(rep):
-    _same_bits(P.decode_report(rep.encode()), rep)
+    hdr = rep.encode()
+    hyper = rep.pushed.hyper if isinstance(rep, P.WorkDone) and rep.pushed is not None else None
+    assert P.hyper_count(hdr) == len(hyper or ())
+    _same_bits(P.decode_report(hdr, hyper or ()), rep)
 
 
 @settings(max_examples=200, deadline=None)
@@ -216,7 +219,7 @@ def test_a_report_built_by_hand_as_the_worker_does_decodes_to_its_fields():
             uplink_Bps=math.inf,
             downlink_Bps=1e6,
         ),
-        pushed=P.Pushed(kind="grad", steps=1, samples=16, base_version=3, start_s=2.25, lr_scale=1.0),  # 0 bits: 1.0
+        pushed=P.Pushed(kind="grad", steps=1, samples=16, base_version=3, start_s=2.25, hyper=None),  # 0: none follow
         comm_s=0.125,
     )
     fetched = P.header()
@@ -224,12 +227,36 @@ def test_a_report_built_by_hand_as_the_worker_does_decodes_to_its_fields():
     assert P.decode_report(fetched) == P.Fetched(weight=1.0)  # weight unset: 1.0
 
 
-def test_a_zero_lr_scale_or_weight_is_not_read_as_unset():
-    push = P.Pushed(kind="grad", steps=1, samples=1, base_version=0, start_s=0.0, lr_scale=0.0)
-    back = P.decode_report(P.WorkDone(pushed=push).encode())
-    assert isinstance(back, P.WorkDone) and back.pushed is not None
-    assert back.pushed.lr_scale == 0.0
+def test_a_zero_weight_is_not_read_as_unset():
     assert P.decode_report(P.Leaving(weight=0.0).encode()) == P.Leaving(weight=0.0)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_push_carries_its_loops_optimizer_settings_in_a_float64_list_after_it(fused):
+    """hetsync.loop: the settings the server's copy of the user's optimizer
+    steps with (lr, momentum, betas, weight decay per group) travel bit for
+    bit after the push's message, and only when given."""
+    n = 10 if fused else P.FUSE_LIMIT_PARAMS + 1
+    channel = P.Channel(n)
+    hyper = (0.1 / 3, 0.95, 1e-4, 0.0, -0.0)
+    done = P.WorkDone(pushed=P.Pushed(kind="grad", steps=1, samples=8, base_version=2, start_s=0.5, hyper=hyper))
+    *_, listed = channel.pack_message(done, torch.zeros(n))
+    assert listed.dtype == torch.float64 and tuple(listed.tolist()) == hyper
+    hdr = done.encode()
+    assert P.hyper_count(hdr) == len(hyper) == int(hdr[P.R_NHYPER])
+    back = P.decode_report(hdr, tuple(listed.tolist()))
+    _same_bits(back, done)
+    assert [struct.pack("<d", x) for x in back.pushed.hyper] == [struct.pack("<d", x) for x in hyper]  # -0.0 too
+    unchanged = dataclasses.replace(done, pushed=dataclasses.replace(done.pushed, hyper=None))
+    assert len(channel.pack_message(unchanged, torch.zeros(n))) == (1 if fused else 2)  # nothing more
+    assert P.hyper_count(P.Fetched().encode()) == 0
+    with pytest.raises(ValueError, match="lists 5 optimizer settings but 0 were given"):
+        P.decode_report(hdr)
+    with pytest.raises(ValueError, match=r"hyper=\(\)"):
+        P.Pushed(kind="grad", steps=1, samples=1, base_version=0, start_s=0.0, hyper=())
+    hdr[P.R_NHYPER] = -1
+    with pytest.raises(ValueError, match="out of step"):
+        P.hyper_count(hdr)
 
 
 @settings(max_examples=100, deadline=None)

@@ -52,6 +52,7 @@ from hetsync.policies.base import (
     SetTimer,
     WorkerLeft,
 )
+from hetsync.policies.staleness import StalenessConfig
 from hetsync.scenario import Scenario
 
 EVALS_PER_RUN = 40  # evaluations of a run whose scenario sets no eval_every_s
@@ -77,7 +78,15 @@ def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
 def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
     """Validate the specs up front (before any run starts) and return labels."""
     ctx = policy_context(scenario)
-    labels = [make_policy(spec, ctx).label for spec in specs]
+    policies = [make_policy(spec, ctx) for spec in specs]
+    for spec, policy in zip(specs, policies, strict=True):
+        config = policy.config
+        if isinstance(config, StalenessConfig) and config.momentum == "corrected" and scenario.optimizer.name != "sgd":
+            raise BadInput(
+                f"policy {spec!r}: momentum=corrected lowers an SGD server's momentum, "
+                f"and this scenario's optimizer is {scenario.optimizer.name}"
+            )
+    labels = [p.label for p in policies]
     seen: set[str] = set()
     for spec, label in zip(specs, labels, strict=True):
         if label in seen:
@@ -257,6 +266,7 @@ class DriverCore:
             base_version=rec.base_version,
             steps=rec.steps,
             samples=rec.samples,
+            server_version=self.ledger.version,  # (the policy's staleness remedies read it)
         )
 
     def pulled(
@@ -266,6 +276,7 @@ class DriverCore:
         local steps the pull replaced before they were pushed."""
         led = self.ledger
         led.bytes_sent += nbytes
+        led.model_arrived(worker, version)
         if overwritten:
             led.overwritten(worker, overwritten, now_s)
         self.trace.write({"t": start_s, "ev": "pull", "w": worker, "end": end_s, "version": version, "nbytes": nbytes})
@@ -297,6 +308,7 @@ class DriverCore:
     def left(self, worker: int, now_s: float, reason: str) -> WorkerLeft:
         """``worker`` is gone (its process died, or its own loop ended)."""
         self.computing.discard(worker)
+        self.ledger.forget_worker(worker)
         self.ledger.left.append({"worker": worker, "t": now_s, "reason": reason})
         self.trace.write({"t": now_s, "ev": "left", "w": worker, "reason": reason})
         return WorkerLeft(now_s=now_s, worker=worker)

@@ -12,24 +12,35 @@ Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
+
+Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default:
+``lr_scale=inverse|sqrt`` — the push's rate × 1/max(1, τ) or 1/√max(1, τ)
+(Zhang, Gupta, Lian, Liu, "Staleness-Aware Async-SGD for Distributed Deep
+Learning", IJCAI 2016); ``compensate=λ`` — DC-ASGD's delay compensation
+g + λ·g⊙g⊙(θ_now − θ_then) (Zheng et al., "Asynchronous Stochastic Gradient
+Descent with Delay Compensation", ICML 2017); ``momentum=corrected`` — the
+server's momentum lowered by the implicit 1 − 1/N of N asynchronous workers
+(Mitliagkas, Zhang, Hadjis, Ré, "Asynchrony begets Momentum, with an
+Application to Deep Learning", Allerton 2016). E.g. ``asp:lr_scale=inverse``.
 """
 
 from __future__ import annotations
 
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     Event,
-    Policy,
     Pull,
     PushArrived,
 )
+from hetsync.policies.staleness import StalenessConfig, StalePushes
 
 
-class ASP(Policy):
+class ASP(StalePushes):
     name = "asp"
     summary = "asynchronous: apply every gradient on arrival (weight 1/N), nobody waits"
+    config_class = StalenessConfig
+    config: StalenessConfig
 
     def _step(self, w: int) -> Compute:
         return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
@@ -40,7 +51,7 @@ class ASP(Policy):
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, PushArrived):
             return [
-                Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr),
+                self.apply_push(event, 1.0 / self.n, self.n),
                 Pull(worker=event.worker, then=self._step(event.worker)),
             ]
         return []

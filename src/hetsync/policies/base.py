@@ -26,7 +26,15 @@ Data plane, as every driver executes it (parameter-server topology):
   (``"delta"``). The driver numbers the push; ``PushArrived`` carries the id.
 - ``Apply(contributions, lr)``: the server folds pushes into the global
   model, ``θ ← θ + Σ wᵢ·uᵢ`` with ``uᵢ = −lr·gᵢ`` for gradients and
-  ``uᵢ = Δᵢ`` for deltas, and the version counter goes up by one.
+  ``uᵢ = Δᵢ`` for deltas, and the version counter goes up by one. Two
+  remedies for stale gradients ride on it (:mod:`hetsync.algos.staleness`):
+  with ``compensate`` λ > 0 each gradient is first delay-compensated,
+  ``gᵢ + λ·gᵢ⊙gᵢ⊙(θ − θᵢ)`` with θᵢ the model it was computed on (DC-ASGD;
+  the server keeps those models while the policy's
+  ``needs_base_models()`` says so); with ``implicit_momentum`` m > 0 the
+  server's optimizer steps with its momentum lowered to max(0, μ − m).
+  A staleness-dependent rate is the policy's own choice of ``lr`` (or of
+  the weights); ``PushArrived.staleness`` gives it the push's staleness.
 - ``Drop(push_ids)``: pushes the policy discards, so they are counted.
 - ``Pull(worker)``: the worker downloads the global model as it is when the
   pull starts and replaces its local model with it on arrival
@@ -70,7 +78,7 @@ import numpy as np
 
 # a policy's parameters (policies import PolicyConfig and param from here, with the events and commands)
 from hetsync.policies.config import PolicyConfig as PolicyConfig
-from hetsync.policies.config import config_values, parse_config
+from hetsync.policies.config import config_params, config_values, parse_config
 from hetsync.policies.config import param as param
 
 PushKind = Literal["grad", "delta"]
@@ -105,6 +113,14 @@ class PushArrived(Event):
     base_version: int
     steps: int  # local steps this push carries
     samples: int  # samples in those steps
+    # the server's model version as the push arrived (None: not told); an
+    # Apply given at once applies it at staleness ``server_version − base_version``
+    server_version: int | None = None
+
+    @property
+    def staleness(self) -> int:
+        """Versions the global model moved since the push's base (0 when not told)."""
+        return 0 if self.server_version is None else max(0, self.server_version - self.base_version)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,10 +191,18 @@ class Push(Command):
 class Apply(Command):
     contributions: tuple[tuple[int, float], ...]  # (push_id, weight)
     lr: float = 0.0  # used for gradient contributions
+    # DC-ASGD's λ: each gradient g computed on θ_then becomes g + λ·g⊙g⊙(θ − θ_then)
+    compensate: float = 0.0
+    # momentum the policy's asynchrony implies: the server's optimizer steps with max(0, μ − this)
+    implicit_momentum: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.contributions:
             raise ValueError("Apply.contributions must not be empty")
+        if not (self.compensate >= 0 and math.isfinite(self.compensate)):
+            raise ValueError(f"Apply.compensate must be a finite number >= 0, got {self.compensate!r}")
+        if not 0 <= self.implicit_momentum < 1:
+            raise ValueError(f"Apply.implicit_momentum must be in [0, 1), got {self.implicit_momentum!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -379,6 +403,16 @@ class Policy:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
+    # Stale gradients (hetsync.algos.staleness): a policy whose Apply commands
+    # may set ``compensate`` returns True here, from its start on, so that the
+    # server keeps the model each worker computes on (the one it last pulled,
+    # and one on its way). That is up to two models per worker besides the
+    # global one; the simulator's workers share those tensors anyway, the
+    # runtime's server holds them as extra copies.
+    def needs_base_models(self) -> bool:
+        """Whether the server must keep the models workers compute on (delay compensation)."""
+        return False
+
     # Optimizers (hetsync.recipe): a policy decides what is combined and when,
     # the optimizers how an update moves a model. Most policies take the
     # scenario's recipe. A policy whose recipe fixes one (DiLoCo's outer
@@ -395,8 +429,15 @@ class Policy:
 
     @property
     def label(self) -> str:
-        """The name with every parameter's value: ``ssp(s=3)``."""
-        shown = [f"{k}={v}" for k, v in config_values(self.config).items()]
+        """The name with every parameter's value: ``ssp(s=3)``; a quiet
+        parameter (a staleness remedy) only when it is set:
+        ``ssp(s=3,lr_scale=inverse)``."""
+        values = config_values(self.config)
+        shown = [
+            f"{p.name}={values[p.name]}"
+            for p in config_params(type(self.config))
+            if not p.quiet or values[p.name] != p.default
+        ]
         return f"{self.name}({','.join(shown)})" if shown else self.name
 
 

@@ -50,6 +50,7 @@ class _Meta:
     le: float | None
     lt: float | None
     choices: tuple[str, ...]
+    quiet: bool
 
 
 def param(
@@ -61,12 +62,15 @@ def param(
     le: float | None = None,
     lt: float | None = None,
     choices: tuple[str, ...] = (),
+    quiet: bool = False,
 ) -> T:
     """A config field: ``default``, one line of ``help``, bounds (``ge``: >=,
     ``gt``: >, ``le``: <=, ``lt``: <) and, for text, the allowed ``choices``
     (matched ignoring case and surrounding spaces). An integer without ``le``
-    is bounded by ``INT_PARAM_MAX``."""
-    meta = _Meta(default=default, help=help, ge=ge, gt=gt, le=le, lt=lt, choices=choices)
+    is bounded by ``INT_PARAM_MAX``. A ``quiet`` parameter (an option most
+    runs leave off, such as a staleness remedy) is listed after the others
+    and left out of the policy's label while at its default."""
+    meta = _Meta(default=default, help=help, ge=ge, gt=gt, le=le, lt=lt, choices=choices, quiet=quiet)
     return dataclasses.field(default=default, metadata={_META_KEY: meta})
 
 
@@ -83,6 +87,7 @@ class ParamSpec:
     le: float | None = None
     lt: float | None = None
     choices: tuple[str, ...] = ()
+    quiet: bool = False  # listed last; in the label only when set to another value than its default
 
     @property
     def maximum(self) -> float | None:
@@ -181,8 +186,17 @@ def _read_params(config_class: type[PolicyConfig]) -> tuple[ParamSpec, ...]:
             )
         bounds = {"ge": meta.ge, "gt": meta.gt, "le": meta.le, "lt": meta.lt}
         out.append(
-            ParamSpec(name=f.name, type=kind, default=meta.default, help=meta.help, choices=meta.choices, **bounds)
+            ParamSpec(
+                name=f.name,
+                type=kind,
+                default=meta.default,
+                help=meta.help,
+                choices=meta.choices,
+                quiet=meta.quiet,
+                **bounds,
+            )
         )
+    out.sort(key=lambda p: p.quiet)  # (stable) a policy's own parameters first, shared options after
     return tuple(out)
 
 

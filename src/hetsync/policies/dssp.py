@@ -34,6 +34,15 @@ Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
+
+Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default,
+as for ASP: ``lr_scale=inverse|sqrt`` (Zhang, Gupta, Lian, Liu,
+"Staleness-Aware Async-SGD for Distributed Deep Learning", IJCAI 2016),
+``compensate=λ`` (DC-ASGD: Zheng et al., "Asynchronous Stochastic Gradient
+Descent with Delay Compensation", ICML 2017) and ``momentum=corrected``
+(Mitliagkas, Zhang, Hadjis, Ré, "Asynchrony begets Momentum, with an
+Application to Deep Learning", Allerton 2016; N = the live workers).
+E.g. ``dssp:lr_scale=inverse``.
 """
 
 from __future__ import annotations
@@ -43,13 +52,10 @@ from typing import Any
 
 from hetsync.algos.dssp import dssp_extra_iterations
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     ComputeDone,
     Event,
-    Policy,
-    PolicyConfig,
     PolicyContext,
     Pull,
     PullDone,
@@ -59,15 +65,16 @@ from hetsync.policies.base import (
     param,
     state_list,
 )
+from hetsync.policies.staleness import StalenessConfig, StalePushes
 
 
 @dataclass(frozen=True, kw_only=True)
-class DSSPConfig(PolicyConfig):
+class DSSPConfig(StalenessConfig):
     s_L: int = param(3, help="lower staleness bound in steps", ge=0)
     r_max: int = param(12, help="most extra steps the controller may grant", ge=0)
 
 
-class DSSP(Policy):
+class DSSP(StalePushes):
     name = "dssp"
     summary = "dynamic SSP: per-worker staleness bound in [s_L, s_L + r_max], set at run time"
     config_class = DSSPConfig
@@ -142,7 +149,7 @@ class DSSP(Policy):
             return [Push(worker=event.worker, kind="grad")]
         if isinstance(event, PushArrived):
             w, now = event.worker, event.now_s
-            apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
+            apply = self.apply_push(event, 1.0 / self.n, len(self.alive))
             if w not in self.alive:
                 return [apply]
             self.clock[w] += 1

@@ -34,6 +34,15 @@ Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
+
+Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default,
+as for ASP: ``lr_scale=inverse|sqrt`` (Zhang, Gupta, Lian, Liu,
+"Staleness-Aware Async-SGD for Distributed Deep Learning", IJCAI 2016),
+``compensate=λ`` (DC-ASGD: Zheng et al., "Asynchronous Stochastic Gradient
+Descent with Delay Compensation", ICML 2017) and ``momentum=corrected``
+(Mitliagkas, Zhang, Hadjis, Ré, "Asynchrony begets Momentum, with an
+Application to Deep Learning", Allerton 2016; N = the live workers).
+E.g. ``elastic-bsp:R=15:compensate=0.04``.
 """
 
 from __future__ import annotations
@@ -45,13 +54,10 @@ import numpy as np
 
 from hetsync.algos.zipline import predict_push_times, zipline
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     ComputeDone,
     Event,
-    Policy,
-    PolicyConfig,
     PolicyContext,
     Pull,
     PullDone,
@@ -61,14 +67,15 @@ from hetsync.policies.base import (
     param,
     state_list,
 )
+from hetsync.policies.staleness import StalenessConfig, StalePushes
 
 
 @dataclass(frozen=True, kw_only=True)
-class ElasticBSPConfig(PolicyConfig):
+class ElasticBSPConfig(StalenessConfig):
     R: int = param(15, help="look-ahead: predicted pushes per worker", ge=1)
 
 
-class ElasticBSP(Policy):
+class ElasticBSP(StalePushes):
     name = "elastic-bsp"
     summary = "ElasticBSP: barriers where ZipLine predicts pushes bunch up; ASP-style in between"
     config_class = ElasticBSPConfig
@@ -122,7 +129,7 @@ class ElasticBSP(Policy):
 
     def _on_push(self, event: PushArrived) -> list[Command]:
         w, now = event.worker, event.now_s
-        cmds: list[Command] = [Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)]
+        cmds: list[Command] = [self.apply_push(event, 1.0 / self.n, len(self.alive))]
         if w not in self.alive:
             return cmds
         self.interval_s[w] = max(0.0, now - self.released_s[w])

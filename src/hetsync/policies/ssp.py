@@ -13,6 +13,15 @@ Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
+
+Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default,
+as for ASP: ``lr_scale=inverse|sqrt`` (Zhang, Gupta, Lian, Liu,
+"Staleness-Aware Async-SGD for Distributed Deep Learning", IJCAI 2016),
+``compensate=λ`` (DC-ASGD: Zheng et al., "Asynchronous Stochastic Gradient
+Descent with Delay Compensation", ICML 2017) and ``momentum=corrected``
+(Mitliagkas, Zhang, Hadjis, Ré, "Asynchrony begets Momentum, with an
+Application to Deep Learning", Allerton 2016; N = the live workers).
+E.g. ``ssp:s=3:momentum=corrected``.
 """
 
 from __future__ import annotations
@@ -20,26 +29,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetsync.policies.base import (
-    Apply,
     Command,
     Compute,
     Event,
-    Policy,
-    PolicyConfig,
     PolicyContext,
     Pull,
     PushArrived,
     WorkerLeft,
     param,
 )
+from hetsync.policies.staleness import StalenessConfig, StalePushes
 
 
 @dataclass(frozen=True, kw_only=True)
-class SSPConfig(PolicyConfig):
+class SSPConfig(StalenessConfig):
     s: int = param(3, help="staleness bound in steps", ge=0)
 
 
-class SSP(Policy):
+class SSP(StalePushes):
     name = "ssp"
     summary = "stale synchronous: asynchronous, but no worker more than s steps ahead"
     config_class = SSPConfig
@@ -75,7 +82,7 @@ class SSP(Policy):
             w = event.worker
             self.clock[w] += 1
             self.blocked.add(w)
-            apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
+            apply = self.apply_push(event, 1.0 / self.n, len(self.alive))
             return [apply, *self._release()]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)

@@ -50,12 +50,24 @@ moments, which describe the worker's own data stream and would restart from
 zero if reset. The server steps on the averaged pseudo-gradient with
 ``outer_optimizer`` (default plain SGD at 1.0: plain averaging), whose state
 lives on the server.
+
+Staleness remedy (:mod:`hetsync.policies.staleness`), off by default:
+``lr_scale=inverse|sqrt`` scales each delta's weight by 1/max(1, τ) or
+1/√max(1, τ), τ its staleness when applied (Zhang, Gupta, Lian, Liu,
+"Staleness-Aware Async-SGD for Distributed Deep Learning", IJCAI 2016). A
+held delta is applied at the first close after it arrives and every
+``Apply`` is a close, so τ is known on arrival. Plain WBSP's late deltas
+have τ = 1, where both factors are 1: the option changes something only for
+deltas two or more versions old (WBSP-overlap's pushes in flight across two
+closes). Delay compensation and the momentum correction are for gradients
+applied one at a time and are not offered here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from hetsync.algos.staleness import staleness_lr_scale
 from hetsync.policies.base import (
     Apply,
     Command,
@@ -70,16 +82,20 @@ from hetsync.policies.base import (
     PushArrived,
     WorkerLeft,
 )
+from hetsync.policies.staleness import LrScaleConfig
 
 
 class WBSP(Policy):
     name = "wbsp"
     summary = "worker-busy sync: fast workers keep stepping; the slowest's push closes the round, all pull"
+    config_class = LrScaleConfig
+    config: LrScaleConfig
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.alive = set(range(self.n))
         self.held: list[int] = []  # push ids of the open round's deltas
+        self.held_scale: list[float] = []  # and their staleness factors (lr_scale; 1.0 when off)
         self.pushed: set[int] = set()  # workers that pushed in the open round
         self.flagged: set[int] = set()  # workers that must pull at their next push reply
         self.version = 0  # rounds closed so far = global model version
@@ -119,6 +135,7 @@ class WBSP(Policy):
     def _receive(self, push: PushArrived) -> list[Command]:
         """Hold the delta in the open round; close the round if it completes it."""
         self.held.append(push.push_id)
+        self.held_scale.append(staleness_lr_scale(self.config.lr_scale, push.staleness))
         self.pushed.add(push.worker)
         return self._maybe_close(push.worker)
 
@@ -127,8 +144,8 @@ class WBSP(Policy):
             return []
         # the last worker has left: nobody to wait for, the round's deltas still count
         weight = 1.0 / len(self.alive or self.pushed)
-        apply = Apply(contributions=tuple((i, weight) for i in self.held))
-        self.held, self.pushed = [], set()
+        apply = Apply(contributions=tuple((i, weight * s) for i, s in zip(self.held, self.held_scale, strict=True)))
+        self.held, self.held_scale, self.pushed = [], [], set()
         self.version += 1
         self.closers.append(closer)
         self.flagged = set(self.alive)

@@ -20,7 +20,8 @@ average Σw·x/Σw of the workers' models (:mod:`hetsync.localmodel`; each
 ``FETCHED`` report carries its model's weight). Every ``eval_every_s`` the coordinator sends ``FETCH`` to
 every live worker; the control thread answers at once with the model as it
 is (a step in progress is not in it yet, as in the simulator) and the
-coordinator evaluates the average at the time it asked. The fetched bytes are
+coordinator has the average evaluated at the time it asked (beside its loop,
+as the server's model is: :mod:`hetsync.runtime.evaluator`). The fetched bytes are
 not counted as traffic and the workers' time to send them (microseconds,
 concurrent with their steps) is not booked. At the end of a run, after
 ``STOP``, the models are fetched once more; their average is the run's final
@@ -71,6 +72,8 @@ class CoordinatorHost(Protocol):
     def deliver(self, event: Event) -> None: ...  # hand an event to the policy
 
     def left(self, worker: int, reason: str) -> None: ...  # ``worker`` is gone
+
+    def evaluate_model(self, now_s: float) -> None: ...  # the ledger's model (beside the loop, when it can)
 
     def next_report(self, timeout_s: float) -> Received | None: ...  # None: none within ``timeout_s``
 
@@ -268,9 +271,8 @@ class Coordinator:
         f, self.fetch = self.fetch, None
         assert f is not None
         if f.models:
-            led = self.core.ledger
-            led.theta = weighted_average(f.models, f.weights)
-            led.evaluate(f.at_s)
+            self.core.ledger.theta = weighted_average(f.models, f.weights)
+            self.host.evaluate_model(f.at_s)
 
     def _add_finished(self, f: _Fetch) -> None:
         for model, weight in self.finished.values():

@@ -28,7 +28,12 @@ its own, longer, bound too). Either way the launcher returns 1 and
 ``exit-status.json`` holds a one-line reason naming the rank and its log.
 
 Each rank's output goes to ``OUT/logs/rank-<i>.log``; the exit status is the
-server's.
+server's. A script's run (``hetsync launch``) also fails (1) when one of its
+workers did — raised, ended without ``sync.finish()``, was killed, or went
+silent — even though the run went on without it: ``exit-status.json`` then
+holds one line per such worker, its own last word (the line
+:data:`WORKER_FAILED` that :mod:`hetsync.loop_checks` printed) or how its
+process ended, and the summary keeps the run's results.
 """
 
 from __future__ import annotations
@@ -59,6 +64,10 @@ EXIT_GRACE_S = 3.0  # after the server's last act: how long the other ranks' pro
 TERM_GRACE_S = 10.0  # between SIGTERM and SIGKILL (rank 0 checkpoints at SIGTERM; the others just end)
 STARTUP_SLACK_S = 60.0  # the launcher's own start-up bound: the ranks' two waits (rendezvous, group) and this
 POLL_S = 0.2
+# a worker of a launched script says how it failed in this line of its log (hetsync.loop_checks)
+WORKER_FAILED = "hetsync: worker {worker} (rank {rank}) failed: {error}"
+_WORKER_FAILED = re.compile(r"hetsync: worker \d+ \(rank \d+\) failed: (.*)")
+LOOP_ENDED = "its training loop ended"  # the server's reason for a worker that left well (runtime.server)
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -174,7 +183,8 @@ def launch(
 ) -> int:
     """Run ``nproc`` workers and a server; returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
-    processes did not start). ``script``: every rank runs this Python file
+    processes did not start, or — with ``script`` — a worker failed: one line
+    each there, see :func:`_failed_workers`). ``script``: every rank runs this Python file
     with ``runtime_args`` (a training loop using :mod:`hetsync.loop`, whose
     default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``.
     ``env``: extra environment variables for every rank. ``startup_timeout_s``:
@@ -200,7 +210,10 @@ def launch(
             log = (logs / f"rank-{rank}.log").open("w")
             cmd = agent_command(rank, world, host, port, runtime_args, startup_timeout_s=startup_s, script=script)
             agents.append(_Agent(rank, _spawn(cmd, log, env), log))
-        return _supervise(agents, out_dir, started, 2 * startup_s + STARTUP_SLACK_S, timeout_s, on_progress)
+        startup_limit_s = 2 * startup_s + STARTUP_SLACK_S
+        return _supervise(
+            agents, out_dir, started, startup_limit_s, timeout_s, on_progress, judge_workers=script is not None
+        )
     finally:
         _stop(agents)
         started.unlink(missing_ok=True)
@@ -213,8 +226,11 @@ def _supervise(
     startup_limit_s: float,
     timeout_s: float | None,
     on_progress,  # type: ignore[no-untyped-def]
+    *,
+    judge_workers: bool = False,
 ) -> int:
-    """Wait for the server's exit status, or for a reason to stop without one."""
+    """Wait for the server's exit status, or for a reason to stop without one.
+    ``judge_workers`` (a user's script): a run whose worker failed fails too."""
     status = out_dir / EXIT_STATUS
     t0 = time.monotonic()
     formed = False
@@ -225,7 +241,9 @@ def _supervise(
             # themselves (an agent whose worker died, or a stopped worker,
             # never does: torchelastic's exit barrier waits minutes for it)
             _await_exit(agents, EXIT_GRACE_S)
-            return _status_code(status)
+            code = _status_code(status)
+            failed = _failed_workers(agents, out_dir) if judge_workers and code == 0 else []
+            return _workers_failed(out_dir, failed) if failed else code
         if agents[0].proc.poll() is not None and not status.exists():
             return _failed(out_dir, f"rank 0 (the server) {agents[0].ended(out_dir)} before the run finished")
         if not formed:
@@ -413,6 +431,53 @@ def _failed(out_dir: Path, reason: str, *, rank: int = 0) -> int:
     return 1
 
 
+def _failed_workers(agents: list[_Agent], out_dir: Path) -> list[dict[str, object]]:
+    """The workers of a launched script that failed, each with what went
+    wrong: the line it printed as it failed (an exception: its first line;
+    no ``sync.finish()``), else how its process ended if that was not well
+    (a signal, a status), else why the server counted it gone if that was
+    not its loop's end (silent past ``worker_timeout_s``, connection lost)."""
+    left = _left_early(out_dir)
+    failed: list[dict[str, object]] = []
+    for a in agents[1:]:
+        log = out_dir / "logs" / f"rank-{a.rank}.log"
+        try:
+            said = _WORKER_FAILED.findall(log.read_text(errors="replace"))
+        except OSError:
+            said = []
+        code = a.exit_code(out_dir)  # (None: still running, e.g. in torchelastic's exit barrier)
+        error = said[0] if said else a.ended(out_dir) if code else left.get(a.rank - 1)
+        if error is not None:
+            failed.append({"worker": a.rank - 1, "rank": a.rank, "error": error.strip()})
+    return failed
+
+
+def _left_early(out_dir: Path) -> dict[int, str]:
+    """Workers that left a run for another reason than their loop's end (``summary.json``)."""
+    try:
+        runs = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    early: dict[int, str] = {}
+    for run in runs if isinstance(runs, list) else []:
+        for gone in (run.get("workers_left") or []) if isinstance(run, dict) else []:
+            if isinstance(gone, dict) and gone.get("reason") != LOOP_ENDED:
+                early.setdefault(int(gone.get("worker", -1)), str(gone.get("reason")))
+    return early
+
+
+def _workers_failed(out_dir: Path, failed: list[dict[str, object]]) -> int:
+    """Record that the run finished but some of its workers failed: one line
+    per worker, naming it, its error and its log; returns 1."""
+    logs = out_dir / "logs"
+    lines = [WORKER_FAILED.format(**f).removeprefix("hetsync: ") + f"; see {logs}/rank-{f['rank']}.log" for f in failed]
+    status = out_dir / EXIT_STATUS
+    tmp = status.with_name(".exit-status.tmp")
+    tmp.write_text(json.dumps({"code": 1, "error": "\n".join(lines), "by": "launcher", "workers": failed}) + "\n")
+    os.replace(tmp, status)
+    return 1
+
+
 def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untyped-def]
     try:
         state = json.loads(path.read_text())
@@ -423,7 +488,8 @@ def _report_progress(path: Path, on_progress) -> None:  # type: ignore[no-untype
 
 def launcher_reason(out_dir: Path) -> str | None:
     """The launcher's one-line reason if it, not the server, ended the run
-    (start-up failed, the server died); None otherwise."""
+    (start-up failed, the server died), or its line per failed worker of a
+    script's run that finished; None otherwise."""
     try:
         status = json.loads((out_dir / EXIT_STATUS).read_text())
     except (OSError, ValueError):

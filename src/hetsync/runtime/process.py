@@ -154,7 +154,7 @@ def _serve_and_report(
     report), before the exit status. ``progress_lines``: print a progress
     line every few seconds (default: unless ``hetsync run`` shows its own
     progress bar). ``background_eval``: evaluate beside the server loop
-    (:mod:`hetsync.runtime.evaluator`; not for a user's own ``evaluate``)."""
+    (:mod:`hetsync.runtime.evaluator`; a user's own ``evaluate`` on a copy of the module)."""
     status_path = opts.out / EXIT_STATUS
     status_path.unlink(missing_ok=True)
     if progress_lines is None:

@@ -12,8 +12,10 @@ only the wire carries microseconds.
 
 On the wire every message is a fixed header of 32 int64 values, optionally
 followed by one flat float32 model-sized tensor (a model going to a worker, a
-gradient, delta or model coming back). No pickled Python objects cross the
-wire. Floats in a header are carried as the bits of a float64. The header's
+gradient, delta or model coming back), and by a short list where its header
+counts one (a multicast's receivers, an all-reduce's ring: int64; a push's
+optimizer settings: float64, see :class:`Pushed`). No pickled Python objects
+cross the wire. Floats in a header are carried as the bits of a float64. The header's
 slots (``H_*``, ``R_*``) and type bits (``C_*``, ``R_*``) below are the
 layout (``header()``, ``put_float``/``get_float`` read and write it by hand,
 as the layout tests do).
@@ -124,7 +126,7 @@ R_BUFFERS = 1024  # the module's buffers (BatchNorm statistics) at the head of t
     R_X_START_US,  # R_ARRIVED: the multicast's start at the sender; R_REDUCED: the ring's start here
     R_X_COPY_US,  # R_ARRIVED: when this copy began to leave the sender's uplink
     R_X_END_US,  # R_ARRIVED: arrival; R_REDUCED: the end of the ring here
-    R_LR_SCALE,  # float bits, with a push: the worker's schedule factor (hetsync.loop); 0 bits: none (1.0)
+    R_NHYPER,  # with a gradient push: how many float64 optimizer settings follow the message (Pushed.hyper)
     R_WEIGHT,  # float bits, R_FETCHED / R_LEAVING (p2p): the model's push-sum weight; 0 bits: none (1.0)
     R_COMM_S,  # float bits: the worker's transfer time since its previous report that no step overlapped
 ) = range(28)
@@ -475,17 +477,28 @@ class Computed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pushed:
-    """The push part of a :class:`WorkDone` (the payload: the gradient or delta)."""
+    """The push part of a :class:`WorkDone` (the payload: the gradient or delta).
+
+    ``hyper``: a training loop's optimizer settings for this gradient
+    (:func:`hetsync.optim.hyperparameters`: each parameter group's lr,
+    momentum, betas, weight decay), which the server's copy of that optimizer
+    takes the step with (:mod:`hetsync.loop`). They travel only when they
+    changed since the worker's previous push in the run (a schedule that
+    moves them every step: a few floats per step; a constant one: once),
+    after the message, as a float64 tensor of ``R_NHYPER`` values. None:
+    unchanged, or no such optimizer."""
 
     kind: PushKind
     steps: int  # local steps in it
     samples: int
     base_version: int
     start_s: float
-    lr_scale: float = 1.0  # the worker's schedule factor (hetsync.loop)
+    hyper: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_kind("kind", self.kind)
+        if self.hyper is not None and not self.hyper:
+            raise ValueError("Pushed.hyper=(): give the optimizer's settings, or None when unchanged")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -513,11 +526,12 @@ class WorkDone:
         if (s := self.pushed) is not None:
             f[R_TYPE] |= R_PUSHED
             f |= {R_P_KIND: KINDS[s.kind], R_P_STEPS: s.steps, R_P_SAMPLES: s.samples, R_P_BASE: s.base_version}
-            f |= {R_P_START_US: to_us(s.start_s), R_LR_SCALE: _bits_or_unset(s.lr_scale)}
+            f |= {R_P_START_US: to_us(s.start_s), R_NHYPER: len(s.hyper or ())}
         return _header(f)
 
     @classmethod
-    def decode(cls, hdr: torch.Tensor) -> WorkDone:
+    def decode(cls, hdr: torch.Tensor, hyper: tuple[float, ...] = ()) -> WorkDone:
+        """``hyper``: the float64 list that followed the header (:func:`hyper_count` values)."""
         h = hdr.tolist()
         t = h[R_TYPE]
         pulled = computed = pushed = None
@@ -544,7 +558,7 @@ class WorkDone:
                 samples=h[R_P_SAMPLES],
                 base_version=h[R_P_BASE],
                 start_s=from_us(h[R_P_START_US]),
-                lr_scale=_float_or_one(h[R_LR_SCALE]),
+                hyper=_listed_floats(h[R_NHYPER], hyper),
             )
         return cls(pulled=pulled, computed=computed, pushed=pushed, comm_s=_float(h[R_COMM_S]))
 
@@ -661,13 +675,33 @@ _REPORTS: dict[int, type[Report]] = {
 }
 
 
-def decode_report(hdr: torch.Tensor) -> Report:
-    """The report in ``hdr``."""
+def decode_report(hdr: torch.Tensor, hyper: tuple[float, ...] = ()) -> Report:
+    """The report in ``hdr``; ``hyper``: the optimizer settings that follow a push (:func:`hyper_count`)."""
     t = int(hdr[R_TYPE])
-    cls = WorkDone if not t & ~WorkDone.TYPE else _REPORTS.get(t)
+    if not t & ~WorkDone.TYPE:  # (any subset of its parts, none included)
+        return WorkDone.decode(hdr, hyper)
+    cls = _REPORTS.get(t)
     if cls is None:
         raise ValueError(f"not a report: type bits {t:#x} (a header out of step with the stream?)")
     return cls.decode(hdr)
+
+
+HYPER_MAX = 1 << 16  # optimizer settings after one push, at most (a larger count: a header out of step)
+
+
+def hyper_count(hdr: torch.Tensor) -> int:
+    """How many float64 optimizer settings follow this report (0: none)."""
+    t = int(hdr[R_TYPE])
+    count = int(hdr[R_NHYPER]) if t & R_PUSHED and not t & ~WorkDone.TYPE else 0
+    if not 0 <= count <= HYPER_MAX:
+        raise ValueError(f"a push followed by {count} optimizer settings (a header out of step with the stream?)")
+    return count
+
+
+def _listed_floats(count: int, values: tuple[float, ...]) -> tuple[float, ...] | None:
+    if len(values) != count:
+        raise ValueError(f"the report lists {count} optimizer settings but {len(values)} were given")
+    return tuple(values) if count else None
 
 
 # ------------------------------------------------------ worker to worker
@@ -760,6 +794,8 @@ class Channel:
         if isinstance(msg, MulticastCmd | AllReduceCmd):
             peers = msg.receivers if isinstance(msg, MulticastCmd) else msg.ring
             tensors.append(torch.tensor(peers, dtype=torch.int64))
+        if isinstance(msg, WorkDone) and msg.pushed is not None and msg.pushed.hyper:
+            tensors.append(torch.tensor(msg.pushed.hyper, dtype=torch.float64))
         return tensors
 
     def recv_command(self, src: int) -> tuple[Command, torch.Tensor | None]:
@@ -774,9 +810,14 @@ class Channel:
         return decode_command(hdr, peers), payload
 
     def recv_report(self, src: int) -> tuple[Report, torch.Tensor | None]:
-        """Blocking receive of one report from ``src``."""
+        """Blocking receive of one report (and the optimizer settings that may follow a push) from ``src``."""
         hdr, payload = self._recv(src, report_has_payload)
-        return decode_report(hdr), payload
+        hyper: tuple[float, ...] = ()
+        if count := hyper_count(hdr):
+            listed = torch.empty(count, dtype=torch.float64)
+            dist.recv(listed, src=src)
+            hyper = tuple(listed.tolist())
+        return decode_report(hdr, hyper), payload
 
     def _recv(self, src: int, has_payload: Callable[[torch.Tensor], bool]) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.fused:

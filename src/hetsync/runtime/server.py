@@ -34,6 +34,7 @@ import heapq
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FOR
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
 from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
-from hetsync.runtime.evaluator import BackgroundEvaluator
+from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -79,6 +80,10 @@ from hetsync.workloads import Workload
 # without eval_every_s evaluates 40 times (as in the simulator), at most this often
 MIN_EVAL_EVERY_S = 0.5
 REPORTS_QUEUED_MAX = 256  # per worker, read off the wire but not yet handled by the server loop
+# the summary's eval_warning: evaluations on the loop that long a share of the run, or an
+# evaluator beside it that busy on a machine whose CPUs the workers need
+EVAL_SHARE_WARN = 0.1
+EVAL_CPU_WARN = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +92,7 @@ class RuntimeOptions(ProcessOptions):
 
     progress_lines: bool = False  # print a progress line every few seconds (under plain torchrun)
     # evaluate copies of the global model on a thread beside the loop (runtime.evaluator), so the
-    # server keeps serving the workers meanwhile; the own loop's user evaluate runs on the loop
+    # server keeps serving the workers meanwhile (the own loop: on a copy of the user's module)
     background_eval: bool = False
 
     @property
@@ -103,6 +108,9 @@ class _Peer:
     comm_s: float = 0.0
     steps: int = 0
     samples: int = 0  # drawn by the worker's sampler in the steps it reported
+    # its training loop's optimizer settings as of its last gradient push (they travel when they
+    # change: protocol.Pushed.hyper); a resumed worker sends them again with its first push
+    hyper: tuple[float, ...] | None = None
 
     CHECKPOINTED = ("compute_s", "comm_s", "steps", "samples")
 
@@ -221,6 +229,12 @@ class ServerProcess:
         return signal.signal(signal.SIGTERM, flag)
 
 
+def _all_ranks_here() -> bool:
+    """Whether every rank runs on this machine (a loopback rendezvous, as
+    ``hetsync run`` and ``hetsync launch`` use by default)."""
+    return os.environ.get("MASTER_ADDR", "") in ("127.0.0.1", "localhost", "::1")
+
+
 class _Terminated(Exception):
     """The server got SIGTERM; its run is checkpointed (when it has a checkpoint folder)."""
 
@@ -239,6 +253,8 @@ class _Run:
         self.leaving: set[int] = set()  # own loops ended: finishing the transfers they owe (then EXIT)
         self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.evaluator: BackgroundEvaluator | None = None  # set when the run starts
+        self.eval_spent: list[Spent] = []  # evaluations on the loop (no evaluator)
+        self.eval_before: dict[str, Any] = {"eval_time_s": 0.0, "evals_skipped": 0}  # a resumed run's first leg
         self.trace_path = trace_path
         self.run_index = run_index
         self.peers = [_Peer() for _ in range(server.n)]
@@ -329,17 +345,13 @@ class _Run:
             self.core.started(self.offset_s, model_nbytes=srv.nbytes, scenario=sc, driver="dist")
         if self._restore is not None:
             self._resume(self._restore)
-        self.evaluator = (
-            BackgroundEvaluator(srv.workload.evaluate_metrics)
-            if srv.opts.background_eval and self.p2p is None and srv.workload.metrics
-            else None
-        )
+        self.evaluator = self._evaluator()
         try:
             self._reset_workers()
             start = self.now()
             for w in sorted(set(range(srv.n)) - srv.alive):
                 self.left(w, "left before the run")
-            self.ledger.evaluate(start)
+            self.evaluate_model(start)
             self.trace.flush()  # and at every evaluation: a server that dies leaves a readable trace
             self.next_eval = start + self.eval_every_s
             self.next_ckpt = start + srv.opts.checkpoint_every_s
@@ -349,9 +361,10 @@ class _Run:
             self._stop_workers()
             if self.p2p is not None:
                 self.p2p.final_evaluation(wall)
+                self._record_evaluations(wait=True)
             else:
                 self._record_evaluations(wait=True)
-                self.ledger.evaluate(wall)
+                self.ledger.evaluate(wall)  # (the workers have stopped: nobody waits for it)
             self._checkpoint(wall)
             self.core.ended(wall, self.stop_reason)
         finally:
@@ -361,7 +374,10 @@ class _Run:
         peers = self.peers
         if self.resumed is not None:
             self.resumed["fresh"] = self._fresh_on_resume()
-        extra: dict[str, Any] = {"resumed_from": self.resumed}
+        extra: dict[str, Any] = {"resumed_from": self.resumed, **self._eval_figures(wall)}
+        extra["eval_warning"] = self._eval_warning(extra, wall)
+        if extra["eval_warning"]:
+            print(f"hetsync: {self.label}: {extra['eval_warning']}", file=sys.stderr, flush=True)
         comm_s = [p.comm_s for p in peers]
         if self.p2p is not None:
             since = self.p2p.comm_s(self.offset_s, wall)
@@ -468,12 +484,12 @@ class _Run:
                 if self.p2p is not None:
                     self.p2p.evaluate(now)
                 else:
-                    self._evaluate(now)
+                    self.evaluate_model(now)
                 self.next_eval = now + self.eval_every_s
                 self.trace.flush()
             self._record_evaluations()
             if self.srv.opts.checkpoint_dir is not None and now >= self.next_ckpt:
-                self._checkpoint(now)
+                self._checkpoint(now, periodic=True)
                 self.next_ckpt = now + self.srv.opts.checkpoint_every_s
             if now - last_progress >= 0.5:
                 last_progress = now
@@ -506,6 +522,8 @@ class _Run:
                 self.p2p.finished[w] = (payload, rep.weight)  # its model stays in the final average
             self._leaving(w, now)
             return
+        if isinstance(rep, P.WorkDone) and rep.pushed is not None and rep.pushed.hyper is not None:
+            self.peers[w].hyper = rep.pushed.hyper  # (sent once per change: kept even if the report is not booked)
         if isinstance(rep, P.WorkDone) and rep.computed and w not in self.core.computing and w in self.halted:
             return  # a continuous step begun before the worker saw HaltCmd: not booked, owes nothing
         self.paid(w, now)
@@ -525,7 +543,8 @@ class _Run:
             self._continue(w, now)
             self.deliver(done)
         if (s := rep.pushed) is not None:
-            push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, s.lr_scale))
+            hyper = p.hyper if s.kind == "grad" else None  # its loop's optimizer settings for this gradient
+            push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper))
             self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=nbytes))
         if w in self.leaving:
             self._exit_when_square(w)
@@ -616,7 +635,8 @@ class _Run:
         if w not in self.srv.alive:
             return
         push = cmd.kind if isinstance(cmd, Push) else None
-        pull = P.PullOrder(version=self.ledger.version, sent_s=self.now()) if isinstance(cmd, Pull) else None
+        model, version = self.ledger.send_model(w) if isinstance(cmd, Pull) else (None, 0)
+        pull = P.PullOrder(version=version, sent_s=self.now()) if isinstance(cmd, Pull) else None
         step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
         if w in self.leaving:  # its loop has ended: transfers only
             step = None
@@ -632,7 +652,7 @@ class _Run:
         if push is None and pull is None and order is None:
             return  # a step the budget no longer allows
         work = P.WorkCmd(push=push, pull=pull, step=order)
-        if not self.post(w, work, self.ledger.theta if pull is not None else None) and order is not None:
+        if not self.post(w, work, model) and order is not None:
             self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
 
     def post(self, w: int, cmd: P.Command, payload: torch.Tensor | None = None, *, owes: bool = True) -> bool:
@@ -649,15 +669,76 @@ class _Run:
         self.watchdog.paid(w, now)
 
     # ------------------------------------------------------- evaluation
-    def _evaluate(self, now: float) -> None:
-        """Evaluate the global model as it is at ``now``: here, or on the
-        evaluator's thread (its result is booked when it comes back)."""
+    def _evaluator(self) -> BackgroundEvaluator | None:
+        """The thread that evaluates beside the loop (None: evaluations run on it)."""
+        wl = self.srv.workload
+        if not (self.srv.opts.background_eval and wl.metrics):
+            return None
+        own = getattr(wl, "evaluator", None)  # hetsync.loop's ModuleModel: on a copy of the user's module
+        return own() if own is not None else BackgroundEvaluator(wl.evaluate_metrics)
+
+    def evaluate_model(self, now: float) -> None:
+        """Evaluate the global model as it is at ``now``: on the evaluator's
+        thread (its result is booked when it comes back), or here."""
         led, ev = self.ledger, self.evaluator
         if ev is None:
-            led.evaluate(now)
+            if led.wants_evaluation(now):
+                began, cpu0 = time.time(), time.thread_time()
+                led.evaluate(now)
+                self.eval_spent.append(Spent(began, time.time(), time.thread_time() - cpu0))
         elif led.wants_evaluation(now) and ev.last_s != now:
             assert led.theta is not None
             ev.submit(now, led.theta, led.version)
+
+    def _eval_figures(self, now: float) -> dict[str, Any]:
+        """What evaluating cost the run up to ``now`` (summary: ``eval_time_s``,
+        ``eval_share``, ``eval_beside``, ``evals_skipped``): the time an
+        evaluation was running, beside the loop or on it; evaluations run one
+        at a time, so the share is at most 1."""
+        ev, end = self.evaluator, self.epoch + now
+        spent = [*self.eval_spent, *(ev.spent if ev is not None else [])]
+        this_leg = sum(max(0.0, min(s.ended, end) - s.began) for s in spent)
+        eval_s = float(self.eval_before["eval_time_s"]) + this_leg
+        return {
+            "eval_time_s": eval_s,
+            "eval_share": min(1.0, eval_s / now) if now > 0 else 0.0,
+            "eval_beside": ev is not None if self.srv.workload.metrics else None,
+            "evals_skipped": int(self.eval_before["evals_skipped"]) + (ev.skipped if ev is not None else 0),
+        }
+
+    def _eval_warning(self, figures: dict[str, Any], wall: float) -> str | None:
+        """One line when evaluating still dominates the run: evaluations slower
+        than the interval (results sparser than asked), ones that held up the
+        loop, or an evaluator that competes with the workers for this machine's CPUs."""
+        ev = self.evaluator
+        spent = [*self.eval_spent, *(ev.spent if ev is not None else [])]
+        if not spent or wall <= 0:
+            return None
+        mean_s = sum(s.ended - s.began for s in spent) / len(spent)
+        said = []
+        skipped = figures["evals_skipped"]
+        if mean_s > self.eval_every_s:  # (a few skipped by one slow evaluation: evals_skipped says so)
+            why = f": {skipped} were skipped (each evaluates the newest model when the previous one ends)"
+            said.append(
+                f"an evaluation took {mean_s:.3g} s on average, longer than eval_every_s={self.eval_every_s:g} s, "
+                f"so the curve is sparser than asked{why if skipped else ''}"
+            )
+        if not figures["eval_beside"] and figures["eval_share"] >= EVAL_SHARE_WARN:
+            said.append(
+                f"evaluations ran on the server's loop {figures['eval_share']:.0%} of the run, "
+                "and no worker was served meanwhile"
+            )
+        cpu_share = sum(s.cpu_s for s in spent if s.began < self.epoch + wall) / wall
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        processes = self.srv.n + 1
+        if figures["eval_beside"] and cpu_share >= EVAL_CPU_WARN and _all_ranks_here() and processes >= cpus:
+            said.append(
+                f"the evaluator kept {cpu_share:.0%} of a CPU busy on this machine, whose {cpus} CPUs "
+                f"run the server and {self.srv.n} workers: it competes with them"
+            )
+        if not said:
+            return None
+        return "evaluation: " + "; ".join(said) + "; raise eval_every_s or evaluate on less data"
 
     def _record_evaluations(self, *, wait: bool = False) -> None:
         """Book the evaluator's finished results (``wait``: all of those asked for)."""
@@ -666,9 +747,11 @@ class _Run:
                 self.ledger.record_evaluation(at_s, values, version)
 
     # ------------------------------------------------------ checkpoints
-    def _checkpoint(self, now: float) -> None:
+    def _checkpoint(self, now: float, *, periodic: bool = False) -> None:
         if self.checkpointer.path is not None:
-            self._record_evaluations(wait=True)  # the checkpoint's curve holds every evaluation asked for
+            # the last checkpoint's curve holds every evaluation asked for; a periodic one those that
+            # came back (waiting for the evaluator would hold up the loop as long as it evaluates)
+            self._record_evaluations(wait=not periodic)
             self.checkpointer.save(self.checkpoint_state(now))
 
     def checkpoint_state(self, now: float) -> dict[str, Any]:
@@ -702,6 +785,7 @@ class _Run:
             "peers": [{key: getattr(p, key) for key in _Peer.CHECKPOINTED} for p in self.peers],
             "p2p": p2p,
             "trace_bytes": trace_bytes,
+            "eval": {key: value for key, value in self._eval_figures(now).items() if key in self.eval_before},
         }
 
     def _fresh_on_resume(self) -> list[str]:
@@ -719,6 +803,7 @@ class _Run:
         ledger's accounting and every worker's."""
         t = self.offset_s
         self.trace.write({"t": t, "ev": "resume", "version": int(state["version"]), "steps": int(state["steps"])})
+        self.eval_before.update(state.get("eval", {}))  # (checkpoints from before it have none)
         assert self.resumed is not None
         sc, started = self.sc, int(state["ledger"]["started_steps"])
         budget = self.core.budget

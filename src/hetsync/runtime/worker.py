@@ -393,9 +393,10 @@ class WorkerProcess:
         self.steps += 1
         return self._push(done, step.push_after) if step.push_after is not None else None
 
-    def _lr_scale(self) -> float:
-        """The schedule factor a push carries (a training loop's own: :mod:`hetsync.loop`)."""
-        return 1.0
+    def _hyper(self) -> tuple[float, ...] | None:
+        """The optimizer settings a gradient push carries (:class:`~hetsync.runtime.protocol.Pushed`):
+        a training loop's own (:mod:`hetsync.loop`); None here, where the scenario's recipe is the server's."""
+        return None
 
     def _push(self, done: Done, kind: str) -> torch.Tensor:
         """Take what the push carries and hold it for the link's time; the
@@ -411,7 +412,7 @@ class WorkerProcess:
             samples=push.samples,
             base_version=push.base_version,
             start_s=start,
-            lr_scale=self._lr_scale(),
+            hyper=self._hyper() if push.kind == "grad" else None,
         )
         assert push.payload is not None
         return push.payload

@@ -378,13 +378,14 @@ class Simulation:
 
     def _pull_transfer(self, cmd: Pull, start_s: float) -> _Transfer:
         """The model as it is now, on its way to ``cmd.worker`` from ``start_s``."""
+        snapshot, version = self.ledger.send_model(cmd.worker)
         return _Transfer(
             kind="pull",
             worker=cmd.worker,
             start_s=start_s,
             nbytes=self.nbytes,
-            snapshot=self.ledger.theta,
-            version=self.ledger.version,
+            snapshot=snapshot,
+            version=version,
             then=cmd.then,
         )
 
