@@ -375,3 +375,58 @@ def test_each_real_seed_runs_in_its_own_folder_with_its_seed(tmp_path):
         "verify/seed-1",
     ]
     assert Verification(rows=(), folder="verify", elapsed_s=0.0).run_folders == ["verify"]
+
+
+# ------------------------------------------------ your own model (issue 26)
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+TINYNET = str(ROOT / "tests" / "userworkload" / "tinynet.py")
+
+
+def test_a_workload_of_your_own_is_named_module_function(monkeypatch):
+    from hetsync.workloads import Workload, make_workload
+
+    monkeypatch.syspath_prepend(str(ROOT))  # an installed package, or the current folder
+    wl = make_workload("tests.userworkload.tinynet:workload")
+    assert isinstance(wl, Workload) and wl.name == "tinynet" and wl.metrics["accuracy"] == "max"
+    small = make_workload(f"{TINYNET}:workload", hidden=4)  # a file, with the scenario's workload_args
+    assert small.n_params < wl.n_params
+
+
+@pytest.mark.parametrize(
+    "ref, args, needle",
+    [
+        ("no_such_module_xyz:workload", {}, "cannot import module 'no_such_module_xyz'"),
+        (f"{TINYNET}:nope", {}, "has no function 'nope'"),
+        ("/no/such/file.py:workload", {}, "no such file"),
+        (f"{TINYNET}:rings", {}, "not a hetsync Workload"),
+        (f"{TINYNET}:workload", {"depth": 3}, "cannot take workload_args ['depth']"),
+        (":workload", {}, "module:function"),
+    ],
+)
+def test_a_bad_workload_reference_says_what_is_wrong(ref, args, needle):
+    from hetsync.workloads import make_workload
+
+    with pytest.raises(BadInput, match=__import__("re").escape(needle)):
+        make_workload(ref, **args)
+
+
+def test_advise_simulates_your_model_and_says_when_a_builtin_stands_in(tmp_path, capsys):
+    """A cluster file that names ``workload: file.py:function`` is simulated
+    with that model's real gradients; one that names no workload learns the
+    built-in digits-mlp, and advise says so plainly."""
+    own = tmp_path / "own.yaml"
+    own.write_text(TINY.replace("workload: digits-mlp", f"workload: {TINYNET}:workload"))
+    argv = ["advise", "-p", "asp", "--seeds", "1", "--jobs", "1", "--set", "max_time_s=0.5", "--no-plots"]
+    assert main([*argv, "-s", str(own), "-o", str(tmp_path / "a")]) == 0
+    shown = capsys.readouterr().out
+    advice = json.loads((tmp_path / "a" / "advice.json").read_text())
+    assert advice["workload"] == f"{TINYNET}:workload" and advice["workload_note"] is None
+    assert "names no workload" not in shown
+    first_eval = next(json.loads(line) for line in (tmp_path / "a" / "trace-bsp.jsonl").open() if '"eval"' in line)
+    assert 0.5 < first_eval["loss"] < 1.0  # two rings' classes at chance (ln 2), not digits' ten (ln 10 = 2.3)
+    stand_in = tmp_path / "stand-in.yaml"
+    stand_in.write_text(TINY.replace("workload: digits-mlp\n", ""))
+    assert main([*argv, "-s", str(stand_in), "-o", str(tmp_path / "b")]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "names no workload: the simulator learns the built-in digits-mlp in place of your model" in shown
+    assert json.loads((tmp_path / "b" / "advice.json").read_text())["workload_note"].startswith("tiny names no")

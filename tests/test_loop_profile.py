@@ -15,7 +15,9 @@ from hetsync.scenario import load_scenario
 
 
 def test_settings_round_trip_through_the_environment():
-    s = ProfileSettings(out="runs/p", compute_s=2.5, link_reps=3, batch_sizes=(8, 16), emulate="hetero-4")
+    s = ProfileSettings(
+        out="runs/p", compute_s=2.5, link_reps=3, batch_sizes=(8, 16), emulate="hetero-4", workload="mine:workload"
+    )
     assert ProfileSettings.from_env(s.to_env()) == s
     assert ProfileSettings.from_env('{"out": "x"}') == ProfileSettings(out="x")
 
@@ -30,6 +32,7 @@ def test_settings_round_trip_through_the_environment():
         ('{"out": "x", "link_reps": 500}', "link_reps"),
         ('{"out": "x", "batch_sizes": [0, 8]}', "batch_sizes"),
         ('{"out": "x", "seconds": 3}', "unknown key 'seconds'"),
+        ('{"out": "x", "workload": "digits-mlp"}', "'workload' must be module:function"),
     ],
 )
 def test_bad_settings_name_the_key(text, needle):
@@ -90,3 +93,39 @@ def test_workers_whose_loop_ended_before_the_profile_time_are_named():
     }
     assert loops_ended_early(raw) == [(1, 2.5)]
     assert loops_ended_early({"per_rank": [{"rank": 1, "compute": {"steps": []}}]}) == []  # the built-in job
+
+
+def test_the_profile_plays_the_scripts_own_scenario_unless_emulate_names_another(tmp_path):
+    """``profile --script`` times the loop as ``hetsync launch`` runs it: the
+    scenario the script passes to hetsync.init is emulated (its delays,
+    noise, links); ``--emulate`` plays another cluster, mapped to the run's
+    worker count; a script that names no scenario runs as it is."""
+    from hetsync.loop import _scenario
+    from hetsync.loop_profile import Profiler
+
+    script = _scenario("hetero-4", 3, {"batch_size": 32})  # examples/own_loop_cnn.py's, on 3 workers
+    own = Profiler(1, script, ProfileSettings(out=str(tmp_path)), tmp_path).emulated
+    assert own is not None and own.delay_s == pytest.approx((0.01, 0.025, 0.04))  # hetero-4's delays, for 3
+    other = Profiler(1, script, ProfileSettings(out=str(tmp_path), emulate="slow-links-4"), tmp_path).emulated
+    assert other is not None and other.name == "slow-links-4" and other.workers == 3
+    bare = _scenario(None, 3, {})
+    assert Profiler(1, bare, ProfileSettings(out=str(tmp_path)), tmp_path).emulated is None
+
+
+def test_the_users_optimizer_becomes_the_simulators_for_the_users_model():
+    from hetsync.loop_profile import optimizer_keys
+    from hetsync.recipe import parse_optimizer
+
+    model = nn.Linear(2, 2)
+    adamw = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    torch.optim.lr_scheduler.LambdaLR(adamw, lambda s: 0.1)  # a warm-up: the base rate is what counts
+    keys = optimizer_keys(adamw)
+    assert keys == {
+        "lr": 3e-3,
+        "optimizer": {"name": "adamw", "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01},
+    }
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    assert optimizer_keys(sgd) == {"lr": 0.1, "optimizer": {"name": "sgd", "momentum": 0.9, "nesterov": True}}
+    for keys in (optimizer_keys(adamw), optimizer_keys(sgd)):
+        parse_optimizer("optimizer", keys["optimizer"])  # a scenario takes them as they are
+    assert optimizer_keys(torch.optim.Adagrad(model.parameters())) is None  # not one a scenario names

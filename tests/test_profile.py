@@ -107,6 +107,127 @@ def test_a_gpu_knee_shows_only_where_the_curve_is_flat_then_linear():
     assert profile.fit_knee(flat_then_linear[:3]) is None  # too few sizes to tell
 
 
+def superlinear_steps(medians, *, reps=40, delay_s=0.0, noise=0.05, seed=0):
+    """Steps whose median at each batch size is ``medians[b]`` (+ a delay), with log-normal noise."""
+    rng = np.random.default_rng(seed)
+    pairs = [(b, s * math.exp(rng.normal(0, noise)) + delay_s) for _ in range(reps) for b, s in medians.items()]
+    return steps_of(pairs)
+
+
+def profile_raw(per_worker, sizes=(16, 32, 64)):
+    """A raw.json of steps only (no links, no exchanges), one list of step rows per worker."""
+    ranks = [{"rank": 0, "compute": {}, "links": []}]
+    ranks += [{"rank": w + 1, "compute": {"steps": rows}, "links": []} for w, rows in enumerate(per_worker)]
+    return {"workers": len(per_worker), "batch_sizes": list(sizes), "per_rank": ranks}
+
+
+USER_STEPS = {16: 0.044, 32: 0.078, 64: 0.190}  # issue 26: a user's loop on a CPU, superlinear in the batch
+
+
+def test_three_sizes_whose_per_sample_cost_rises_get_a_knee_not_a_straight_line():
+    """44/78/190 ms at batch 16/32/64: a line through them (fixed 0 + 2.86 ms/sample)
+    says 91 ms at batch 32, 17% long, and 183 ms at 64. The knee curve
+    (flat to k, then the slope of the larger sizes: 3.5 ms/sample) goes
+    through all three; written as the simulator's knee curve (device: gpu,
+    saturation_batch), the cluster's steps are the measured ones."""
+    line = profile.fit_worker(0, superlinear_steps(USER_STEPS), knee=False)
+    assert line.step_s(32) > 1.1 * USER_STEPS[32]  # what a line does to these steps
+    fit = profile.fit_worker(0, superlinear_steps(USER_STEPS))
+    assert fit.knee_batch is not None and 16 <= fit.knee_batch < 32
+    assert fit.per_sample_s == pytest.approx(0.0035, rel=0.1)
+    for b, s in USER_STEPS.items():
+        assert fit.step_s(b) == pytest.approx(s, rel=0.05), (b, fit)
+    # a cluster of two such workers, the second 20 ms slower per step
+    per_worker = [superlinear_steps(USER_STEPS, seed=1), superlinear_steps(USER_STEPS, delay_s=0.02, seed=2)]
+    prof = profile.fit_profile(profile_raw(per_worker), 32)
+    raw = profile.build_scenario(load_scenario("hetero-4").with_workers(2), prof, description="d")
+    assert raw["device"] == "gpu" and len(raw["saturation_batch"]) == 2
+    from hetsync.scenario import scenario_from_dict
+
+    sc = scenario_from_dict(raw, default_name="x")
+    for b, s in USER_STEPS.items():
+        assert sc.nominal_step_s(0, b) == pytest.approx(s, rel=0.06), (b, raw)
+        assert sc.nominal_step_s(1, b) == pytest.approx(s + 0.02, rel=0.06), (b, raw)
+    assert any("knee" in line and "rises" in line for line in profile.summary_lines(prof))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_knee_where_the_steps_are_a_line_under_noise(seed):
+    # hetero-4 emulated: a 0.3 ms gradient under a 10 ms sleep that wakes up to 0.5 ms late
+    rng = np.random.default_rng(seed)
+    rows = steps_of(
+        [(b, 0.00026 + 6e-7 * b + 0.010 + rng.exponential(0.0002)) for _ in range(150) for b in (16, 32, 64)]
+    )
+    assert profile.fit_worker(0, rows).knee_batch is None
+    noisy_line = cpu_steps(0.002, 0.0005, noise=0.2, seed=seed)  # a CPU step, 20% noise
+    assert profile.fit_worker(0, noisy_line).knee_batch is None
+
+
+SCRIPT_JOB = {  # what examples/own_loop_cnn.py's hetsync.init ran with (issue 26: max_time_s=600, eval_every_s=5)
+    "name": "hetero-4",
+    "workers": 2,
+    "batch_size": 32,
+    "seed": 0,
+    "max_time_s": 600,
+    "eval_every_s": 5.0,
+    "target": {"metric": "accuracy", "value": 0.65},
+    "delay_s": {"linspace": [0.01, 0.04]},
+    "model_bytes": 19432,
+}
+
+
+def script_profile(**extra):
+    per_worker = [cpu_steps(0.002, 0.0002, seed=1), cpu_steps(0.002, 0.0002, delay_s=0.02, seed=2)]
+    raw = profile_raw(per_worker) | {"job": dict(SCRIPT_JOB), "model": "SignalCNN", "model_bytes": 19432} | extra
+    return profile.job_of_raw(raw), profile.fit_profile(raw, 32)
+
+
+def test_a_profiled_scripts_cluster_file_holds_the_cluster_not_its_runs_job(tmp_path):
+    """The script's run limits (max_time_s=600, eval_every_s=5) and its target were
+    for the user's model in that run: copied, every candidate of advise tied at
+    10.0 s. The file keeps the cluster, the batch and the model's size; the job
+    is the simulator's, and the header says which and how to change it."""
+    job, prof = script_profile()
+    header = profile.script_header(prof.raw)
+    path = profile.write_profiled(job, prof, tmp_path, header=header, description="d")
+    text = path.read_text()
+    sc = load_scenario(str(path))
+    assert sc.workers == 2 and sc.batch_size == 32 and sc.model_bytes == 19432
+    assert sc.delay_s[1] == pytest.approx(0.02, rel=0.1)  # the fitted cluster
+    assert sc.max_time_s == 30.0 and sc.eval_every_s == 0.5  # the simulator's job, not the run's
+    assert (sc.target_metric, sc.target_value) == ("accuracy", 0.93) and sc.workload == "digits-mlp"
+    assert "workload" not in sc.source  # (advise says it falls back to the built-in)
+    comments = " ".join(" ".join(line[1:].split()) for line in text.splitlines() if line.startswith("#"))
+    assert "max_time_s=600" in comments and "left out" in comments  # what was dropped, said
+    assert "stand-in" in comments and "--set" in comments and "--workload module:function" in comments
+    assert "600" not in "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    # the built-in job's profile keeps the job's keys, as before
+    builtin = profile.build_scenario(
+        load_scenario("hetero-4").with_workers(2), dataclasses.replace(prof, raw={}), description="d"
+    )
+    assert builtin["max_time_s"] == 20 and builtin["workload"] == "digits-mlp"
+
+
+def test_a_profiled_script_with_its_workload_named_simulates_that_model(tmp_path):
+    """``--workload`` names the user's model: cluster.yaml names it, keeps the
+    script's target (a metric of that model) and optimizer, and runs."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "userworkload" / "tinynet.py"
+    ref, wl = profile.script_workload("tinynet:workload", script)  # a module beside the script
+    assert ref == f"{script.resolve()}:workload" and wl.name == "tinynet"
+    optimizer = {"lr": 0.01, "optimizer": {"name": "adamw", "weight_decay": 0.001}}
+    job, prof = script_profile(workload=ref, optimizer=optimizer)
+    path = profile.write_profiled(job, prof, tmp_path, header=profile.script_header(prof.raw), description="d")
+    sc = load_scenario(str(path))
+    assert sc.workload == ref and (sc.target_metric, sc.target_value) == ("accuracy", 0.65)  # the script's target
+    assert sc.lr == 0.01 and sc.optimizer.name == "adamw" and sc.optimizer.weight_decay == 0.001
+    assert sc.max_time_s == profile.OWN_JOB["max_time_s"] and sc.eval_every_s == profile.OWN_JOB["eval_every_s"]
+    assert "the simulator learns your workload" in " ".join(path.read_text().split())
+    with pytest.raises(profile.BadInput, match="no module 'nosuch'"):
+        profile.script_workload("nosuch:workload", script)
+
+
 def test_link_fit_recovers_latency_and_bandwidth():
     rows = []
     for _ in range(5):
@@ -278,7 +399,7 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
 @pytest.mark.parametrize(
     "extra, needle",
     [
-        (["--emulate", "hetero-4", "--nproc", "3"], "--nproc 3"),
+        (["--emulate", "hetero-4", "--nproc", "0"], "--nproc"),
         (["--batch-sizes", "a,b"], "--batch-sizes"),
         (["--batch-sizes", "0,8"], "--batch-sizes"),
         (["--link-reps", "0"], "--link-reps"),
@@ -289,6 +410,7 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
         (["--script", "TMP/no-such-script.py"], "no such file"),
         (["--script", "TMP/raw.json", "--scenario", "default"], "drop --from-raw and --scenario"),
         (["--", "--epochs", "1"], "go to --script's script"),
+        (["--workload", "tinynet:workload"], "use it with --script"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_before_anything_starts(tmp_path, capsys, extra, needle):
@@ -300,6 +422,15 @@ def test_bad_input_exits_2_with_one_line_before_anything_starts(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err, err
     assert not (out / "raw.json").exists()
+
+
+def test_an_emulated_cluster_plays_at_any_worker_count_as_with_workers_maps_it():
+    emulated, n = profile.check_emulation("hetero-4", 3)  # 4 workers of 10..40 ms delays, played by 3
+    assert n == 3 and emulated.workers == 3
+    assert emulated.delay_s == pytest.approx((0.01, 0.025, 0.04))  # the linspace resolved again for 3
+    assert any("has 4 workers, running 3" in note for note in emulated.notes)  # (printed by the command)
+    assert profile.check_emulation("hetero-4", None)[1] == 4  # without --nproc: the cluster's own workers
+    assert profile.check_emulation(None, None) == (None, 4)
 
 
 # ------------------------------------------------------- paced emulation

@@ -30,6 +30,11 @@ the shortlist for real) can reuse every stage:
    wait. The gain is *significant* only when every seed of the winner beat
    every seed of BSP (with 3 seeds each: a one-sided rank test at p = 0.05).
 
+A cluster file that names no workload (a profiled script's, without
+``--workload``) is learned with the built-in digits-mlp in place of the
+user's model; :func:`workload_note` says so, under the ranking and in
+``advice.json``.
+
 :func:`advise` chains the stages; :func:`write_outputs` writes
 ``advice.json``, ``summary.json`` (the seed-0 runs, as ``hetsync compare``
 writes it, so ``hetsync report DIR`` works) and ``advice.html``.
@@ -824,6 +829,7 @@ class Advice:
     jobs: int  # processes the runs went to (1: all in this one)
     measured: dict[str, Any] | None = None
     verification: Verification | None = None  # advise --verify: the shortlist run for real
+    workload_note: str | None = None  # the simulator learned a built-in in place of the user's model (workload_note())
 
     def shortlist(self, k: int = 2) -> list[str]:
         """What ``--verify`` runs for real: the top k candidates that reached the target, and BSP."""
@@ -852,6 +858,8 @@ class Advice:
             "jobs": self.jobs,
             "measured_step": self.measured,
             "verification": self.verification.to_dict() if self.verification is not None else None,
+            "workload": sc.workload,
+            "workload_note": self.workload_note,
         }
 
     @property
@@ -862,6 +870,19 @@ class Advice:
 def _speedup_dict(r: Ranked, base: Ranked | None) -> dict[str, Any]:
     gain, span = speedup(r, base)
     return {"speedup_vs_bsp": gain, "speedup_range": list(span) if span else None}
+
+
+def workload_note(sc: Scenario) -> str | None:
+    """One line where the simulator learns a built-in workload in place of
+    the user's model: the cluster file names no workload (a profiled
+    script's ``cluster.yaml`` without ``--workload``); None otherwise."""
+    if sc.source is None or "workload" in sc.source:
+        return None
+    return (
+        f"{sc.name} names no workload: the simulator learns the built-in {sc.workload} in place of your model, so "
+        f"this ranking weighs your cluster's costs with {sc.workload}'s convergence, not your model's; to simulate "
+        "your model, name it in the file: workload: module:function (returning hetsync.workloads.from_module(...))"
+    )
 
 
 def target_text(sc: Scenario, direction: str) -> str:
@@ -932,6 +953,7 @@ def advise(
         elapsed_s=time.perf_counter() - t0,
         jobs=processes[-1],
         measured=measured.to_dict() if measured is not None else None,
+        workload_note=workload_note(scenario),
     )
 
 

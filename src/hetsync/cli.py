@@ -251,6 +251,14 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         help="profile your own training script (one that uses hetsync.init, sync.optimizer and sync.finish) "
         "instead of the built-in job: its steps are timed as your loop runs them; its arguments go after --",
     )
+    p.add_argument(
+        "--workload",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="with --script: your model for the simulator, a function returning hetsync.workloads.from_module(...) "
+        "(a module beside the script, in this folder or installed, or path/to/file.py:function); cluster.yaml "
+        "names it, so advise learns your model, not a built-in stand-in",
+    )
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     p.add_argument("--out", "-o", type=out_dir, default="runs/profile", help="output folder (default: runs/profile)")
     p.add_argument("--no-plots", action="store_true", help="skip profile.png and profile.html")
@@ -860,6 +868,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
         result = advise.advise(scenario, out, seeds=args.seeds, only=only, jobs=args.jobs, on_start=start, on_run=ran)
     con.print(advise.ranking_table(result))
+    if result.workload_note is not None:  # the ranking is of a built-in's learning, not the user's model's
+        _say(con, result.workload_note, style="yellow")
     for r in result.ranked:
         for seed, error in zip(r.seeds, r.errors, strict=False):
             if error:
@@ -948,6 +958,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         raise BadInput(
             f"unexpected arguments {' '.join(args.script_args)!r}: arguments after -- go to --script's script"
         )
+    if args.workload is not None and args.script is None:
+        raise BadInput("--workload names your model for a profiled script: use it with --script")
+    own = profile.script_workload(args.workload, args.script) if args.workload is not None else None
     measured = profile.read_raw(args.from_raw, args.nproc) if args.from_raw is not None else None
     emulated, nproc = profile.check_emulation(args.emulate, args.nproc)
     if measured is not None:
@@ -992,10 +1005,16 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             + (f"; emulating {args.emulate}" if emulated is not None else "")
             + f" → {out}/",
         )
+    if emulated is not None and measured is None:
+        for note in emulated.notes:  # (another worker count than the cluster's: how its workers were mapped)
+            _say(con, f"note: {note}")
     timing = {"emulate": args.emulate, "compute_s": args.compute_s, "link_reps": args.link_reps, "host": args.host}
     try:
         if args.script is not None:
-            measured = profile.run_script(args.script, args.script_args, nproc, out, batch_sizes=sizes, **timing)
+            ref = own[0] if own is not None else None
+            measured = profile.run_script(
+                args.script, args.script_args, nproc, out, batch_sizes=sizes, workload=ref, **timing
+            )
             job = profile.job_of_raw(measured)
         raw = measured or profile.measure(
             job, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
@@ -1004,12 +1023,11 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         _say(con, str(e), style="red")
         return 1
     prof = profile.fit_profile(raw, job.batch_size)
-    header = (
-        f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
-        "every timing key below was fitted to the profile; the rest is the job's"
-    )
-    if raw.get("model") is not None:
-        header += f"\nsteps timed in the training loop of {raw['model']} ({raw['model_bytes']} bytes); the simulator's learning is the workload's"
+    header = f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
+    if raw.get("job") is not None:  # a profiled script: the cluster, and the simulator's job said apart
+        header += profile.script_header(raw)
+    else:
+        header += "every timing key below was fitted to the profile; the rest is the job's"
     description = f"profiled: {nproc} workers on {raw.get('host')}" + (
         f", emulating {raw['emulate']}" if raw.get("emulate") else ""
     )
@@ -1019,6 +1037,19 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     con.print(profile.terminal_table(prof))
     for line in profile.summary_lines(prof):
         _say(con, line)
+    if own is not None and own[1].model_nbytes != raw.get("model_bytes"):
+        _say(
+            con,
+            f"--workload {args.workload}: its model has {own[1].model_nbytes} bytes of parameters, the script's "
+            f"{raw.get('model')} {raw.get('model_bytes')}: is it the model your loop trains? (transfers cost the script's)",
+            style="yellow",
+        )
+    if raw.get("emulated_by") == "script":
+        _say(
+            con,
+            f"emulated the scenario the script passes to hetsync.init, {raw['emulate']!r}, as hetsync launch "
+            "runs it (its workers' speeds, delays, noise, stragglers and links); --emulate SCENARIO plays another",
+        )
     early = profile.loops_ended_early(raw)
     if early:
         ran = ", ".join(f"{w} after {s:.1f} s" for w, s in early)

@@ -16,21 +16,28 @@ unchanged:
   step. ``sync.batch_size`` (and ``sync.loader``) cycle through a few batch
   sizes (default ``b/2, b, 2b`` of the scenario's ``batch_size``) so the
   fit sees the per-sample cost; the first rounds are warm-up. ``sync.done``
-  turns true after ``compute_s`` seconds. With ``--emulate`` each step then
-  sleeps what the emulated cluster adds for this worker, as the runtime's
-  workers do (a cluster with ``runtime_timing: modelled``: until the step
-  lasts its modelled time, as ``hetsync run --pace``).
+  turns true after ``compute_s`` seconds. Each step then sleeps what the
+  emulated cluster adds for this worker, as the runtime's workers do (a
+  cluster with ``runtime_timing: modelled``: until the step lasts its
+  modelled time, as ``hetsync run --pace``): the cluster of ``--emulate``,
+  else the scenario the script passed to ``init`` — the loop is timed as
+  ``hetsync launch`` runs it (:func:`emulated_cluster`) — at the run's
+  worker count.
 - ``sync.finish()`` times every link (worker–server, worker–worker) with
   transfers around the model's size, the same code as ``hetsync profile``'s
   built-in job (:mod:`hetsync.profile_job`), and rank 0 writes ``raw.json``
   with the steps, the transfers, the scenario the script passed to
-  ``init`` and the model's size.
+  ``init``, the model's size, the user's optimizer as scenario keys
+  (:func:`optimizer_keys`) and ``--workload``'s reference.
 
-The command then fits it as it fits the built-in job: ``cluster.yaml`` has the
-script's scenario (workload, target, recipe) with the measured timing keys
-and ``model_bytes`` of the user's model. The simulator's *convergence* per
-step is still that scenario's workload: the profile measures the cluster and
-the model's cost, not how the user's model learns.
+The command then fits it as it fits the built-in job, but ``cluster.yaml``
+keeps only the cluster of the script's scenario (timing keys fitted to the
+loop, ``model_bytes`` of the user's model, workers, seed, batch): the run's
+time limit, evaluation interval and target were for the user's model in that
+run. The simulator's job is the user's model where ``--workload
+module:function`` names it (with the script's target and optimizer), else
+the built-in digits-mlp as a stand-in (:func:`hetsync.profile.script_job`),
+which advise says.
 
 Under plain torchrun, ``HETSYNC_PROFILE='{"out": "runs/prof"}' torchrun ...
 train.py`` does the same, and ``hetsync profile --from-raw runs/prof/raw.json``
@@ -70,6 +77,7 @@ class ProfileSettings:
     link_reps: int = 5
     batch_sizes: tuple[int, ...] | None = None  # None: b/2, b, 2b of the scenario's batch
     emulate: str | None = None
+    workload: str | None = None  # the user's model for the simulator (module:function), recorded in raw.json
 
     def __post_init__(self) -> None:
         if not isinstance(self.out, str) or not self.out:
@@ -82,6 +90,8 @@ class ProfileSettings:
             not self.batch_sizes or any(not isinstance(b, int) or b < 1 for b in self.batch_sizes)
         ):
             raise BadInput(f"{PROFILE_ENV}: 'batch_sizes' must be whole numbers >= 1, got {self.batch_sizes!r}")
+        if self.workload is not None and (not isinstance(self.workload, str) or ":" not in self.workload):
+            raise BadInput(f"{PROFILE_ENV}: 'workload' must be module:function, got {self.workload!r}")
 
     def to_env(self) -> str:
         return json.dumps(
@@ -91,6 +101,7 @@ class ProfileSettings:
                 "link_reps": self.link_reps,
                 "batch_sizes": list(self.batch_sizes) if self.batch_sizes is not None else None,
                 "emulate": self.emulate,
+                "workload": self.workload,
             }
         )
 
@@ -102,7 +113,7 @@ class ProfileSettings:
             raise BadInput(f'{PROFILE_ENV} must be a JSON object such as \'{{"out": "runs/prof"}}\'') from None
         if not isinstance(raw, dict):
             raise BadInput(f'{PROFILE_ENV} must be a JSON object such as \'{{"out": "runs/prof"}}\'')
-        known = {"out", "compute_s", "link_reps", "batch_sizes", "emulate"}
+        known = {"out", "compute_s", "link_reps", "batch_sizes", "emulate", "workload"}
         unknown = sorted(set(raw) - known)
         if unknown:
             raise BadInput(f"{PROFILE_ENV}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -115,6 +126,7 @@ class ProfileSettings:
             link_reps=raw.get("link_reps", 5),
             batch_sizes=tuple(sizes) if isinstance(sizes, list) else sizes,
             emulate=raw.get("emulate"),
+            workload=raw.get("workload"),
         )
 
 
@@ -131,6 +143,60 @@ def step_sizes(settings: ProfileSettings, scenario: Scenario) -> list[int]:
     return list(batch_sizes_for(scenario.batch_size))
 
 
+def optimizer_keys(optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+    """The scenario keys (``lr``, ``optimizer``) of the user's optimizer, for
+    the simulator to learn the user's workload with it: plain SGD (momentum,
+    Nesterov, weight decay) or AdamW (betas, eps, weight decay), from its
+    first parameter group at its base rate (a scheduler's ``initial_lr``);
+    None for another optimizer (the scenario's defaults then apply)."""
+    group = optimizer.param_groups[0]
+    lr = float(group.get("initial_lr", group["lr"]))
+    if type(optimizer) is torch.optim.SGD:
+        opt: dict[str, Any] = {"name": "sgd"}
+        for key in ("momentum", "weight_decay"):
+            if group.get(key):
+                opt[key] = float(group[key])
+        if group.get("nesterov"):
+            opt["nesterov"] = True
+    elif type(optimizer) is torch.optim.AdamW:
+        opt = {"name": "adamw", "betas": [float(b) for b in group["betas"]], "eps": float(group["eps"])}
+        opt["weight_decay"] = float(group["weight_decay"])
+    else:
+        return None
+    return {"lr": lr, "optimizer": opt}
+
+
+def emulated_cluster(settings: ProfileSettings, scenario: Scenario) -> Scenario | None:
+    """The cluster a profiling run plays on this machine, at the run's worker
+    count: ``--emulate``'s when given (it wins over the script's); else the
+    scenario the script passed to :func:`hetsync.init`, which ``hetsync
+    launch`` would emulate too (its speeds, delays, noise, stragglers, load
+    and links), when it has anything to emulate; else None (the loop as it
+    is)."""
+    if settings.emulate is not None:
+        from hetsync.scenario import load_scenario
+
+        return load_scenario(settings.emulate).with_workers(scenario.workers)
+    return scenario if _emulates(scenario) else None
+
+
+def _emulates(sc: Scenario) -> bool:
+    """Whether running ``sc``'s cluster changes a step or a transfer (what
+    :class:`~hetsync.driver.timing.TimingModel` and the link floors apply)."""
+    import math
+
+    return bool(
+        sc.modelled_timing
+        or any(s != 1.0 for s in sc.slowdown)
+        or any(d > 0 for d in sc.delay_s)
+        or sc.jitter > 0
+        or sc.straggler_prob > 0
+        or sc.background_load is not None
+        or sc.link_load is not None
+        or any(math.isfinite(b) for b in sc.bandwidth_Bps)
+    )
+
+
 class Profiler:
     """A profiling run's part in this process (held by :class:`hetsync.loop.Sync`,
     which asks it for the batch size, ``done``, the optimizer and ``finish``)."""
@@ -142,13 +208,10 @@ class Profiler:
         self.settings = settings
         self.out = out
         self.sizes = step_sizes(settings, scenario)
-        self.emulated = None
-        if settings.emulate is not None:
-            from hetsync.scenario import load_scenario
-
-            self.emulated = load_scenario(settings.emulate).with_workers(scenario.workers)
+        self.emulated = emulated_cluster(settings, scenario)
         self.opt: ProfilingOptimizer | None = None
         self._link_bytes: list[int] = []
+        self._optimizer_keys: dict[str, Any] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -163,6 +226,7 @@ class Profiler:
         trainable = [p for p in model.parameters() if p.requires_grad]
         model_nbytes = sum(p.numel() * p.element_size() for p in trainable)
         self._link_bytes = link_sizes(model_nbytes)
+        self._optimizer_keys = optimizer_keys(optimizer)
         dist.barrier()  # every worker starts timing at once, as in training
         if self.rank == 0:
             self._coordinate(type(model).__name__, model_nbytes)  # never returns
@@ -198,16 +262,22 @@ class Profiler:
         sc = self.scenario
         job = dict(sc.source) if sc.source is not None else sc.to_dict()
         job.update(name=sc.name, workers=sc.workers, model_bytes=model_nbytes)
+        emulate, by = self.settings.emulate, "--emulate"
+        if emulate is None and self.emulated is not None:  # the script's own scenario, as hetsync launch plays it
+            emulate, by = sc.name, "script"
         raw = raw_record(
             self.workers,
             self.sizes,
             self._link_bytes,
             self.settings.compute_s,
-            self.settings.emulate,
+            emulate,
             gathered,
             paced_emulation=paced(self.emulated),
         )
         raw |= {
+            "emulated_by": by if emulate is not None else None,
+            "workload": self.settings.workload,
+            "optimizer": self._optimizer_keys,
             "job": job,
             "model": model_name,
             "model_bytes": model_nbytes,

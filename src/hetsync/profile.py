@@ -13,14 +13,20 @@ measurements; everything here is pure fitting on them, then output:
   median are outliers: runs of them in time are **background load** (a
   square wave: :func:`fit_load`), the isolated ones **transient
   stragglers** (:func:`fit_transients`). The spread of the rest is the
-  **noise** (:func:`fit_jitter`). A GPU-style **knee** (flat, then linear:
-  :func:`fit_knee`) and a **memory cap** (a batch that ran out of memory)
-  are written only where they show.
+  **noise** (:func:`fit_jitter`). A **knee** (flat, then linear, the
+  simulator's GPU-like curve: :func:`fit_knee`; with three sizes, a
+  per-sample cost that rises clearly beyond the medians' noise, as a CPU's
+  does when the activations outgrow a cache) and a **memory cap** (a batch
+  that ran out of memory) are written only where they show; the knee for
+  every worker or none (:func:`fit_profile`).
 - :func:`fit_link` fits ``one-way seconds = latency_s + bytes / Bps`` to the
   timed transfers of each link.
 - :func:`build_scenario` writes the job's own keys (workload, batch, target,
   policies) with the measured timing keys into a scenario mapping that
-  ``hetsync compare`` and ``hetsync advise`` run as it is.
+  ``hetsync compare`` and ``hetsync advise`` run as it is; for a profiled
+  script (:mod:`hetsync.loop_profile`), the cluster only and the
+  simulator's job (:func:`script_job`, said in the header by
+  :func:`script_header`).
 - :func:`write_page` writes ``profile.md``, ``profile.html`` and
   ``profile.png`` (the step-time distributions and the step times over time).
 
@@ -40,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +68,10 @@ OUTLIER_RATIO = 1.5  # a step this many times its (worker, batch) median is an o
 MIN_RUN = 3  # outliers this many steps in a row are load, not transient stragglers
 RELIABLE_PER_SAMPLE = 0.25  # per-sample share of the reference step above which slopes tell slowdowns apart
 KNEE_GAIN = 4.0  # a knee shows when the hinge fit's squared error is this many times smaller than the line's
+# three sizes: a knee shows when the middle median lies below the outer two's chord by this share of their rise,
+KNEE_BEND = 0.05
+KNEE_SHARE = 0.02  # by this share of the middle step (more than a busy machine's drift)
+KNEE_NOISE = 3.0  # and by this many standard errors of the medians
 NEGLIGIBLE = 0.02  # a fitted delay under this share of the base step is written as 0
 JOB_SLACK_S = 120.0  # the job's wall-clock bound beyond its timed phases
 
@@ -141,6 +152,21 @@ def medians_by_batch(steps: Sequence[Sequence[float]]) -> dict[int, float]:
     return {b: statistics.median(v) for b, v in sorted(groups.items())}
 
 
+def median_errors(steps: Sequence[Sequence[float]]) -> list[float]:
+    """The standard error of each batch size's median step (in
+    :func:`medians_by_batch`'s order): 1.2533 σ / √n, σ from the median
+    absolute deviation (robust to the outliers a busy machine leaves)."""
+    groups: dict[int, list[float]] = {}
+    for row in steps:
+        groups.setdefault(int(row[1]), []).append(float(row[2]))
+    out = []
+    for _, values in sorted(groups.items()):
+        med = statistics.median(values)
+        sigma = 1.4826 * statistics.median(abs(v - med) for v in values)
+        out.append(1.2533 * sigma / math.sqrt(len(values)))
+    return out
+
+
 def outlier_mask(steps: Sequence[Sequence[float]], ratio: float = OUTLIER_RATIO) -> list[bool]:
     """Whether each step took more than ``ratio`` times its batch size's median."""
     med = medians_by_batch(steps)
@@ -160,38 +186,86 @@ def load_runs(mask: Sequence[bool], min_run: int = MIN_RUN) -> list[tuple[int, i
     return runs
 
 
-def fit_knee(table: Sequence[tuple[int, float]]) -> tuple[int, float, float] | None:
-    """A GPU-style curve: flat up to a saturation batch k, linear after it
-    (``fixed_s + per_sample_s · max(0, b − k)``). Returns (k, fixed_s,
-    per_sample_s) when such a hinge at one of the measured sizes fits
-    :data:`KNEE_GAIN` times better than a straight line, else None (four
-    sizes at least: a knee needs two points on each side)."""
+def fit_knee(
+    table: Sequence[tuple[int, float]], se: Sequence[float] | None = None, *, force: bool = False
+) -> tuple[int, float, float] | None:
+    """A knee curve, as the simulator's GPU-like workers step: flat up to a
+    batch k, linear after it (``fixed_s + per_sample_s · max(0, b − k)``).
+    Returns (k, fixed_s, per_sample_s) where the medians show one, else None.
+
+    Four sizes or more: a hinge at one of the measured sizes (two sizes at or
+    below it, two above) that fits :data:`KNEE_GAIN` times better than a
+    straight line. Three sizes: a curve whose per-sample cost rises — the
+    middle median lies below the chord of the outer two by at least
+    :data:`KNEE_BEND` of their rise and :data:`KNEE_SHARE` of the middle step
+    and, given ``se`` (each median's standard error), by more than
+    :data:`KNEE_NOISE` standard errors — gets the hinge through the three
+    points (rounded to a whole k, then fitted): a superlinear CPU step (the
+    activations outgrow a cache) that a line would overstate at the middle
+    size and understate at the largest. Below the smallest size the curve
+    is flat, a guess. ``force``: the best hinge even where a line fits as
+    well (when the cluster's other workers show the knee), None only
+    where no hinge can be fitted."""
     from hetsync.steptime import fit_step_cost
 
-    if len(table) < 4:
+    if len(table) < 3:
         return None
-    b = np.array([float(r[0]) for r in table])
-    t = np.array([float(r[1]) for r in table])
-    f, p = fit_step_cost(table)
+    order = sorted(range(len(table)), key=lambda i: table[i][0])
+    rows = [(int(table[i][0]), float(table[i][1])) for i in order]
+    b = np.array([float(r[0]) for r in rows])
+    t = np.array([r[1] for r in rows])
+    if len(rows) == 3:
+        return _bend_knee(b, t, None if se is None else [float(se[i]) for i in order], force)
+    f, p = fit_step_cost(rows)
     line_err = float(np.sum((f + p * b - t) ** 2))
     best: tuple[float, int, float, float] | None = None
-    for i in range(1, len(table) - 2):  # k = b[i]: at least two sizes at or below, two above
-        k = b[i]
-        x = np.maximum(0.0, b - k)
-        A = np.stack([np.ones_like(x), x], axis=1)
-        (c, slope), *_ = np.linalg.lstsq(A, t, rcond=None)
-        if c < 0 or slope <= 0:
+    for i in range(1, len(rows) - 2):  # k = b[i]: at least two sizes at or below, two above
+        fitted = _hinge(b, t, int(b[i]))
+        if fitted is None:
             continue
-        err = float(np.sum((c + slope * x - t) ** 2))
+        err = float(np.sum((fitted[1] + fitted[2] * np.maximum(0.0, b - b[i]) - t) ** 2))
         if best is None or err < best[0]:
-            best = (err, int(k), float(c), float(slope))
-    if best is None or best[0] * KNEE_GAIN > line_err:
+            best = (err, *fitted)
+    if best is None or (not force and best[0] * KNEE_GAIN > line_err):
         return None
     return best[1], best[2], best[3]
 
 
-def fit_worker(worker: int, steps: Sequence[Sequence[float]], failed: Sequence[int] = ()) -> WorkerFit:
-    """Fit one worker's base cost to its steps' medians per batch size, outliers left out."""
+def _hinge(b: np.ndarray, t: np.ndarray, k: int) -> tuple[int, float, float] | None:
+    """Least-squares (k, fixed_s, per_sample_s) of ``fixed_s + per_sample_s · max(0, b − k)``; None if not increasing."""
+    x = np.maximum(0.0, b - k)
+    A = np.stack([np.ones_like(x), x], axis=1)
+    (c, slope), *_ = np.linalg.lstsq(A, t, rcond=None)
+    if c < 0 or slope <= 0:
+        return None
+    return k, float(c), float(slope)
+
+
+def _bend_knee(b: np.ndarray, t: np.ndarray, se: list[float] | None, force: bool) -> tuple[int, float, float] | None:
+    """Three sizes: the hinge through them where the per-sample cost rises (see :func:`fit_knee`)."""
+    (b1, b2, b3), (t1, t2, t3) = b, t
+    upper = (t3 - t2) / (b3 - b2)  # the per-sample cost between the two larger sizes
+    if upper <= 0:
+        return None
+    w = (b2 - b1) / (b3 - b1)
+    bend = t1 + (t3 - t1) * w - t2  # how far the middle median lies below the outer two's chord
+    if not force:
+        if bend < KNEE_BEND * (t3 - t1) or bend < KNEE_SHARE * t2:
+            return None
+        if se is not None and bend <= KNEE_NOISE * math.sqrt(se[1] ** 2 + ((1 - w) * se[0]) ** 2 + (w * se[2]) ** 2):
+            return None
+    k = b2 - min(b2 - b1, max(0.0, t2 - t1) / upper)  # where the line through the larger two leaves t1's level
+    return _hinge(b, t, int(round(k)))
+
+
+def fit_worker(
+    worker: int, steps: Sequence[Sequence[float]], failed: Sequence[int] = (), *, knee: bool | None = None
+) -> WorkerFit:
+    """Fit one worker's base cost to its steps' medians per batch size,
+    outliers left out: a knee curve where the medians show one
+    (:func:`fit_knee`), else a straight line. ``knee``: True fits the knee
+    curve wherever one can be fitted, False a line (the cluster's other
+    workers decided: :func:`fit_profile`)."""
     from hetsync.steptime import fit_step_cost
 
     if not steps:
@@ -202,11 +276,16 @@ def fit_worker(worker: int, steps: Sequence[Sequence[float]], failed: Sequence[i
     counts = {b: sum(int(r[1]) == b for r in kept) for b in med}
     table = [(b, s) for b, s in med.items()]
     gradient = [(b, s) for b, s in medians_by_batch([(r[0], r[1], r[3]) for r in kept]).items()]
-    knee = fit_knee(table)
-    if knee is not None:
-        k, fixed_s, per_sample_s = knee
-        g_fixed_s = min(s for _, s in gradient)  # flat up to the knee
-        g_per_sample_s = per_sample_s * g_fixed_s / fixed_s if fixed_s > 0 else per_sample_s
+    hinge = None if knee is False else fit_knee(table, median_errors(kept), force=bool(knee))
+    if hinge is not None:
+        k, fixed_s, per_sample_s = hinge
+        sizes = np.array([float(b) for b, _ in gradient])
+        own = _hinge(sizes, np.array([s for _, s in gradient]), k)  # the gradient alone, bent at the same size
+        if own is not None:
+            _, g_fixed_s, g_per_sample_s = own
+        else:
+            g_fixed_s = min(s for _, s in gradient)  # flat up to the knee
+            g_per_sample_s = per_sample_s * g_fixed_s / fixed_s if fixed_s > 0 else per_sample_s
     else:
         k = None
         fixed_s, per_sample_s = fit_step_cost(table)
@@ -627,6 +706,12 @@ def fit_profile(raw: dict[str, Any], batch_size: int) -> Profile:
     per_worker = [per_rank[w + 1]["compute"].get("steps", []) for w in range(n)]
     failed = [[int(b) for b in per_rank[w + 1]["compute"].get("failed_batches", {})] for w in range(n)]
     fits = tuple(fit_worker(w, per_worker[w], failed[w]) for w in range(n))
+    shown = [f.knee_batch is not None for f in fits]
+    if any(shown) and not all(shown):
+        # one curve for the cluster (the simulator's knee is device-wide): the knee where most workers show it
+        fits = tuple(fit_worker(w, per_worker[w], failed[w], knee=2 * sum(shown) >= n) for w in range(n))
+        if len({f.knee_batch is None for f in fits}) > 1:
+            fits = tuple(fit_worker(w, per_worker[w], failed[w], knee=False) for w in range(n))
     fixed_s, per_sample_s, slowdowns, delays, ref = decompose(fits, batch_size)
     load = fit_load(per_worker, delays)
     prob, factor, count, _ = fit_transients(per_worker, delays)
@@ -678,13 +763,79 @@ def _round(values: Sequence[float], digits: int = 6) -> list[float]:
     return [float(f"{v:.{digits}g}") for v in values]
 
 
+# A profiled script's cluster.yaml keeps of the scenario the script ran with only its cluster and the batch
+# the step curve is fitted around: that run's time limit, evaluation interval and target were for the
+# user's model in that run, not for what the simulator learns (issue 26: every candidate tied).
+SCRIPT_KEYS = ("workers", "seed", "batch_size", "model_bytes")
+# The simulator's job there. With no workload of the user's named, the built-in digits-mlp stands in for
+# the learning, with the demo's job for it (scenario 'default': lr 0.5, accuracy 0.93, 30 s, every 0.5 s).
+STAND_IN_JOB: dict[str, Any] = {"lr": 0.5, "target_accuracy": 0.93, "max_time_s": 30.0, "eval_every_s": 0.5}
+STAND_IN = "digits-mlp"  # the Scenario's default workload: a file that names none learns it
+# With the user's workload (``workload: module:function``): its target is the script's (a metric of that
+# model), its optimizer the script's where hetsync can name it; this much simulated time, evaluated this often.
+OWN_JOB: dict[str, Any] = {"max_time_s": 30.0, "eval_every_s": 0.5}
+
+
+def script_job(raw: dict[str, Any]) -> dict[str, Any]:
+    """The job keys of a profiled script's ``cluster.yaml`` (see :data:`SCRIPT_KEYS`)."""
+    ref = raw.get("workload")
+    if ref is None:
+        return dict(STAND_IN_JOB)
+    out: dict[str, Any] = {"workload": ref}
+    ran = raw.get("job") or {}
+    for key in ("target", "target_accuracy"):
+        if key in ran:
+            out[key] = ran[key]
+    out.update(raw.get("optimizer") or {})  # lr and optimizer, as the script's optimizer had them
+    return out | OWN_JOB
+
+
+def left_out(raw: dict[str, Any]) -> dict[str, Any]:
+    """The keys of the script's run a profiled script's ``cluster.yaml`` leaves out (its job)."""
+    ran = raw.get("job") or {}
+    copied = {"target", "target_accuracy"} if raw.get("workload") is not None else set()
+    kept = set(SCRIPT_KEYS) | set(TIMING_KEYS) | copied | {"name", "description"}
+    return {k: v for k, v in ran.items() if k not in kept}
+
+
+def script_header(raw: dict[str, Any]) -> str:
+    """The header lines of a profiled script's ``cluster.yaml``: what is the
+    cluster, what is the simulator's job and where it comes from."""
+    model = f"your {raw.get('model')}'s ({raw.get('model_bytes')} bytes)"
+    lines = [
+        f"the cluster of your loop: every timing key below was fitted to its steps and links; model_bytes is {model}"
+    ]
+    dropped = left_out(raw)
+    if dropped:
+        shown = ", ".join(f"{k}={v!r}" for k, v in dropped.items())
+        lines.append(f"your run's job is left out ({shown}): it was for your model in that run")
+    job = script_job(raw)
+    settings = ", ".join(f"{k}={v!r}" for k, v in job.items() if k != "workload")
+    if raw.get("workload") is None:
+        lines.append(
+            f"no workload named: the simulator learns the built-in {STAND_IN} as a stand-in for your model, with the "
+            f"demo's job for it ({settings}); to simulate your model, name it (workload: module:function "
+            "returning hetsync.workloads.from_module(...); hetsync profile --script ... --workload module:function)"
+        )
+    else:
+        lines.append(f"the simulator learns your workload {raw['workload']} ({settings})")
+    lines.append(
+        "hetsync advise and compare run it as it is; change the job with --set key=value (e.g. --set max_time_s=120)"
+    )
+    return "\n".join(textwrap.fill(line, 116, subsequent_indent="  ") for line in lines)
+
+
 def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, Any]:
     """The scenario mapping: the job's own keys (workload, batch, target,
-    policies, recipe) and the measured timing keys."""
+    policies, recipe) and the measured timing keys. For a profiled script
+    (``raw.json`` with the ``job`` it ran): its cluster only (:data:`SCRIPT_KEYS`)
+    and the simulator's job (:func:`script_job`)."""
     from hetsync.scenario import fit_to_workers
 
     source = dict(job.source) if job.source is not None else job.to_dict()
     kept = {k: v for k, v in fit_to_workers(source, prof.workers).items() if k not in TIMING_KEYS}
+    if prof.raw.get("job") is not None:
+        kept = {k: kept[k] for k in SCRIPT_KEYS if k in kept} | script_job(prof.raw)
     raw = {"name": f"{job.name}-profiled", "description": description}
     raw.update((k, v) for k, v in kept.items() if k not in raw)
     knees = [f.knee_batch for f in prof.fits]
@@ -827,6 +978,7 @@ def run_script(
     compute_s: float,
     link_reps: int,
     host: str,
+    workload: str | None = None,
 ) -> dict[str, Any]:
     """Run the user's training script (:func:`hetsync.init`) on ``nproc``
     workers + rank 0 in profiling mode (:mod:`hetsync.loop_profile`) and
@@ -841,6 +993,7 @@ def run_script(
         link_reps=link_reps,
         batch_sizes=tuple(batch_sizes) if batch_sizes is not None else None,
         emulate=emulate,
+        workload=workload,
     )
     raw_path = out / RAW_JSON
     raw_path.unlink(missing_ok=True)
@@ -871,6 +1024,39 @@ def run_script(
             f"sync.finish()? End of its logs in {out}/logs:\n" + "\n".join(tails)
         )
     return json.loads(raw_path.read_text())
+
+
+def script_workload(ref: str, script: Path) -> tuple[str, Any]:
+    """``--workload``: the reference as cluster.yaml should keep it, and the
+    workload it builds (checked before anything starts). A ``module`` found
+    beside the script (or in the current folder) is written as that file's
+    absolute path (``/path/module.py:function``), so that advise finds it
+    from any folder; one importable as it is (installed) stays dotted."""
+    import importlib.util
+
+    from hetsync.workloads import make_workload
+
+    where, sep, attr = ref.rpartition(":")
+    if not sep or not where or not attr:
+        raise BadInput(f"--workload {ref!r}: name your model's workload as module:function or file.py:function")
+    if not where.endswith(".py"):
+        for folder in (script.resolve().parent, Path.cwd()):
+            beside = folder.joinpath(*where.split(".")).with_suffix(".py")
+            if beside.is_file():
+                ref = f"{beside}:{attr}"
+                break
+        else:
+            try:
+                found = importlib.util.find_spec(where) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise BadInput(
+                    f"--workload {ref!r}: no module {where!r} beside {str(script)!r}, in this folder or installed"
+                )
+    else:
+        ref = f"{Path(where).expanduser().resolve()}:{attr}"
+    return ref, make_workload(ref)
 
 
 def loops_ended_early(raw: dict[str, Any]) -> list[tuple[int, float]]:
@@ -908,19 +1094,19 @@ def write_profiled(job: Any, prof: Profile, out: Path, *, header: str, descripti
 
 
 def check_emulation(emulate: str | None, nproc: int | None) -> tuple[Any, int]:
-    """The emulated scenario (or None) and the worker count; BadInput when
-    ``--nproc`` does not match the emulated cluster's workers."""
+    """The emulated scenario (or None) at the worker count, and that count:
+    ``--nproc``, else the emulated cluster's workers (else 4). A cluster
+    played with another worker count is mapped as
+    :meth:`~hetsync.scenario.Scenario.with_workers` maps it (generators such
+    as ``{linspace: ...}`` resolved again, per-worker lists cycled); its
+    ``notes`` say how."""
     from hetsync.scenario import load_scenario
 
     if emulate is None:
         return None, nproc if nproc is not None else 4
     emulated = load_scenario(emulate)
-    if nproc is not None and nproc != emulated.workers:
-        raise BadInput(
-            f"--nproc {nproc} does not match the {emulated.workers} workers of the emulated cluster "
-            f"{emulate!r}: leave --nproc out, or emulate it at that size with a copy of its file"
-        )
-    return emulated, emulated.workers
+    n = nproc if nproc is not None else emulated.workers
+    return emulated.with_workers(n), n
 
 
 def read_raw(path: Path, nproc: int | None) -> dict[str, Any]:
@@ -944,6 +1130,11 @@ def read_raw(path: Path, nproc: int | None) -> dict[str, Any]:
 # --------------------------------------------------------------------- page
 def _fmt_ms(s: float) -> str:
     return f"{s * 1e3:.3g} ms"
+
+
+def _fmt_per_sample(s: float) -> str:
+    """``0.914 µs/sample``, ``3.44 ms/sample``"""
+    return f"{s * 1e3:.3g} ms/sample" if abs(s) >= 1e-3 else f"{s * 1e6:.3g} µs/sample"
 
 
 def _fmt_bps(Bps: float) -> str:
@@ -974,7 +1165,7 @@ def worker_rows(prof: Profile) -> tuple[list[str], list[list[str]]]:
     rows = []
     for w, fit in enumerate(prof.fits):
         lk = links.get(w)
-        curve = f"{_fmt_ms(fit.fixed_s)} + {fit.per_sample_s * 1e6:.3g} µs/sample"
+        curve = f"{_fmt_ms(fit.fixed_s)} + {_fmt_per_sample(fit.per_sample_s)}"
         if fit.knee_batch is not None:
             curve += f" above {fit.knee_batch}"
         rows.append(
@@ -997,9 +1188,11 @@ def worker_rows(prof: Profile) -> tuple[list[str], list[list[str]]]:
 def summary_lines(prof: Profile) -> list[str]:
     """What the cluster looks like, in a few lines."""
     what = "the paced step" if prof.raw.get("paced") else "the gradient alone"
+    knee = prof.fits[prof.reference].knee_batch
+    above = f" above batch {knee}" if knee is not None else ""
     lines = [
         f"base step ({what} on worker {prof.reference}, the fastest): fixed {_fmt_ms(prof.fixed_s)} + "
-        f"{prof.per_sample_s * 1e6:.3g} µs/sample; noise log-sd {prof.jitter:.3g} (of the base)",
+        f"{_fmt_per_sample(prof.per_sample_s)}{above}; noise log-sd {prof.jitter:.3g} (of the base)",
     ]
     if prof.straggler_prob > 0:
         lines.append(
@@ -1028,8 +1221,7 @@ def summary_lines(prof: Profile) -> list[str]:
         )
     else:
         lines.append("background load: none seen")
-    knees = [f.knee_batch for f in prof.fits if f.knee_batch is not None]
-    lines.append(f"GPU-style knee at batch {knees}" if knees else "knee: none (step time grows linearly with batch)")
+    lines.append(knee_line(prof))
     caps = [(f.worker, f.failed_batches) for f in prof.fits if f.failed_batches]
     lines.append(f"out of memory at: {caps}" if caps else "memory cap: none hit at the sizes timed")
     pairs = [lk for lk in prof.links if lk.a > 0]
@@ -1047,6 +1239,27 @@ def summary_lines(prof: Profile) -> list[str]:
             )
         )
     return lines
+
+
+def knee_line(prof: Profile) -> str:
+    """One line on the step curve: the knee and why, or how well the line fits."""
+    knees = [f.knee_batch for f in prof.fits if f.knee_batch is not None]
+    ref = prof.fits[prof.reference]
+    sizes = [(b, s) for b, s, _ in ref.table]
+    if not knees:
+        worst = max((abs(f.step_s(b) / s - 1) for f in prof.fits for b, s, _ in f.table if s > 0), default=0.0)
+        return f"knee: none (a straight line fits every worker's median steps within {worst:.0%})"
+    at = knees[0] if len(set(knees)) == 1 else knees
+    curve = "the simulator's knee curve: device: gpu, saturation_batch"
+    if len(sizes) == 3:
+        (b1, t1), (b2, t2), (b3, t3) = sizes
+        lower, upper = _fmt_per_sample((t2 - t1) / (b2 - b1)), _fmt_per_sample((t3 - t2) / (b3 - b2))
+        slopes = f"{lower} from {b1} to {b2}, {upper} from {b2} to {b3}"
+        return (
+            f"knee: the per-sample cost rises with the batch on worker {ref.worker} ({slopes}): fitted flat up to "
+            f"batch {at}, then {_fmt_per_sample(ref.per_sample_s)} ({curve}; below batch {b1} it is a guess)"
+        )
+    return f"knee: flat up to batch {at}, then {_fmt_per_sample(ref.per_sample_s)} on worker {ref.worker} ({curve})"
 
 
 def plot_profile(prof: Profile, path: Path) -> Path:

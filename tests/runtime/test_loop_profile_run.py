@@ -74,3 +74,42 @@ def test_profile_your_own_loop_with_the_module_on_a_gpu(tmp_path, capsys):
     assert min(len(s) for s in steps) > 10, steps
     sc = load_scenario(str(out / "cluster.yaml"))
     assert sc.nominal_step_s(1, sc.batch_size) > sc.nominal_step_s(0, sc.batch_size) + 0.010
+
+
+def test_profile_your_own_loop_plays_the_scenario_it_names(tmp_path, capsys):
+    """Without --emulate the profile times the loop as hetsync launch runs it:
+    examples/own_loop_cnn.py names hetero-4 (on 2 workers: delays of 10 and
+    40 ms per step), and the fit keeps the slow worker slow. (Before, the
+    script's scenario named the file and nothing else: both workers came out
+    equal.) The margin is the injected 30 ms less a third: a sleep on a
+    loaded machine can only last longer."""
+    out = tmp_path / "prof"
+    script = ROOT / "examples" / "own_loop_cnn.py"
+    argv = ["profile", "--script", str(script), "--nproc", "2", "--compute-s", "2", "--link-reps", "1"]
+    assert main([*argv, "-o", str(out), "--no-plots", "--", "--policy", "bsp"]) == 0, capsys.readouterr()
+    sc = load_scenario(str(out / "cluster.yaml"))
+    fast, slow = (sc.nominal_step_s(w, sc.batch_size) for w in range(2))
+    assert slow > fast + 0.020, (fast, slow, sc.delay_s)
+    assert "emulated the scenario the script passes to hetsync.init, 'hetero-4'" in capsys.readouterr().out
+    raw = json.loads((out / "raw.json").read_text())
+    assert raw["emulate"] == "hetero-4" and raw["emulated_by"] == "script"
+
+
+def test_profile_a_loop_with_its_workload_named_and_simulate_that_model(tmp_path, capsys):
+    """--workload MODULE:FUNCTION (a module beside the script): cluster.yaml
+    names it with the script's optimizer and target, and the simulator runs
+    it from another folder (the module is found by its file's path)."""
+    script = ROOT / "tests" / "userworkload" / "tinynet.py"
+    out = tmp_path / "prof"
+    argv = ["profile", "--script", str(script), "--nproc", "2", "--workload", "tinynet:workload"]
+    argv += ["--compute-s", "1", "--link-reps", "1", "-o", str(out), "--no-plots"]
+    assert main(argv) == 0, capsys.readouterr()
+    sc = load_scenario(str(out / "cluster.yaml"))
+    assert (
+        sc.workload == f"{script}:workload"
+        and sc.model_bytes == json.loads((out / "raw.json").read_text())["model_bytes"]
+    )
+    assert sc.optimizer.name == "adamw" and sc.lr == 0.01 and sc.target_value == 0.9
+    compare = ["compare", "-s", str(out / "cluster.yaml"), "-p", "bsp", "--set", "max_time_s=0.5"]
+    assert main([*compare, "-o", str(tmp_path / "cmp"), "--no-plots"]) == 0
+    assert json.loads((tmp_path / "cmp" / "summary.json").read_text())[0]["final_metric"] is not None

@@ -1,0 +1,1 @@
+"""A user's own model and data, outside hetsync: named module:function in a scenario's workload."""
