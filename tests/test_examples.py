@@ -57,3 +57,20 @@ def test_own_loop_example_refuses_a_gpu_torch_cannot_see(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["own_loop_cnn.py", "--device", "cuda"])
     with pytest.raises(BadInput, match="--device cuda: torch sees no CUDA device here"):
         own_loop_cnn.main()
+
+
+@pytest.mark.dist
+def test_the_gru_job_runs_under_hetsync_launch_and_is_a_workload_for_the_simulator(tmp_path):
+    """docs/own-job.md: examples/own_job_gru.py under hetsync launch (shortened), and its workload() by path."""
+    from hetsync.workloads import make_workload
+
+    cmd = [str(Path(sys.executable).with_name("hetsync")), "launch", "--nproc", "2", "--out", str(tmp_path)]
+    cmd += [str(ROOT / "examples" / "own_job_gru.py"), "--policy", "bsp", "--epochs", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = json.loads((tmp_path / "summary.json").read_text())
+    assert run["label"] == "bsp" and run["workers"] == 2
+    steps = [json.loads((tmp_path / f"steps-rank-{r}.json").read_text())["steps"] for r in (1, 2)]
+    assert steps == [140, 140]  # 4,500 sequences per worker, 32 a step, the short last batch dropped
+    workload = make_workload(f"{ROOT / 'examples' / 'own_job_gru.py'}:workload")
+    assert workload.name == "gru-bigrams" and workload.model_nbytes == 78_864

@@ -334,6 +334,13 @@ def test_batches_follow_the_size_the_policy_asks_for_each_step():
     assert sampler.epochs == [0, 1]  # a new shuffle each pass
 
 
+def test_drop_last_leaves_out_a_short_last_batch_as_a_dataloader_does():
+    batches = PolicyBatches(_Sizes([4]), _Sampler(10), drop_last=True)  # type: ignore[arg-type]
+    assert [b for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert len(batches) == 2
+    assert len(PolicyBatches(_Sizes([4]), _Sampler(10))) == 3  # type: ignore[arg-type]
+
+
 def test_a_resumed_loops_batches_go_on_after_the_samples_drawn_before():
     sizes = _Sizes([4])
     sizes.drawn_before = 23  # two epochs of 10, then 3 samples into the third

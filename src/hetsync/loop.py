@@ -431,17 +431,21 @@ class Sync:
             seed=self.scenario.seed if seed is None else seed,
         )
 
-    def loader(self, dataset: Any, *, shuffle: bool = True, **kwargs: Any) -> torch.utils.data.DataLoader:
+    def loader(
+        self, dataset: Any, *, shuffle: bool = True, drop_last: bool = False, **kwargs: Any
+    ) -> torch.utils.data.DataLoader:
         """A ``DataLoader`` over this worker's shard whose every batch has the
         size the policy asks for that step (``sync.batch_size``: LB-BSP varies
         it), reshuffled each time it is iterated (each epoch). A resumed run's
         loader goes on after the samples the worker had drawn by the
         checkpoint (its epoch and place in it). ``kwargs`` go to
         the ``DataLoader`` (``collate_fn``, ``pin_memory``...); with
-        ``num_workers > 0`` the sizes lag by the loader's prefetch depth."""
+        ``num_workers > 0`` the sizes lag by the loader's prefetch depth.
+        ``drop_last``: leave out an epoch's last batch when it is short, as
+        ``DataLoader`` does."""
         if "batch_size" in kwargs or "sampler" in kwargs or "batch_sampler" in kwargs:
             raise BadInput("sync.loader picks the batches itself: drop batch_size, sampler and batch_sampler")
-        batches = PolicyBatches(self, self.sampler(dataset, shuffle=shuffle))
+        batches = PolicyBatches(self, self.sampler(dataset, shuffle=shuffle), drop_last=drop_last)
         return torch.utils.data.DataLoader(dataset, batch_sampler=batches, **kwargs)
 
     def optimizer(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> SyncOptimizer:
@@ -506,9 +510,10 @@ class PolicyBatches(torch.utils.data.Sampler):
     """Batches of indices from ``sampler``, each as large as ``sync.batch_size``
     when it is drawn; a new epoch (``set_epoch``) every time it is iterated."""
 
-    def __init__(self, sync: Sync, sampler: Any) -> None:
+    def __init__(self, sync: Sync, sampler: Any, *, drop_last: bool = False) -> None:
         self.sync = sync
         self.sampler = sampler
+        self.drop_last = drop_last
         self.epoch = 0
         self._skip: int | None = None  # samples a resumed run had drawn, skipped at the first iteration
 
@@ -522,13 +527,15 @@ class PolicyBatches(torch.utils.data.Sampler):
             indices = itertools.islice(indices, self._skip, None)
             self._skip = 0
         while True:
-            batch = list(itertools.islice(indices, self.sync.batch_size))
-            if not batch:
+            size = self.sync.batch_size
+            batch = list(itertools.islice(indices, size))
+            if not batch or (self.drop_last and len(batch) < size):
                 return
             yield batch
 
     def __len__(self) -> int:  # as many as at the current batch size
-        return math.ceil(len(self.sampler) / self.sync.batch_size)
+        rounding = math.floor if self.drop_last else math.ceil
+        return rounding(len(self.sampler) / self.sync.batch_size)
 
 
 # ------------------------------------------------------------------ models
