@@ -144,6 +144,37 @@ def a_file(tmp: Path) -> str:
     return write(tmp, "not a folder", "taken")
 
 
+# ------------------------------------------------------------- report folders
+def summary_folder(tmp: Path, *, raw=None, trace_bytes: bytes | None = None, **changes) -> str:
+    """A folder as ``simulate -p bsp`` leaves it (one run, its trace), with
+    the run's record changed by ``changes``, or ``raw`` as the whole summary,
+    or the trace replaced by ``trace_bytes``."""
+    folder = tmp / "runs"
+    folder.mkdir()
+    recs = [
+        {"t": 0.0, "ev": "start", "workers": 2, "policy": "bsp", "scenario": "s", "seed": 0, "model_nbytes": 8},
+        {"t": 0.0, "ev": "compute", "w": 0, "end": 1.0, "step": 0, "batch": 8, "base": 0},
+        {"t": 1.0, "ev": "eval", "accuracy": 0.5, "loss": 1.0, "version": 1},
+        {"t": 1.0, "ev": "end", "wall_time_s": 1.0, "reason": "max_time"},
+    ]
+    trace = folder / "trace-bsp.jsonl"
+    trace.write_bytes(trace_bytes if trace_bytes is not None else "".join(json.dumps(r) + "\n" for r in recs).encode())
+    run_record = {
+        "policy": "bsp", "label": "bsp", "params": {}, "scenario": "s", "driver": "sim", "seed": 0, "workers": 2,
+        "target_metric": "accuracy", "target_value": 0.9, "target_direction": "max", "target_accuracy": 0.9,
+        "time_to_target_s": None, "final_metric": 0.5, "best_metric": 0.5, "final_accuracy": 0.5,
+        "best_accuracy": 0.5, "final_metrics": {"accuracy": 0.5, "loss": 1.0}, "wall_time_s": 1.0,
+        "compute_share": 0.5, "comm_share": 0.0, "wait_share": 0.5, "samples_per_s": 8.0, "steps": 1,
+        "applied_steps": 0, "dropped_steps": 0, "outstanding_steps": 1, "updates": 0, "bytes_sent": 0,
+        "max_staleness": 0, "mean_staleness": 0.0, "metric_curve": [[1.0, 0.5]], "accuracy_curve": [[1.0, 0.5]],
+        "per_worker": {"compute_s": [1.0, 0.0], "comm_s": [0.0, 0.0], "wait_s": [0.0, 1.0], "steps": [1, 0]},
+        "trace": trace.name, "stop_reason": "max_time", "workers_left": [], "notes": [],
+    }  # fmt: skip
+    run_record.update(changes)
+    (folder / "summary.json").write_text(json.dumps([run_record] if raw is None else raw))
+    return str(folder)
+
+
 # (case, argv from tmp_path, a word the one-line message must contain)
 CASES = [
     # --- item 9: tracebacks
@@ -228,6 +259,50 @@ CASES = [
         lambda t: run("--checkpoint-dir", checkpoint(t, workers=3), "--resume")(t),
         "workers is 3",
     ),
+    # --- issue 30 item 5: refused only after the run had started
+    (
+        "compare-dist-1001-workers",
+        lambda t: ["compare", "--runtime", "dist", "--set", "workers=1001", "-o", str(t)],
+        "--nproc",
+    ),
+    # --- issue 30 item 5: hangs
+    ("scenario-file-16MiB", scenario_file("workers: 2\nmax_steps: 1\n#" + "x" * (16 * 2**20 - 26) + "\n"), "at most"),
+    # --- issue 30 item 5: accepted silently
+    ("policy-parameter-twice", lambda t: sim(t, "-p", "ssp:s=3:s=4"), "'s' is given twice"),
+    (
+        "p2p-random-p-100-on-2-workers",
+        lambda t: sim(t, "-p", "p2p-random:p=100", "--set", "workers=2"),
+        "'p' must be < workers",
+    ),
+    ("selmcast-p-as-many-as-workers", lambda t: sim(t, "-p", "selmcast:p=8"), "'p' must be < workers"),
+    ("backup-b-on-run", lambda t: run("-p", "backup:b=2")(t), "'b' must be < workers"),  # (a neighbour: refused before)
+    # --- issue 30 item 5: a policy of the user's own that does not import or start
+    ("user-policy-sys-exit-at-import", lambda t: sim(t, "-p", "tests.userpolicy.exits:X"), "called sys.exit(7)"),
+    (
+        "user-policy-raises-at-import",
+        lambda t: sim(t, "-p", "tests.userpolicy.raises_at_import:X"),
+        "raised RuntimeError",
+    ),
+    (
+        "user-policy-raises-in-init",
+        lambda t: sim(t, "-p", "tests.userpolicy.broken:RaisesInInit"),
+        "creating it raised",
+    ),
+    # --- issue 30 item 5: report reads what it is given
+    (
+        "report-strings-for-numbers",
+        lambda t: ["report", summary_folder(t, wall_time_s="3.5")],
+        "'wall_time_s' is '3.5'",
+    ),
+    ("report-summary-not-a-list", lambda t: ["report", summary_folder(t, raw={"label": "bsp"})], "not a list of runs"),
+    (
+        "report-record-not-an-object",
+        lambda t: ["report", summary_folder(t, raw=["bsp"])],
+        "run 1: is 'bsp', not an object",
+    ),
+    ("report-curve-of-words", lambda t: ["report", summary_folder(t, metric_curve=[["0", "x"]])], "'metric_curve'"),
+    ("report-trace-outside-the-folder", lambda t: ["report", summary_folder(t, trace="../x.jsonl")], "'trace'"),
+    ("report-binary-trace", lambda t: ["report", summary_folder(t, trace_bytes=bytes(range(256)) * 40)], "not a JSON"),
 ]
 
 
@@ -298,3 +373,38 @@ def test_run_says_it_runs_fewer_workers_than_the_scenario_has(tmp_path, capsys):
 def test_no_note_when_nothing_changes(tmp_path, capsys):
     scenario = cli._load(parse(["run", "-s", "hetero-4", "-o", str(tmp_path)]))
     assert scenario.notes == () and "note:" not in capsys.readouterr().out
+
+
+def test_the_report_folder_of_the_table_reports_as_it_is(tmp_path, capsys):
+    """The folder the report cases change: as written, it reports (so each case fails for its change alone)."""
+    folder = summary_folder(tmp_path)
+    assert main(["report", folder]) == 0
+    shown = capsys.readouterr()
+    assert "bsp" in shown.out and shown.err == ""
+    assert (Path(folder) / "timeline-bsp.png").is_file()
+
+
+def test_a_damaged_trace_is_the_one_line_report_prints(tmp_path, capsys):
+    """Not the table first and the error after it (11 lines): the error alone."""
+    assert main(["report", summary_folder(tmp_path, trace_bytes=bytes(range(256)) * 40)]) == 2
+    shown = capsys.readouterr()
+    assert shown.out == "" and shown.err.count("\n") == 1 and "trace-bsp.jsonl:1 is not a JSON record" in shown.err
+
+
+def test_policy_specs_are_refused_before_the_workload_is_built(tmp_path, monkeypatch):
+    """ssp:s=10000 on 1,001 workers: refused by its bound on s × workers before
+    anything slow happens (the workload, its data, a memory estimate)."""
+    from hetsync import workloads
+
+    def built(*args, **kwargs):
+        raise AssertionError("the workload was built before the policy specs were checked")
+
+    monkeypatch.setattr(workloads, "make_workload", built)
+    for argv in (
+        sim(tmp_path, "-p", "ssp:s=10000", "--set", "workers=1001"),
+        ["compare", "-p", "bsp,ssp:s=3:s=4", "-o", str(tmp_path / "o")],
+        run("-p", "p2p-random:p=2"),
+    ):
+        argv = argv(tmp_path) if callable(argv) else argv
+        with pytest.raises(cli.BadInput):
+            cli.run(argv)

@@ -544,3 +544,49 @@ def test_the_caption_says_how_a_worker_that_left_is_counted_only_when_one_did():
     gone = make_run("wbsp") | {"workers_left": [{"worker": 0, "t": 1.0, "reason": "its training loop ended"}]}
     assert summary_table([stayed]).caption.splitlines()[0] == CAPTION
     assert summary_table([stayed, gone]).caption.splitlines()[0] == CAPTION + LEFT_CAPTION
+
+
+# ------------------------------------------------------ reading a summary (issue 30, item 5)
+def test_a_summary_as_hetsync_writes_it_passes_the_check(tmp_path: Path) -> None:
+    from hetsync.report import check_summary
+
+    runs = [make_run("bsp"), make_run("ssp(s=3)", tta=None)]
+    assert check_summary(runs, "s.json") is runs
+    assert check_summary([{"label": "old"}], "s.json")  # an older summary's missing keys are no damage
+    diverged = make_run("asp", curve=[[0.0, 0.1], [1.0, None]])
+    assert check_summary([diverged], "s.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"wall_time_s": "3.0"}, r"run 1 \(bsp\): 'wall_time_s' is '3.0', not a number"),
+        ({"steps": 1.5}, r"'steps' is 1.5, not an integer"),
+        ({"seed": True}, r"'seed' is True, not an integer"),
+        ({"scenario": 7}, r"'scenario' is 7, not text"),
+        ({"per_worker": []}, r"'per_worker' is \[\], not an object"),
+        ({"accuracy_curve": "rising"}, r"'accuracy_curve' is 'rising', not a list of \[t_s, value\]"),
+        ({"accuracy_curve": [[0.0, "0.5"]]}, r"'accuracy_curve' holds \[0.0, '0.5'\], not \[t_s, value\]"),
+        ({"notes": "one"}, r"'notes' is 'one', not a list of text"),
+        ({"workers_left": [{"worker": "2"}]}, r"'workers_left' holds"),
+        ({"label": ""}, r"run 1: 'label' is '', not the run's name"),
+        ({"trace": "../../elsewhere.jsonl"}, r"'trace' is '../../elsewhere.jsonl', not the name of a file"),
+        ({"time_to_target_s": "x" * 500}, r"'time_to_target_s' is 'xxx.*…; it is damaged"),
+    ],
+)
+def test_a_damaged_summary_record_is_named_with_its_key(change: dict[str, Any], message: str) -> None:
+    from hetsync.report import check_summary
+
+    run = {**make_run("bsp"), **change}
+    with pytest.raises(BadInput, match=message) as caught:
+        check_summary([run], "runs/summary.json")
+    assert str(caught.value).startswith("runs/summary.json: run 1") and "\n" not in str(caught.value)
+
+
+def test_a_summary_that_is_no_list_of_runs_is_refused() -> None:
+    from hetsync.report import check_summary
+
+    with pytest.raises(BadInput, match="holds a dict, not a list of runs"):
+        check_summary({"runs": []}, "s.json")
+    with pytest.raises(BadInput, match=r"run 2: is 3, not an object"):
+        check_summary([make_run("bsp"), 3], "s.json")

@@ -96,3 +96,20 @@ def test_a_huge_scenario_file_is_refused_before_it_is_read(tmp_path):
         f.truncate(limits.MAX_SCENARIO_FILE_BYTES + 1)
     with pytest.raises(BadInput, match="may hold at most"):
         load_scenario(str(path))
+
+
+def test_a_document_that_takes_too_long_to_read_is_refused_with_its_line(tmp_path, monkeypatch):
+    from hetsync import safeyaml
+
+    monkeypatch.setattr(safeyaml, "MAX_READ_S", 0.2)
+    many = "workers: 2\nmax_steps: 1\nslowdown: [" + ", ".join(["[1]"] * 200_000) + "]\n"  # under 1 MiB
+    t0 = time.perf_counter()
+    with pytest.raises(YAMLLimitError, match=r"reading it took longer than 0.2 s, stopped here: .* \(line 3\)"):
+        safe_load(many)
+    assert time.perf_counter() - t0 < 5.0
+    path = tmp_path / "slow.yaml"
+    path.write_text(many)
+    with pytest.raises(BadInput, match=r"scenario file '.*slow\.yaml': reading it took longer than 0.2 s"):
+        load_scenario(str(path))
+    monkeypatch.setattr(safeyaml, "MAX_READ_S", 60.0)
+    assert safe_load("workers: 2\nslowdown: [1, 2]\n") == {"workers": 2, "slowdown": [1, 2]}

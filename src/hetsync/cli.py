@@ -1,21 +1,26 @@
 """The ``hetsync`` command line.
 
 Exit status: 0 success, 2 bad input (a one-line message naming what is
-wrong), 1 anything else.
+wrong), 1 anything else — a policy that broke the contract in one line
+naming it, its last event and the rule (``HETSYNC_DEBUG=1`` prints the
+traceback too).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hetsync.errors import BadInput
+from hetsync.errors import BadInput, DeadlockError, PolicyError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+DEBUG_ENV = "HETSYNC_DEBUG"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,8 +154,8 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "launch",
         help="run your own training script (hetsync.init) on N workers + the policy's rank",
         description="Run a training script that uses hetsync.init / sync.optimizer on --nproc worker processes "
-        "plus rank 0, which runs the policy. Like torchrun, but each rank has its own agent, so a worker "
-        "that dies leaves the run instead of ending it.",
+        "plus rank 0, which runs the policy. Like torchrun, but the launcher starts each rank on its own (no "
+        "torchrun agent), so a worker that dies leaves the run instead of ending it.",
     )
     _nproc_arg(p, 2, "rank 0, which runs the policy,")
     p.add_argument("--out", "-o", type=out_dir, default="runs/loop", help="output folder (default: runs/loop)")
@@ -301,6 +306,14 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
     workers=N`` changed said on the terminal (once), memory needs estimated
     for large sizes, and ``--resume``'s checkpoints read."""
     nproc = getattr(args, "nproc", None) if _launches(args) else None
+    if _launches(args) and nproc is None:  # compare --runtime dist: a process per scenario worker
+        from hetsync import limits
+
+        if scenario.workers > limits.MAX_NPROC:
+            raise BadInput(
+                f"--runtime dist starts the scenario's {scenario.workers} workers as processes on this machine, "
+                f"at most {limits.MAX_NPROC}: pass --nproc N (1..{limits.MAX_NPROC}), or use torchrun for more"
+            )
     if nproc is not None and nproc != scenario.workers:
         fitted = scenario.with_workers(nproc)
         why = {note: f"{note} (--nproc {nproc})" for note in fitted.notes[len(scenario.notes) :]}
@@ -308,6 +321,10 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
     else:
         why = {}
     _show_notes(args, [why.get(note, note) for note in scenario.notes])
+    if args.command in ("compare", "simulate", "run"):
+        from hetsync.driver import policy_labels, policy_specs  # (the specs on this cluster, before the workload)
+
+        policy_labels(scenario, [args.policy] if args.command == "simulate" else policy_specs(args.policies, scenario))
     processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
     from hetsync.workloads import make_workload
 
@@ -674,6 +691,11 @@ def _launch_failed(con: Any, out: Path, code: int) -> int:
     refused = _bad_input_message(out)
     if refused is not None:
         raise BadInput(refused)
+    breach = _policy_breach(out)
+    if breach is not None:  # the policy broke the contract on rank 0: its one line, the traceback in the log
+        line = f"{breach} (traceback in {out}/logs/rank-0.log)"
+        con.print(line, style="red", markup=False, highlight=False, soft_wrap=True)  # (one line, however long)
+        return 1
     stopped = launch.launcher_reason(out)
     if stopped is not None:  # the launcher stopped the run (start-up failed, the server died): its one line
         _say(con, stopped, style="red")
@@ -686,20 +708,20 @@ def _launch_failed(con: Any, out: Path, code: int) -> int:
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:
-    """Your own training script (hetsync.loop) on N workers + the policy's rank, one agent per rank."""
+    """Your own training script (hetsync.loop) on N workers + the policy's rank, each rank its own process."""
     import json
 
     from rich.markup import escape
     from rich.progress import Progress
 
-    from hetsync import report
-    from hetsync.runtime import launch
+    from hetsync.console import terminal_console
+    from hetsync.runtime import launch  # (it imports no torch, nor hetsync.report matplotlib: the ranks start at once)
 
     script = Path(args.script)
     if not script.is_file():
         raise BadInput(f"no such script: {args.script!r} (hetsync launch runs a Python file under torch.distributed)")
     out = Path(args.out)
-    con = report.terminal_console()
+    con = terminal_console()
     con.print(
         f"[bold]{escape(script.name)}[/] on torch.distributed (gloo): {args.nproc} worker processes + 1 "
         f"for the policy (rank 0) → {escape(str(out))}/"
@@ -728,6 +750,8 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         _say(con, f"the script finished without a summary in {out}/ (did it call hetsync.init?)", style="red")
         return 1
+    from hetsync import report
+
     # what rank 0 said into its log: the scenario's notes (its job keys not applied) and an evaluation warning
     for note in dict.fromkeys(note for run in runs for note in run.get("notes") or []):
         con.print(f"note: {note}", style="yellow", markup=False, highlight=False)
@@ -772,6 +796,23 @@ def _set_aside_partial_traces(out: Path, labels: Sequence[str], runs: list[dict[
             trace.replace(partial_name(trace))
 
 
+def _policy_breach(out: Path) -> str | None:
+    """The server's one line if a failed run ended because its policy broke
+    the contract (a PolicyError or DeadlockError in its exit-status record)."""
+    import json
+
+    from hetsync.runtime.process import EXIT_STATUS
+
+    try:
+        error = str(json.loads((out / EXIT_STATUS).read_text()).get("error") or "")
+    except (OSError, ValueError, AttributeError):
+        return None
+    for kind in (PolicyError, DeadlockError):
+        if error.startswith(f"{kind.__name__}: "):
+            return error.removeprefix(f"{kind.__name__}: ")
+    return None
+
+
 def _bad_input_message(out: Path) -> str | None:
     """What the server of a failed ``hetsync run`` refused as bad input (its
     exit-status record, else the error line its entry point logged), or None
@@ -799,23 +840,31 @@ def _bad_input_message(out: Path) -> str | None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
     from hetsync import outdir, report
     from hetsync.outdir import PARTIAL_SUFFIX, SUMMARY
 
     out: Path = args.dir
     if not out.is_dir():
         raise BadInput(f"{out} is not a folder: pass the --out folder of a compare, simulate or run")
-    runs = _finished_runs(out)
+    try:
+        raw = json.loads((out / SUMMARY).read_text())
+    except (OSError, ValueError):
+        raw = None  # missing or unreadable: said below
+    runs = [] if raw is None else report.check_summary(raw, out / SUMMARY)  # a damaged record: one line, now
     if not runs:
         partial = sorted(p.name for p in out.glob("trace-*.jsonl" + PARTIAL_SUFFIX))
         why = f"; partial traces of interrupted runs: {', '.join(partial)}" if partial else ""
         raise BadInput(f"{out}/{SUMMARY} is missing, unreadable or lists no finished run{why}")
     con = report.terminal_console()
-    missing = [r["trace"] for r in runs if r.get("trace") and not (out / r["trace"]).is_file()]
-    if missing:
-        _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
     _check_md(args, out, [out / SUMMARY, *(out / r["trace"] for r in runs if r.get("trace"))])
-    written = _finish(con, args, runs, out, notes=True)
+    with con.capture() as shown:  # shown once all is drawn: a damaged trace is one line, and nothing else
+        missing = [r["trace"] for r in runs if r.get("trace") and not (out / r["trace"]).is_file()]
+        if missing:
+            _say(con, f"traces missing, so no timelines for them: {', '.join(missing)}", style="yellow")
+        written = _finish(con, args, runs, out, notes=True)
+    con.file.write(shown.get())
     outdir.record(out, written)
     drawn = [p for p in written if p.suffix in (".png", ".html") or p.name == "trace.json"]
     if drawn:
@@ -1164,6 +1213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:
         print(f"hetsync: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except (PolicyError, DeadlockError) as e:  # a policy broke the contract: which, when, what rule
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        hint = f" ({DEBUG_ENV}=1 shows the traceback)" if e.__cause__ and not os.environ.get(DEBUG_ENV) else ""
+        print(f"hetsync: error: {e}{hint}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hetsync: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

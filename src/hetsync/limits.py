@@ -37,7 +37,7 @@ MAX_EVALUATIONS = 100_000  # max_time_s / eval_every_s
 MAX_NPROC = 64  # worker processes `hetsync run` starts on one machine (torchrun for more)
 MAX_WORKER_TIMEOUT_S = 86_400.0  # a day, the process group's own timeout
 MIN_CHECKPOINT_EVERY_S = 0.1
-MAX_SCENARIO_FILE_BYTES = 16 * 2**20
+MAX_SCENARIO_FILE_BYTES = 2**20  # 1 MiB: a scenario needs a few KiB; reading YAML takes seconds per MiB
 
 _GIB = 2**30
 _GRADIENT_COPIES = 2  # what the forward pass keeps, and its gradient in the backward pass

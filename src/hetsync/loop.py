@@ -92,8 +92,8 @@ script's: a resumed loop starts again, fast-forwards its schedule
 and ``sync.loader`` skips the samples drawn before; the workers' local
 optimizer state (local policies) starts afresh. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
-fails); ``hetsync launch`` starts each rank under its own agent, so the
-server sees the worker leave and carries on, as in ``hetsync run``.
+fails); ``hetsync launch`` starts each rank on its own (no torchrun agent), so
+the server sees the worker leave and carries on, as in ``hetsync run``.
 
 **Failures are loud** (:mod:`hetsync.loop_checks`). A worker whose script
 raises or ends without ``sync.finish()`` says so in one line as its last;
@@ -475,8 +475,15 @@ class Sync:
             raise BadInput("sync.optimizer was already called; call it once per process")
 
     def _serve(self, flat: ModuleModel, optimizer: torch.optim.Optimizer) -> None:
-        from hetsync.runner import reporter
         from hetsync.runtime.process import _serve_and_report
+
+        command = " ".join(["python", *sys.argv])
+
+        def report(runs: list[dict[str, Any]]) -> None:
+            # (imported once the run is over: hetsync.runner brings matplotlib, the workers would wait for it)
+            from hetsync.runner import reporter
+
+            reporter(self.out, plots=self.plots, command=command)(runs)
 
         stepper = ModuleStepper(flat.params, optimizer, self.scenario.lr)
         _serve_and_report(
@@ -486,7 +493,7 @@ class Sync:
             self.opts,
             gradient_stepper=stepper,  # type: ignore[arg-type]
             progress_lines=True,
-            on_finished=reporter(self.out, plots=self.plots, command=" ".join(["python", *sys.argv])),
+            on_finished=report,
             background_eval=True,  # (on a copy of the module: ModuleModel.evaluator)
         )
 

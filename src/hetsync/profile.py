@@ -2,7 +2,7 @@
 scenario the simulator runs.
 
 The job (:mod:`hetsync.profile_job`, N worker processes and a server under
-one torchrun agent, as ``hetsync run`` starts them) writes the raw
+one torchrun agent) writes the raw
 measurements; everything here is pure fitting on them, then output:
 
 - :func:`fit_compute` fits, per worker, ``seconds = fixed_s + per_sample_s ·

@@ -9,24 +9,30 @@ document hurt the process that reads it, and it hides mistakes:
   ...: "billion laughs") stand for a structure of 10⁹ values, which every
   later walk over it (a message, a copy, a JSON dump) then expands;
 - nesting is composed recursively, so a document 5,000 levels deep raises
-  ``RecursionError`` from inside the library.
+  ``RecursionError`` from inside the library;
+- the pure-Python reader takes tens of microseconds per value, so a large
+  document (a megabyte of small lists) takes minutes to read.
 
-:func:`safe_load` reads like ``yaml.safe_load`` and refuses all three with a
-:class:`YAMLLimitError` (a ``yaml.YAMLError``) that says what and where.
+:func:`safe_load` reads like ``yaml.safe_load`` and refuses all four with a
+:class:`YAMLLimitError` (a ``yaml.YAMLError``) that says what and where:
+reading stops once it has taken ``MAX_READ_S`` seconds. (Scenario files are
+also bounded in size before they are read: ``hetsync.limits``.)
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "YAMLLimitError", "safe_load"]
+__all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "MAX_READ_S", "YAMLLimitError", "safe_load"]
 
 MAX_DEPTH = 100  # nested mappings and lists; a scenario needs about 4
 MAX_ALIAS_NODES = 10_000  # values that aliases may add to the document as written
+MAX_READ_S = 10.0  # seconds reading one document may take (a scenario takes milliseconds)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -44,8 +50,16 @@ class _Loader(yaml.SafeLoader):
         self._depth = 0
         self._written = 0  # nodes as written (an alias counts once, as itself)
         self._open: set[str] = set()  # anchors whose node is still being composed
+        self._limit_s = MAX_READ_S
+        self._deadline = time.monotonic() + MAX_READ_S
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if time.monotonic() > self._deadline:
+            raise YAMLLimitError(
+                f"reading it took longer than {self._limit_s:g} s, stopped here: a scenario is a few hundred "
+                "lines at most; write long per-worker lists with generators such as {linspace: [a, b]}",
+                self.peek_event().start_mark,
+            )
         if self.check_event(AliasEvent):
             event = self.peek_event()
             if event.anchor in self._open:

@@ -719,7 +719,8 @@ def load_scenario(name_or_path: str, **overrides: Any) -> Scenario:
         if size > L.MAX_SCENARIO_FILE_BYTES:
             raise BadInput(
                 f"scenario file {str(path)!r} is {size} bytes; a scenario file may hold at most "
-                f"{L.MAX_SCENARIO_FILE_BYTES} (use generators such as {{linspace: [a, b]}} for long lists)"
+                f"{L.MAX_SCENARIO_FILE_BYTES} bytes (1 MiB): use generators such as {{linspace: [a, b]}} "
+                "for long per-worker lists"
             )
         raw = safe_load(path.read_text())
     except YAMLLimitError as e:

@@ -141,3 +141,45 @@ def test_a_quiet_parameter_is_listed_last_and_labelled_only_when_set():
     assert WithOption(ctx(2)).label == "withoption(k=2)"
     assert WithOption(ctx(2), option="on").label == "withoption(k=2,option=on)"
     assert config_values(WithOption(ctx(2)).config) == {"k": 2, "option": "off"}  # the summary's params: all
+
+
+@dataclass(frozen=True, kw_only=True)
+class FanConfig(PolicyConfig):
+    p: int = param(2, help="receivers per sender", ge=1, below_workers=True)
+
+
+def test_a_parameter_counting_workers_is_refused_when_given_as_many_as_the_cluster_has():
+    assert parse_config("fan", FanConfig, {"p": "3"}, workers=4).p == 3
+    with pytest.raises(
+        BadInput, match=r"policy 'fan' parameter 'p' must be < workers, got 4 on 4 workers: give p <= 3"
+    ):
+        parse_config("fan", FanConfig, {"p": "4"}, workers=4)
+    with pytest.raises(BadInput, match=r"got 100 on 2 workers: give p <= 1 or run more workers"):
+        parse_config("fan", FanConfig, {"p": 100}, workers=2)
+    with pytest.raises(BadInput, match=r"got 1 on 1 workers: run more workers"):  # (p <= 0 is no fix)
+        parse_config("fan", FanConfig, {"p": 1}, workers=1)
+    assert parse_config("fan", FanConfig, {}, workers=2).p == 2  # the default: the policy fits it to the cluster
+    assert config_params(FanConfig)[0].describe() == "p=2  receivers per sender (an integer >= 1, < workers)"
+
+
+@pytest.mark.parametrize(
+    ("spec", "workers", "message"),
+    [
+        ("p2p-random:p=100", 2, "'p2p-random' parameter 'p' must be < workers, got 100 on 2 workers"),
+        ("selmcast:p=4", 4, "'selmcast' parameter 'p' must be < workers, got 4 on 4 workers"),
+        ("backup:b=4", 4, "'backup' parameter 'b' must be < workers, got 4 on 4 workers"),
+    ],
+)
+def test_the_policies_bound_their_worker_counts_by_the_cluster(spec, workers, message):
+    with pytest.raises(BadInput, match=message):
+        make_policy(spec, ctx(workers))
+    assert make_policy("p2p-random", ctx(2)).config.p == 2  # (each sender then sends to the one other worker)
+
+
+def test_a_parameter_given_twice_is_refused():
+    from hetsync.policies import parse_policy_spec
+
+    with pytest.raises(BadInput, match=r"policy spec 'ssp:s=3:s=4': parameter 's' is given twice: keep one"):
+        parse_policy_spec("ssp:s=3:s=4")
+    with pytest.raises(BadInput, match="'s' is given twice"):
+        make_policy("ssp:s=3: s =3", ctx(4))

@@ -1,6 +1,6 @@
 """hetsync.loop: a user's own training script (model, DataLoader, AdamW,
-schedule) under every policy, as real processes (hetsync launch / torchrun
-agents, gloo on loopback). The script is tests/runtime/loop_train.py."""
+schedule) under every policy, as real processes (hetsync launch, or plain DDP under
+one torchrun agent; gloo on loopback). The script is tests/runtime/loop_train.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The runtime as real processes: torchrun agents, gloo, a server and workers.
+"""The runtime as real processes (as hetsync run starts them), gloo, a server and workers.
 
 Each test launches real processes on loopback (about half a minute of start-up
 each on a 2-core machine), so the runs are short.

@@ -29,6 +29,7 @@ HELP: dict[str, str] = {
     "paper-selmcast": "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, "
     "round time, TTA",
     "advise": "profile -> advise -> verify on emulated clusters: recovered delays/links, predicted vs measured TTA",
+    "startup": "time to the first training step: hetsync launch vs torchrun DDP on the same script, run alternately",
 }
 """Each bench's one-line help, in the order ``hetsync bench --help`` lists them."""
 

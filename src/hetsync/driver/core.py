@@ -6,8 +6,13 @@ between real processes (:mod:`hetsync.runtime.server`,
 :mod:`hetsync.runtime.coordinator`). Everything around the policy is the
 same in both and lives here:
 
+- **Policy calls.** A driver asks the policy through :meth:`DriverCore.start_policy`
+  and :meth:`DriverCore.hear`, which hold every call to the contract
+  (:mod:`hetsync.driver.policycall`: what it returns, how many commands, and
+  for a policy of your own what it raises and how long it runs).
 - **Commands.** :meth:`DriverCore.check` refuses every command the policy
-  may not give (one set of messages); :meth:`DriverCore.start_step` decides
+  may not give (one set of messages, each naming the policy, the rule and
+  the last event it was given); :meth:`DriverCore.start_step` decides
   whether a step starts (the step budget) and refuses one the worker cannot
   take. The driver then only dispatches the command onto its data plane.
 - **Facts.** Each data-plane fact — a step computed, a push arrived, a pull
@@ -26,11 +31,13 @@ move, the runtime only hears that a ring has ended.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from hetsync.driver import policycall
 from hetsync.errors import BadInput, PolicyError
 from hetsync.ledger import ExchangeStats, Ledger
 from hetsync.policies import PolicyContext, make_policy
@@ -42,6 +49,7 @@ from hetsync.policies.base import (
     Compute,
     ComputeDone,
     Drop,
+    Event,
     ModelArrived,
     Multicast,
     Policy,
@@ -77,6 +85,7 @@ def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
 
 def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
     """Validate the specs up front (before any run starts) and return labels."""
+    policycall.call_timeout_s()  # (HETSYNC_POLICY_CALL_TIMEOUT_S: a bad value is refused now)
     ctx = policy_context(scenario)
     policies = [make_policy(spec, ctx) for spec in specs]
     for spec, policy in zip(specs, policies, strict=True):
@@ -127,6 +136,65 @@ class DriverCore:
         self.budget = scenario.max_steps * self.n if scenario.max_steps is not None else None
         self.computing: set[int] = set()
         self.stats = ExchangeStats()  # peer-to-peer exchanges (summary fields)
+        self.heard: Event | None = None  # the last event the policy was given (its start: None)
+        self.heard_s: float | None = None  # when it started (None: not yet)
+        self.own = policycall.is_own(policy)  # a policy of your own: its calls are bounded in time too
+        self.call_timeout_s = policycall.call_timeout_s() if self.own else None
+        self.max_commands = policycall.max_commands(self.n)
+
+    # -------------------------------------------------------------- policy
+    def start_policy(self, now_s: float) -> list[Command]:
+        """The policy's first commands (``Policy.start``), held to :meth:`hear`'s rules."""
+        self.heard, self.heard_s = None, now_s
+        return self._call(self.policy.start, now_s, "start")
+
+    def hear(self, event: Event) -> list[Command]:
+        """The commands ``event`` makes the policy give (``Policy.on_event``).
+        PolicyError naming the policy, the event and the rule when it returns
+        something other than a list of commands, or more than
+        ``policycall.max_commands``; a policy of your own also when it raises
+        or runs longer than its bound (:mod:`hetsync.driver.policycall`)."""
+        self.heard = event
+        if self.own:
+            return self._call(self.policy.on_event, event, "on_event")
+        commands = self.policy.on_event(event)  # hetsync's own: an exception is hetsync's bug, with its traceback
+        if type(commands) is list and len(commands) <= self.max_commands:
+            return commands  # (the usual answer, checked at the cost of two comparisons)
+        return self._answer("on_event", commands)
+
+    def _call(self, fn: Callable[[Any], Any], arg: Any, what: str) -> list[Command]:
+        if not self.own:
+            return self._answer(what, fn(arg))
+        try:
+            timeout_s = self.call_timeout_s
+            commands = fn(arg) if timeout_s is None else policycall.bounded(fn, arg, timeout_s)
+        except BadInput:
+            raise
+        except policycall.Overran:
+            raise self.breach(
+                f"{what} ran longer than {self.call_timeout_s:g} s and was stopped "
+                f"({policycall.TIMEOUT_ENV} sets the bound)"
+            ) from None
+        except SystemExit as e:
+            raise self.breach(f"{what} called sys.exit({e.code!r})") from e
+        except Exception as e:
+            raise self.breach(f"{what} raised {type(e).__name__}: {policycall.one_line(e)}") from e
+        return self._answer(what, commands)
+
+    def _answer(self, what: str, commands: object) -> list[Command]:
+        """``commands`` if they are a policy's answer (policycall.checked), else the breach."""
+        try:
+            return policycall.checked(what, commands, self.n)
+        except PolicyError as e:
+            raise self.breach(str(e)) from None
+
+    def breach(self, rule: str) -> PolicyError:
+        """The error for a policy that broke ``rule``: one line naming the policy, the rule
+        and the last event the policy was given."""
+        if self.heard is None and self.heard_s is None:
+            return PolicyError(f"policy {self.label}: {rule}")
+        event = policycall.describe(self.heard, self.heard_s or 0.0)
+        return PolicyError(f"policy {self.label}: {rule} (last event: {event})")
 
     # ------------------------------------------------------------ commands
     def check(self, cmd: Command) -> None:
@@ -138,26 +206,52 @@ class DriverCore:
             self._worker(cmd, cmd.worker)
         elif isinstance(cmd, (Push, Pull)):
             if self.p2p:
-                raise PolicyError(f"{self.label}: {type(cmd).__name__} in a peer-to-peer run (there is no server)")
+                raise self.breach(f"{type(cmd).__name__} in a peer-to-peer run (there is no server)")
             self._worker(cmd, cmd.worker)
         elif isinstance(cmd, (Multicast, AllReduce)):
             if not self.p2p:
-                raise PolicyError(f"{self.label}: {type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'")
+                raise self.breach(f"{type(cmd).__name__} is a peer-to-peer command; set topology = 'p2p'")
             workers = (cmd.worker, *cmd.receivers) if isinstance(cmd, Multicast) else cmd.workers
             for w in workers:
                 self._worker(cmd, w)
             if isinstance(cmd, AllReduce):
                 if len(cmd.workers) < 2:
-                    raise PolicyError(f"{self.label}: AllReduce needs at least 2 workers, got {cmd.workers}")
+                    raise self.breach(f"AllReduce needs at least 2 workers, got {cmd.workers}")
                 for w in cmd.workers:
                     if w in self.computing:
-                        raise PolicyError(f"{self.label}: AllReduce includes worker {w}, which is computing")
-        elif not isinstance(cmd, (Apply, Drop, SetTimer)):
-            raise PolicyError(f"{self.label}: unknown command {cmd!r}")
+                        raise self.breach(f"AllReduce includes worker {w}, which is computing")
+        elif isinstance(cmd, (Apply, Drop)):
+            if self.own:  # (hetsync's own build them right; the ledger checks which pushes they name)
+                self._pushes(cmd)
+        elif not isinstance(cmd, SetTimer):
+            raise self.breach(f"unknown command {policycall.one_line(repr(cmd))}")
 
-    def _worker(self, cmd: Command, index: int) -> None:
-        if not 0 <= index < self.n:
-            raise PolicyError(f"{self.label}: {type(cmd).__name__} names worker {index}, not in 0..{self.n - 1}")
+    def _worker(self, cmd: Command, index: object) -> None:
+        if type(index) is int and 0 <= index < self.n:
+            return
+        if not (isinstance(index, numbers.Integral) and not isinstance(index, bool) and 0 <= index < self.n):
+            shown = policycall.one_line(repr(index))
+            raise self.breach(f"{type(cmd).__name__} names worker {shown}, not in 0..{self.n - 1}")
+
+    def _pushes(self, cmd: Apply | Drop) -> None:
+        """An Apply's (push id, weight) pairs, a Drop's push ids, as the ledger
+        reads them (which pushes it holds, the ledger checks as it applies)."""
+        name = type(cmd).__name__
+        try:
+            pairs = list(cmd.contributions) if isinstance(cmd, Apply) else [(i, 0.0) for i in cmd.push_ids]
+            ok = all(len(pair) == 2 for pair in pairs)
+        except TypeError:
+            ok = False
+        if not ok:
+            what = "(push id, weight) pairs" if isinstance(cmd, Apply) else "push ids"
+            raise self.breach(f"{name} must name {what}, got {policycall.one_line(repr(cmd))}")
+        for push_id, weight in pairs:
+            if isinstance(push_id, bool) or not isinstance(push_id, numbers.Integral):
+                raise self.breach(f"{name} names push {policycall.one_line(repr(push_id))}, not a push id")
+            if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+                raise self.breach(
+                    f"{name} gives push {push_id} the weight {policycall.one_line(repr(weight))}, not a number"
+                )
 
     def start_step(self, cmd: Compute) -> bool:
         """The step ``cmd`` starts now: False when the step budget is spent
@@ -167,13 +261,12 @@ class DriverCore:
         w = cmd.worker
         self._worker(cmd, w)  # (a Pull's ``then`` is first checked here)
         if w in self.computing:
-            raise PolicyError(f"{self.label}: worker {w} is already computing")
+            raise self.breach(f"worker {w} is already computing")
         if self.p2p and cmd.local_lr is None:
-            raise PolicyError(f"{self.label}: peer-to-peer steps must set Compute.local_lr (there is no server)")
+            raise self.breach("peer-to-peer steps must set Compute.local_lr (there is no server)")
         if self.max_batch and cmd.batch_size > self.max_batch[w]:
-            raise PolicyError(
-                f"{self.label}: worker {w} asked for batch {cmd.batch_size} above its memory cap "
-                f"max_batch={self.max_batch[w]}"
+            raise self.breach(
+                f"worker {w} asked for batch {cmd.batch_size} above its memory cap max_batch={self.max_batch[w]}"
             )
         if self.spent():
             return False

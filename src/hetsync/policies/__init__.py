@@ -64,6 +64,8 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise BadInput(f"policy spec {spec!r}: expected NAME:key=value, got {item!r}")
+        if key.strip() in params:
+            raise BadInput(f"policy spec {spec!r}: parameter {key.strip()!r} is given twice: keep one")
         params[key.strip()] = value.strip()
     return name.strip(), params
 
@@ -89,9 +91,16 @@ def _entry_points() -> dict[str, str]:
 
 
 def _import_policy(name: str, target: str) -> type[Policy]:
+    """The class ``target`` (``module:Class``) names. Its module runs as it is
+    imported: an import that fails, raises or calls ``sys.exit`` is refused
+    in one line (the module is the user's input)."""
     import importlib
+    import os
+    import sys
 
     module_name, _, attr = target.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # (python -m puts the current folder on the path; a console script does not)
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
@@ -100,6 +109,10 @@ def _import_policy(name: str, target: str) -> type[Policy]:
         raise BadInput(f"policy {name!r}: cannot import module {module_name!r} ({e})") from None
     except AttributeError:
         raise BadInput(f"policy {name!r}: module {module_name!r} has no {attr!r}") from None
+    except SystemExit as e:
+        raise BadInput(f"policy {name!r}: importing {module_name} called sys.exit({e.code!r})") from None
+    except Exception as e:
+        raise BadInput(f"policy {name!r}: importing {module_name} raised {_first_line(e)}") from e
     if not (isinstance(obj, type) and issubclass(obj, Policy)):
         raise BadInput(f"policy {name!r}: {target} is not a hetsync.policies.base.Policy subclass")
     if not isinstance(getattr(obj, "name", None), str):
@@ -107,10 +120,27 @@ def _import_policy(name: str, target: str) -> type[Policy]:
     return obj
 
 
+def _first_line(e: BaseException) -> str:
+    """``KeyError: 'x'``: an exception in one line of at most 200 characters (the traceback chains it)."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(e).__name__}: {first if len(first) <= 200 else first[:200] + '…'}"
+
+
 def make_policy(spec: str, ctx: PolicyContext, **overrides: Any) -> Policy:
     name, params = parse_policy_spec(spec)
     params.update(overrides)
-    return policy_class(name)(ctx, **params)
+    cls = policy_class(name)
+    if cls.__module__.startswith("hetsync."):
+        return cls(ctx, **params)
+    try:  # a policy of your own: what its constructor raises is refused in one line
+        return cls(ctx, **params)
+    except BadInput:
+        raise
+    except SystemExit as e:
+        raise BadInput(f"policy {name!r}: creating it called sys.exit({e.code!r})") from None
+    except Exception as e:
+        raise BadInput(f"policy {name!r}: creating it raised {_first_line(e)}") from e
 
 
 __all__ = ["REGISTRY", "Policy", "PolicyContext", "make_policy", "parse_policy_spec", "policy_class"]

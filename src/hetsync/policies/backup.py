@@ -40,7 +40,7 @@ from hetsync.policies.base import (
 
 @dataclass(frozen=True, kw_only=True)
 class BackupConfig(PolicyConfig):
-    b: int = param(1, help="backup workers: gradients ignored per round (< workers)", ge=0)
+    b: int = param(1, help="backup workers: gradients ignored per round", ge=0, below_workers=True)
 
 
 class BackupWorkers(Policy):

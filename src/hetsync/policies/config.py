@@ -51,6 +51,7 @@ class _Meta:
     lt: float | None
     choices: tuple[str, ...]
     quiet: bool
+    below_workers: bool
 
 
 def param(
@@ -63,14 +64,28 @@ def param(
     lt: float | None = None,
     choices: tuple[str, ...] = (),
     quiet: bool = False,
+    below_workers: bool = False,
 ) -> T:
     """A config field: ``default``, one line of ``help``, bounds (``ge``: >=,
     ``gt``: >, ``le``: <=, ``lt``: <) and, for text, the allowed ``choices``
     (matched ignoring case and surrounding spaces). An integer without ``le``
     is bounded by ``INT_PARAM_MAX``. A ``quiet`` parameter (an option most
     runs leave off, such as a staleness remedy) is listed after the others
-    and left out of the policy's label while at its default."""
-    meta = _Meta(default=default, help=help, ge=ge, gt=gt, le=le, lt=lt, choices=choices, quiet=quiet)
+    and left out of the policy's label while at its default. A
+    ``below_workers`` parameter counts workers (receivers per sender, backup
+    workers): a value given for it must be less than the run's worker count
+    (its default is the policy's to fit to a smaller cluster)."""
+    meta = _Meta(
+        default=default,
+        help=help,
+        ge=ge,
+        gt=gt,
+        le=le,
+        lt=lt,
+        choices=choices,
+        quiet=quiet,
+        below_workers=below_workers,
+    )
     return dataclasses.field(default=default, metadata={_META_KEY: meta})
 
 
@@ -88,6 +103,7 @@ class ParamSpec:
     lt: float | None = None
     choices: tuple[str, ...] = ()
     quiet: bool = False  # listed last; in the label only when set to another value than its default
+    below_workers: bool = False  # a value given must be < the run's workers
 
     @property
     def maximum(self) -> float | None:
@@ -102,13 +118,14 @@ class ParamSpec:
         what = _TYPES[self.type]
         low = (self.ge, "[", ">=") if self.ge is not None else (self.gt, "(", ">") if self.gt is not None else None
         high = (self.le, "]", "<=") if self.le is not None else (self.lt, ")", "<") if self.lt is not None else None
+        fewer = ", < workers" if self.below_workers else ""
         if low and high:
-            return f"{what} in {low[1]}{_num(low[0])}, {_num(high[0])}{high[1]}"
+            return f"{what} in {low[1]}{_num(low[0])}, {_num(high[0])}{high[1]}{fewer}"
         if low:
-            return f"{what} {low[2]} {_num(low[0])}"
+            return f"{what} {low[2]} {_num(low[0])}{fewer}"
         if high:
-            return f"{what} {high[2]} {_num(high[0])}"
-        return what
+            return f"{what} {high[2]} {_num(high[0])}{fewer}"
+        return what + fewer
 
     def describe(self) -> str:
         """One line for ``hetsync policies``: ``s=3  staleness bound in steps (an integer >= 0)``."""
@@ -193,6 +210,7 @@ def _read_params(config_class: type[PolicyConfig]) -> tuple[ParamSpec, ...]:
                 help=meta.help,
                 choices=meta.choices,
                 quiet=meta.quiet,
+                below_workers=meta.below_workers,
                 **bounds,
             )
         )
@@ -203,7 +221,8 @@ def _read_params(config_class: type[PolicyConfig]) -> tuple[ParamSpec, ...]:
 def parse_config(policy: str, config_class: type[C], given: dict[str, object], *, workers: int = 1) -> C:
     """The config of policy ``policy`` from ``given`` (a spec's strings, or
     typed values), defaults for the rest; BadInput naming the policy and the
-    parameter otherwise. ``workers`` bounds an integer times the worker count."""
+    parameter otherwise. ``workers`` bounds an integer times the worker count,
+    and a value given for a ``below_workers`` parameter."""
     specs = config_params(config_class)
     known = {p.name: p for p in specs}
     for key in given:
@@ -217,6 +236,15 @@ def parse_config(policy: str, config_class: type[C], given: dict[str, object], *
         raise BadInput(f"policy {policy!r} {e}") from None
     for p in specs:
         value = getattr(config, p.name)
+        if p.below_workers and p.name in given and value >= workers:
+            fix = (
+                f"give {p.name} <= {workers - 1} or run more workers"
+                if p.problem(workers - 1) is None
+                else "run more workers"
+            )
+            raise BadInput(
+                f"policy {policy!r} parameter {p.name!r} must be < workers, got {value} on {workers} workers: {fix}"
+            )
         if p.type is int and value * workers > INT_PARAM_TIMES_WORKERS_MAX:
             raise BadInput(
                 f"policy {policy!r} parameter {p.name!r} = {value} is too large for {workers} workers: "

@@ -72,7 +72,7 @@ class PeerConfig(PolicyConfig):
 class MulticastConfig(PeerConfig):
     """Peer-to-peer rounds in which each sender multicasts to p receivers or more."""
 
-    p: int = param(2, help="receivers per sender (at least)", ge=1)
+    p: int = param(2, help="receivers per sender (at least)", ge=1, below_workers=True)
 
 
 class PeerPolicy(Policy):

@@ -1,4 +1,8 @@
-"""The torchrun agent that ``hetsync run`` starts for each rank.
+"""The torchrun agent under which hetsync starts plain DDP and the profiling
+job (:func:`hetsync.runtime.launch.launch_module`), and what a rank does to
+die with its launcher (:func:`die_with_parent`). ``hetsync run`` and
+``hetsync launch`` start their ranks without an agent (see
+:mod:`hetsync.runtime.launch`).
 
 It is ``torch.distributed.run`` with two changes, made from outside:
 
@@ -9,9 +13,10 @@ It is ``torch.distributed.run`` with two changes, made from outside:
   is the static one with the listening socket made here, bound to the
   endpoint's address, and handed to the store (``master_listen_fd``).
 - **It dies with its launcher.** ``PR_SET_PDEATHSIG`` (Linux) makes the
-  kernel kill the agent when ``hetsync run`` dies, even by SIGKILL; the
+  kernel kill the agent when its launcher dies, even by SIGKILL; the
   agent passes its own pid on, so its runtime process dies with it in turn
-  (``hetsync.runtime.process``), stopped (SIGSTOP) or not.
+  (``hetsync.runtime.process``), stopped (SIGSTOP) or not. A rank that
+  ``hetsync run`` started itself does the same with the launcher's pid.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from torch.distributed.elastic.rendezvous.api import RendezvousInfo
 from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import StaticTCPRendezvous
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-BACKEND = "hetsync-static"
-PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills this one
+from hetsync.runtime.config import PARENT_PID_ENV as PARENT_PID_ENV  # the process whose death kills this one
+from hetsync.runtime.config import RDZV_BACKEND as BACKEND
+
 _PR_SET_PDEATHSIG = 1
 
 

@@ -27,6 +27,18 @@ if TYPE_CHECKING:
 CONFIG_NAME = "run-config.json"
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 
+# What the launcher (hetsync.runtime.launch) and the ranks it starts agree on. They live here, free
+# of torch, so that the launcher never imports torch: it starts the ranks at once.
+EXIT_STATUS = "exit-status.json"  # written by the server as its last act
+STARTED_FILE_ENV = "HETSYNC_STARTED_FILE"  # set by hetsync run: rank 0 creates it once the group has formed
+PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills a rank (hetsync.runtime.agent.die_with_parent)
+# set by hetsync run: the ranks meet at a store rank 0 hosts (no torchrun agent's), and rank 0's is on
+# the listening socket whose fd STORE_FD_ENV gives, bound to --host
+OWN_STORE_ENV = "HETSYNC_OWN_STORE"
+STORE_FD_ENV = "HETSYNC_STORE_FD"
+STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a rank's start-up timer, in its log
+RDZV_BACKEND = "hetsync-static"  # the rendezvous of a torchrun agent started by hetsync (hetsync.runtime.agent)
+
 
 def _seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

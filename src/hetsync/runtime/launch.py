@@ -1,25 +1,29 @@
-"""``hetsync run``: the runtime on one machine, through PyTorch's launcher.
+"""``hetsync run`` and ``hetsync launch``: the runtime on one machine.
 
-It starts a torchrun agent (:mod:`hetsync.runtime.agent`) once per rank —
-each rank its own single-process node, with static rendezvous at
-``--host:port`` (loopback by default; the store listens on that address
-only) — all running ``-m hetsync.runtime --config OUT/run-config.json``
-(:func:`launch_run`; :func:`launch` passes any runtime arguments).
+It starts the N+1 ranks itself, each as torchrun would (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT`` at ``--host:port``, loopback
+by default; each rank its own single-process node, as before: ``LOCAL_RANK``
+0), all running ``-m hetsync.runtime --config OUT/run-config.json``
+(:func:`launch_run`; :func:`launch` passes any runtime arguments) or the
+user's script. Rank 0 hosts the rendezvous store, listening on that address
+only (:func:`hetsync.runtime.process._form_group`).
 
-Why one launcher agent per rank rather than one agent with N+1 local
-processes: torchelastic's agent stops all of its local processes as soon as
-one fails, so with a single agent one dead worker would end the whole run.
-With an agent per rank a dead worker takes only its own agent down, and the
-server carries on with the others. (On several machines the usual torchrun
-command line works: see the README.)
+Why not torchrun's agent: torchelastic's agent stops all of its local
+processes as soon as one fails, so with a single agent one dead worker would
+end the whole run; an agent per rank (what this launcher used to start) costs
+each rank a second interpreter importing torch before its own starts — most
+of the start-up on a small machine. Started directly, a dead worker takes
+only itself down, and the server carries on with the others. This module
+imports no torch, so the ranks start at once. (On several machines the usual
+torchrun command line works: see the README. Plain DDP, :func:`launch_module`,
+still runs under one torchrun agent.)
 
-Nothing started here outlives ``launch``: each agent runs in its own session
-and its runtime process in another (torchelastic makes that one); both are
-recorded as they appear and, at the end, signalled by process group —
-SIGTERM (with SIGCONT, for a stopped process), then SIGKILL — also when the
-launcher fails or is interrupted. Should the launcher itself be killed, the
-kernel kills the agents, and they their runtime processes
-(``PR_SET_PDEATHSIG``, see :mod:`hetsync.runtime.agent`).
+Nothing started here outlives ``launch``: each rank runs in its own session,
+recorded as it starts and, at the end, signalled by process group — SIGTERM
+(with SIGCONT, for a stopped process), then SIGKILL — also when the launcher
+fails or is interrupted. Should the launcher itself be killed, the kernel
+kills the ranks (``PR_SET_PDEATHSIG``, set by each rank as it joins:
+:func:`hetsync.runtime.agent.die_with_parent`).
 
 Start-up is bounded: a rank that dies before the process group has formed
 stops the run at once, and one that hangs stops it after
@@ -54,9 +58,18 @@ from pathlib import Path
 from typing import IO
 
 from hetsync.errors import BadInput
-from hetsync.runtime.agent import BACKEND, PARENT_PID_ENV
-from hetsync.runtime.config import CONFIG_NAME, DEFAULT_STARTUP_TIMEOUT_S, RunConfig
-from hetsync.runtime.process import EXIT_STATUS, STARTED_FILE_ENV  # written by the server
+from hetsync.runtime.config import (  # (none of them imports torch)
+    CONFIG_NAME,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    EXIT_STATUS,
+    OWN_STORE_ENV,
+    PARENT_PID_ENV,
+    RDZV_BACKEND,
+    STARTED_FILE_ENV,
+    STARTUP_EXPIRED,
+    STORE_FD_ENV,
+    RunConfig,
+)
 
 LOOPBACK = "127.0.0.1"
 OUT_ENV = "HETSYNC_OUT"  # the output folder, for a launched script (hetsync.loop's default)
@@ -98,7 +111,7 @@ def agent_command(
         "hetsync.runtime.agent",
         f"--nnodes={world}",
         f"--nproc-per-node={nproc_per_node}",
-        f"--rdzv-backend={BACKEND}",
+        f"--rdzv-backend={RDZV_BACKEND}",
         f"--rdzv-endpoint={endpoint}",
         "--rdzv-id=hetsync",
         f"--rdzv-conf=rank={rank},timeout={math.ceil(startup_timeout_s)}",
@@ -107,6 +120,33 @@ def agent_command(
         *program,
         *runtime_args,
     ]
+
+
+def rank_command(runtime_args: Sequence[str], *, script: str | None = None) -> list[str]:
+    """A rank's command line: ``-m hetsync.runtime`` (or ``script``, a Python
+    file: ``hetsync launch``) with ``runtime_args``, unbuffered as torchrun runs it."""
+    program = [script] if script is not None else ["-m", "hetsync.runtime"]
+    return [sys.executable, "-u", *program, *runtime_args]
+
+
+def rank_environment(rank: int, world: int, host: str, port: int) -> dict[str, str]:
+    """What torchrun's agent gave rank ``rank`` of ``world``, each rank its own
+    single-process node, with the rendezvous store at ``host:port`` (rank 0
+    hosts it: :data:`STORE_FD_ENV`)."""
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+        "GROUP_WORLD_SIZE": str(world),
+        "ROLE_NAME": "default",
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world),
+        "MASTER_ADDR": host,
+        "MASTER_PORT": str(port),
+        OWN_STORE_ENV: "1",
+    }
 
 
 def launch_ddp(nproc: int, ddp_args: Sequence[str], out_dir: Path, *, host: str = LOOPBACK) -> int:
@@ -200,21 +240,31 @@ def launch(
     started = logs / ".started"  # rank 0 creates it once the process group has formed
     started.unlink(missing_ok=True)
     world = nproc + 1
-    port = free_port(host)
     env = {**_environment(host), **(env or {})}
     env[STARTED_FILE_ENV] = str(started)
     env[OUT_ENV] = str(out_dir)
+    # the rendezvous store's socket, listening from now on: a worker that starts before rank 0 does
+    # waits in its backlog rather than retrying (torch's client backs off up to a second between tries)
+    store = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    port = int(store.getsockname()[1])
     agents: list[_Agent] = []
     try:
         for rank in range(world):
             log = (logs / f"rank-{rank}.log").open("w")
-            cmd = agent_command(rank, world, host, port, runtime_args, startup_timeout_s=startup_s, script=script)
-            agents.append(_Agent(rank, _spawn(cmd, log, env), log))
+            rank_env = {**env, **rank_environment(rank, world, host, port)}
+            fds: tuple[int, ...] = ()
+            if rank == 0:  # it hosts the store on this socket, which it inherits
+                fds = (store.fileno(),)
+                rank_env[STORE_FD_ENV] = str(fds[0])
+            proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds)
+            store.close()  # (rank 0 holds it now: the port closes when rank 0 ends)
+            agents.append(_Agent(rank, proc, log, agent=False))
         startup_limit_s = 2 * startup_s + STARTUP_SLACK_S
         return _supervise(
             agents, out_dir, started, startup_limit_s, timeout_s, on_progress, judge_workers=script is not None
         )
     finally:
+        store.close()
         _stop(agents)
         started.unlink(missing_ok=True)
 
@@ -249,8 +299,15 @@ def _supervise(
         if not formed:
             formed = started.exists()
             # a runtime that refused its input (exit 2) is not a fault: the
-            # server refuses it too, and says why in its log
-            gone = [a for a in agents[1:] if a.proc.poll() is not None and a.exit_code(out_dir) != 2]
+            # server refuses it too, and says why in its log; nor is a worker
+            # that gave up waiting for the group while the server, whose own
+            # start-up timer names the bound, can still say so
+            server_waits = agents[0].proc.poll() is None and not agents[0].stopped()
+            gone = [
+                a
+                for a in agents[1:]
+                if a.proc.poll() is not None and a.exit_code(out_dir) != 2 and not (server_waits and a.gave_up(out_dir))
+            ]
             if not formed and gone and not started.exists():  # (looked again: it may have formed meanwhile)
                 a = gone[0]
                 return _failed(
@@ -270,22 +327,45 @@ def _supervise(
 
 @dataclass
 class _Agent:
-    """One rank's torchrun agent and the processes it started."""
+    """A process the launcher started: one rank itself (``agent`` false), or
+    a torchrun agent and the processes it started."""
 
     rank: int
     proc: subprocess.Popen[bytes]
     log: IO[str]
     children: dict[int, int] = field(default_factory=dict)  # pid: start time (a pid can be reused)
+    agent: bool = True
+
+    def __post_init__(self) -> None:
+        stat = None if self.agent else proc_stat(self.proc.pid)
+        if stat is not None:  # a rank is its own runtime process (not yet reaped: its pid is still its own)
+            self.children[self.proc.pid] = stat[3]
 
     def exit_code(self, out_dir: Path) -> int | None:
-        """The rank's runtime process's exit status (negative: the signal),
-        as torchelastic logs it; else the agent's own."""
+        """The rank's runtime process's exit status (negative: the signal):
+        a rank's own, else as torchelastic logs it, else the agent's own."""
+        if not self.agent:
+            return self.proc.returncode
         log = out_dir / "logs" / f"rank-{self.rank}.log"
         try:
             found = re.findall(r"failed \(exitcode: (-?\d+)\)", log.read_text(errors="replace"))
         except OSError:
             found = []
         return int(found[-1]) if found else self.proc.returncode
+
+    def gave_up(self, out_dir: Path) -> bool:
+        """Whether the rank's start-up timer ended it (the group did not form in time)."""
+        try:
+            return STARTUP_EXPIRED in (out_dir / "logs" / f"rank-{self.rank}.log").read_text(errors="replace")
+        except OSError:
+            return False
+
+    def stopped(self) -> bool:
+        """Whether the rank's runtime process is stopped (SIGSTOP): it will not say anything."""
+        return any(
+            (st := proc_stat(pid)) is not None and st[3] == start and st[0] in "Tt"
+            for pid, start in self.children.items()
+        )
 
     def ended(self, out_dir: Path) -> str:
         """How the rank's process ended, in words."""
@@ -307,10 +387,14 @@ def _environment(host: str) -> dict[str, str]:
     return env
 
 
-def _spawn(cmd: list[str], log: IO[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _spawn(
+    cmd: list[str], log: IO[str], env: dict[str, str], *, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
     try:
         # a session of its own: a terminal's Ctrl-C reaches the launcher only, which stops the rest
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=pass_fds
+        )
     except BaseException:
         log.close()
         raise

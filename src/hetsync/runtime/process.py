@@ -35,12 +35,12 @@ import torch.distributed as dist
 from hetsync.errors import BadInput
 from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
+from hetsync.runtime.config import EXIT_STATUS as EXIT_STATUS  # written by the server as its last act
+from hetsync.runtime.config import OWN_STORE_ENV, STARTUP_EXPIRED, STORE_FD_ENV
+from hetsync.runtime.config import STARTED_FILE_ENV as STARTED_FILE_ENV  # rank 0 creates it once the group formed
 from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
-
-EXIT_STATUS = "exit-status.json"  # written by the server as its last act
-STARTED_FILE_ENV = "HETSYNC_STARTED_FILE"  # set by hetsync run: rank 0 creates it once the group has formed
 
 # what rank 0 hands its caller once every run has ended: the runs' summaries
 OnFinished = Callable[[list[dict[str, Any]]], None]
@@ -60,7 +60,7 @@ def run_process(
     from hetsync.optim import warm_up
     from hetsync.runtime.agent import die_with_parent
 
-    die_with_parent()  # under hetsync run: nothing outlives the rank's agent
+    die_with_parent()  # under hetsync run: nothing outlives the launcher (or a torchrun agent)
     opts = options or ProcessOptions()
     torch.set_num_threads(1)  # many processes share the cores
     rank = int(os.environ.get("RANK", "0"))
@@ -106,11 +106,27 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
     later receive, and a worker waits for its next command as long as the
     server takes (deaths are seen at once, as a connection reset, and silence
     by the server's watchdog). So start-up is bounded by a timer instead; it
-    also covers a rank that dies while gloo connects."""
+    also covers a rank that dies while gloo connects.
+
+    Under ``hetsync run`` and ``hetsync launch`` (no torchrun agent,
+    :data:`OWN_STORE_ENV`) rank 0 hosts the rendezvous store on the socket
+    the launcher bound to ``--host`` (:data:`STORE_FD_ENV`; torch's own
+    store, given an address, listens on every interface), and the others
+    connect to it."""
     timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(rank, opts))
     timer.daemon = True
     timer.start()
-    dist.init_process_group("gloo", timeout=timedelta(days=1))
+    if os.environ.get(OWN_STORE_ENV):
+        world = int(os.environ["WORLD_SIZE"])
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        fd = int(os.environ[STORE_FD_ENV]) if rank == 0 else None
+        # (the group's timeout, as env:// gives its store: the timer above bounds start-up)
+        store = dist.TCPStore(
+            host, port, world, rank == 0, timedelta(days=1), wait_for_workers=False, master_listen_fd=fd
+        )
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(days=1))
+    else:
+        dist.init_process_group("gloo", timeout=timedelta(days=1))
     timer.cancel()
     started = os.environ.get(STARTED_FILE_ENV)
     if rank == 0 and started:
@@ -119,7 +135,7 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
 
 def _startup_expired(rank: int, opts: ProcessOptions) -> None:
     message = (
-        f"start-up failed: the process group did not form within startup_timeout_s={opts.startup_timeout_s:g} "
+        f"start-up failed: {STARTUP_EXPIRED}={opts.startup_timeout_s:g} "
         "(a rank died or hangs while starting; see the other ranks' logs)"
     )
     print(f"hetsync.runtime: rank {rank}: {message}", file=sys.stderr, flush=True)
@@ -146,8 +162,9 @@ def _serve_and_report(
     background_eval: bool = False,
 ) -> None:
     """Serve, then leave ``exit-status.json`` as the very last act: a launcher
-    stops waiting for the agents of workers that died once it appears
-    (torchelastic's exit barrier would otherwise wait for them for minutes).
+    stops waiting for the other ranks once it appears (a stopped worker never
+    ends; under torchrun agents, torchelastic's exit barrier would wait for
+    the agents of workers that died for minutes).
 
     ``gradient_stepper`` is :mod:`hetsync.loop`'s: the user's optimizer on
     the server; ``on_finished``: the caller's use of the summaries (its

@@ -45,6 +45,7 @@ import torch
 import torch.distributed as dist
 
 from hetsync.driver import DriverCore, eval_interval_s, policy_context
+from hetsync.driver.policycall import describe
 from hetsync.errors import DeadlockError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
@@ -355,7 +356,7 @@ class _Run:
             self.trace.flush()  # and at every evaluation: a server that dies leaves a readable trace
             self.next_eval = start + self.eval_every_s
             self.next_ckpt = start + srv.opts.checkpoint_every_s
-            self._execute(self.policy.start(start))
+            self._execute(self.core.start_policy(start))
             self._loop()
             wall = self.now()
             self._stop_workers()
@@ -459,7 +460,8 @@ class _Run:
             if not busy and not self.timers:
                 raise DeadlockError(
                     f"{self.label} stalled at t={now:.3f}s: no worker has work and no timer is set "
-                    f"({self.ledger.started_steps} steps started, workers alive: {sorted(srv.alive)})"
+                    f"({self.ledger.started_steps} steps started, workers alive: {sorted(srv.alive)}); "
+                    f"the policy's last event: {describe(self.core.heard, self.core.heard_s or 0.0)}"
                 )
             wake = min(limit, self.next_eval, self.timers[0][0] if self.timers else limit)
             try:
@@ -607,7 +609,7 @@ class _Run:
 
     # -------------------------------------------------------- commands
     def deliver(self, event: Event) -> None:
-        self._execute(self.policy.on_event(event))
+        self._execute(self.core.hear(event))
 
     def _execute(self, commands: list[Command]) -> None:
         if self.stopping:

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
+from hetsync.driver.policycall import describe
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
 from hetsync.localmodel import LocalModel, weighted_average
@@ -439,7 +440,7 @@ class Simulation:
             self._compute(tr.then)
 
     def _deliver(self, event: Event) -> None:
-        commands = self.policy.on_event(event)
+        commands = self.core.hear(event)
         if self._messages:
             self._send(commands)
         else:
@@ -630,7 +631,7 @@ class Simulation:
             every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
             self._schedule_link_switches()
-            (self._send if self._messages else self._execute)(self.policy.start(0.0))
+            (self._send if self._messages else self._execute)(self.core.start_policy(0.0))
             if self._net_dirty:
                 self._schedule_net()
             self._loop(every)
@@ -725,7 +726,8 @@ class Simulation:
         busy = [w.index for w in self.workers if w.index in self.computing or w.comm]
         raise DeadlockError(
             f"{self.label} stalled at t={self.now:.6g}s: no event pending, "
-            f"{self.ledger.started_steps} steps started, workers busy: {busy or 'none'}"
+            f"{self.ledger.started_steps} steps started, workers busy: {busy or 'none'}; "
+            f"the policy's last event: {describe(self.core.heard, 0.0)}"
         )
 
     def _outstanding_detail(self) -> dict[str, int]:

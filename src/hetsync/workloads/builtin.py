@@ -24,8 +24,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits, make_classification
-from sklearn.model_selection import train_test_split
 from torch import Tensor, nn
 
 from hetsync.errors import BadInput
@@ -44,6 +42,8 @@ _TEXT_TEST_FRACTION = 0.1
 
 def _split(x: np.ndarray, y: np.ndarray, data_seed: int) -> Split:
     """Stratified train/test split as float32 inputs and int64 labels."""
+    from sklearn.model_selection import train_test_split  # (imported when data is made: 1-2 s per process)
+
     train_x, test_x, train_y, test_y = train_test_split(
         x, y, test_size=_TEST_FRACTION, stratify=y, random_state=data_seed
     )
@@ -58,6 +58,8 @@ def _split(x: np.ndarray, y: np.ndarray, data_seed: int) -> Split:
 @functools.lru_cache(maxsize=8)
 def _digits(data_seed: int) -> Split:
     """scikit-learn's 8x8 digits (1797 samples), pixels scaled to [0, 1], flat [n, 64]."""
+    from sklearn.datasets import load_digits
+
     digits = load_digits()
     return _split(digits.data / 16.0, digits.target, data_seed)
 
@@ -67,6 +69,8 @@ def _classification(
     n_samples: int, n_features: int, n_informative: int, n_classes: int, class_sep: float, data_seed: int
 ) -> Split:
     """``make_classification`` data, standardised with the training split's statistics."""
+    from sklearn.datasets import make_classification
+
     x, y = make_classification(
         n_samples=n_samples,
         n_features=n_features,
