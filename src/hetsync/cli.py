@@ -492,9 +492,8 @@ def _check_md(args: argparse.Namespace, out: Path, inputs: Sequence[Path | str |
     path = Path(md).resolve()
     if any(x is not None and Path(x).resolve() == path for x in inputs):
         raise BadInput(f"--md {md} is one of this command's inputs: write the page to another file")
-    try:
-        rel = path.relative_to(out.resolve()).as_posix()
-    except ValueError:
+    rel = outdir.inside(out, path)
+    if rel is None:
         return
     if rel != "report.md" and outdir.hetsync_writes(rel):
         raise BadInput(

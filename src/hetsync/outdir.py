@@ -175,7 +175,7 @@ def recorded(out: Path, present: Sequence[str] | None = None) -> list[str]:
 def record(out: Path, paths: Iterable[Path]) -> None:
     """Add ``paths`` (files hetsync wrote in ``out`` outside a run, e.g.
     ``hetsync report`` redrawing the plots) to the folder's manifest."""
-    rels = {r for r in (_inside(out, p) for p in paths) if r is not None}
+    rels = {r for r in (inside(out, p) for p in paths) if r is not None}
     manifest = read_manifest(out) or {"version": 1, "state": "complete", "files": []}
     key = "files" if manifest.get("state") != "running" else None
     if key is None or not rels:
@@ -198,7 +198,7 @@ def _prune(out: Path, folder: Path) -> None:
         folder = folder.parent
 
 
-def _inside(out: Path, path: Path | str) -> str | None:
+def inside(out: Path, path: Path | str) -> str | None:
     """``path`` relative to ``out`` (``/``-separated), or None if it is not inside it."""
     try:
         return Path(path).resolve().relative_to(out.resolve()).as_posix()
@@ -321,7 +321,7 @@ def begin(
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} is a file, not a folder")
     present = _files(out) if out.is_dir() else []
-    staying = {_inside(out, p) for p in stay if p is not None} - {None}
+    staying = {inside(out, p) for p in stay if p is not None} - {None}
     present = [f for f in present if f not in staying]
     extra = tuple(also)
     ours = {f for f in recorded(out, present) if hetsync_writes(f, extra)}  # (checkpoints kept in it stay put)
@@ -332,7 +332,7 @@ def begin(
             f"({_show(theirs)}): move them, or choose another --out"
         )
     for given in inputs:
-        rel = _inside(out, given) if given is not None else None
+        rel = inside(out, given) if given is not None else None
         if rel is None or rel in staying:
             continue
         if rel in ours or hetsync_writes(rel, extra):
