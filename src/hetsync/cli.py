@@ -57,11 +57,24 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=argcheck.seed, default=None, help="override the scenario's seed (0..2**32-1)")
 
 
+def _path_arg(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument(
+        "--path",
+        choices=["ps", "collective"],
+        default=default,
+        help="how a round's gradients travel: ps (through rank 0, which steps and sends the model back, as the "
+        "papers' systems did) or collective (all-reduced among the workers, each taking the step, as DDP does; "
+        "rank 0 still runs the policy; bsp and lb-bsp)"
+        + (f" (default: {default})" if default else " (default: what the script's hetsync.init says, else ps)"),
+    )
+
+
 def _runtime_args(p: argparse.ArgumentParser) -> None:
     """The options of real processes: ``run`` and ``compare --runtime dist``."""
     from hetsync import argcheck, limits
 
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
+    _path_arg(p, "ps")
     p.add_argument(
         "--worker-timeout-s",
         type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
@@ -160,6 +173,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     _nproc_arg(p, 2, "rank 0, which runs the policy,")
     p.add_argument("--out", "-o", type=out_dir, default="runs/loop", help="output folder (default: runs/loop)")
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
+    _path_arg(p, None)
     p.add_argument("script", help="the Python training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -324,7 +338,19 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
     if args.command in ("compare", "simulate", "run"):
         from hetsync.driver import policy_labels, policy_specs  # (the specs on this cluster, before the workload)
 
-        policy_labels(scenario, [args.policy] if args.command == "simulate" else policy_specs(args.policies, scenario))
+        specs = [args.policy] if args.command == "simulate" else policy_specs(args.policies, scenario)
+        policy_labels(scenario, specs)
+        if _launches(args) and getattr(args, "path", "ps") != "ps":  # a policy that cannot use the path: refused now
+            from hetsync.driver import policy_context
+            from hetsync.policies import make_policy
+            from hetsync.runtime.collective import uses_collective
+
+            for spec in specs:
+                uses_collective(args.path, make_policy(spec, policy_context(scenario)))
+            if getattr(args, "checkpoint_dir", None) is not None:
+                raise BadInput(
+                    "checkpoints are not written on the collective path yet: drop --checkpoint-dir or use --path ps"
+                )
     processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
     from hetsync.workloads import make_workload
 
@@ -677,6 +703,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             resume=args.resume,
             throttle=args.throttle,
             pace=args.pace,
+            path=args.path,
         ),
         plots=not args.no_plots,
     )
@@ -734,8 +761,9 @@ def _cmd_launch(args: argparse.Namespace) -> int:
             bar.update(task, description=escape(label), completed=fraction, status=escape(status))
 
         try:
+            env = {} if args.path is None else {"HETSYNC_PATH": args.path}  # (hetsync.runtime.collective.PATH_ENV)
             code = launch.launch(
-                args.nproc, args.script_args, out, host=args.host, on_progress=tick, script=str(script)
+                args.nproc, args.script_args, out, host=args.host, on_progress=tick, script=str(script), env=env
             )
         except KeyboardInterrupt:
             _say(con, f"interrupted; what the run wrote is in {out}/", style="red")

@@ -98,6 +98,7 @@ class Ledger:
         self.max_staleness = 0
         self.curve: list[list[float]] = []
         self.math_time_s = 0.0
+        self.last_lr: float | None = None  # the learning rate of the last gradient Apply
         self.left: list[dict[str, Any]] = []  # workers that left: {"worker", "t", "reason"}
         self.resumed_at_s: float | None = None  # a resumed run: when it went on from its checkpoint
         # delay compensation: the models workers compute on, kept while referenced (module docstring)
@@ -212,6 +213,7 @@ class Ledger:
             weights.append(weight)
         # the schedule's clock: samples applied before this update, in global batches
         lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
+        self.last_lr = lr  # (the collective path hands it to the workers, who take the step)
         if cmd.compensate > 0:
             recs = [(self._compensated(rec, cmd.compensate), weight) for rec, weight in recs]
         kind = recs[0][0].kind

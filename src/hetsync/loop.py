@@ -138,6 +138,7 @@ from hetsync.optim import (
     wait_for,
 )
 from hetsync.runtime import protocol as P
+from hetsync.runtime.collective import PATH_ENV, RoundReducer, check_path, uses_collective, workers_group
 from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.worker import OUTBOX_MAX, Done, WorkerProcess
@@ -166,6 +167,7 @@ def init(
     checkpoint_dir: str | Path | None = None,
     checkpoint_every_s: float = 10.0,
     resume: bool = False,
+    path: str | None = None,
     **overrides: Any,
 ) -> Sync:
     """Join the run as the rank torchrun made this process (rank 0: the
@@ -203,6 +205,12 @@ def init(
         resume: continue from the checkpoint in ``checkpoint_dir``; each
             worker's :attr:`Sync.first_step` and :meth:`Sync.loader` go on
             from where the checkpoint left it.
+        path: how a round's gradients travel: ``"ps"`` (to rank 0, which
+            steps and sends the model back, as the papers' systems do) or
+            ``"collective"`` (all-reduced among the workers during backward,
+            each stepping your optimizer, as DDP does; rank 0 only decides:
+            :mod:`hetsync.runtime.collective`; BSP and LB-BSP). Default:
+            ``$HETSYNC_PATH`` (``hetsync launch --path``), else ``"ps"``.
         overrides: scenario keys (``max_time_s=60``, ``target={...}``).
     """
     global _active
@@ -213,6 +221,11 @@ def init(
 
     sc = _scenario(scenario, world - 1, overrides)
     policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
+    path = check_path(path if path is not None else os.environ.get(PATH_ENV, "ps"))
+    from hetsync.driver import policy_context
+    from hetsync.policies import make_policy
+
+    uses_collective(path, make_policy(policy, policy_context(sc)))  # (BadInput: a policy that cannot)
     if rank == 0:  # (also in the summary's notes, which hetsync launch shows)
         for note in sc.notes:
             print(f"hetsync: note: {note}", file=sys.stderr, flush=True)
@@ -240,6 +253,7 @@ def init(
         checkpoint_dir=checkpoints,
         checkpoint_every_s=checkpoint_every_s,
         resume=resume,
+        path=path,
     )
     from hetsync.runtime.agent import die_with_parent
 
@@ -861,6 +875,61 @@ class _LoopWorker(WorkerProcess):
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()
         self._advance()
 
+    # the collective path (hetsync.runtime.collective): the user's optimizer takes each round's step
+    def _start_rounds(self) -> None:
+        """Gradients go into the round's buckets as backward produces them
+        (each bucket's all-reduce starts once it is full, as DDP's reducer does)."""
+        if self.reducer is not None:
+            return
+        params = self.flat.params
+        self.reducer = RoundReducer([p.numel() for p in params], group=workers_group())
+        for i, p in enumerate(params):
+            p.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
+
+    def _grad_ready(self, index: int, param: nn.Parameter) -> None:
+        reducer = self.reducer
+        if self.collective and reducer is not None and reducer.active and self.pending is not None:
+            with self._group_may_break():
+                reducer.add(index, param.grad)
+
+    def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:
+        assert self.reducer is not None
+        with self._group_may_break():
+            if not self.reducer.active:  # (no round began with the step: a continuous one)
+                self.reducer.begin(samples)
+            for i, p in enumerate(self.flat.params):
+                if i not in self.reducer.seen:
+                    self.reducer.add(i, p.grad)
+
+    def _apply_round(self, lr: float, version: int) -> int:
+        """The user's optimizer steps on the round's batch-weighted mean
+        gradient, written into the parameters' ``.grad`` — DDP's step (at the
+        policy's rate relative to the scenario's: 1 for BSP and LB-BSP)."""
+        assert self.reducer is not None
+        if not self.reducer.active:
+            raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
+        with self._group_may_break():
+            self.reducer.mean_into_grads(self.flat.params)
+        if not self.collective:
+            return 0  # (the round is lost: the server's next pull brings the model)
+        ratio = lr / self.sc.lr if self.sc.lr else 1.0
+        lrs = [g["lr"] for g in self.opt.param_groups]
+        if ratio != 1.0:
+            for g in self.opt.param_groups:
+                g["lr"] = g["lr"] * ratio
+        self.opt.step()
+        if ratio != 1.0:
+            for g, group_lr in zip(self.opt.param_groups, lrs, strict=True):
+                g["lr"] = group_lr
+        self.model.base_version = version
+        return 0
+
+    def _fetch(self) -> tuple[torch.Tensor | None, float]:
+        if not self.collective:
+            return super()._fetch()
+        with self.model_lock:  # (not during a round's step)
+            return self.flat.flat(), 1.0
+
     def _hyper(self) -> tuple[float, ...] | None:
         """The settings the last step ran at, if the server has not had them yet
         (a gradient push carries the gradient of the last step)."""
@@ -923,6 +992,8 @@ class _LoopWorker(WorkerProcess):
             elif isinstance(cmd, P.StopCmd):
                 self._bye()
                 self.done = True
+            elif self._zero_order(cmd):
+                self._zero_round()
             elif isinstance(cmd, P.WorkCmd):
                 done, out = self._transfers(cmd, payload, free_since_s=self.free_since_s)
                 if cmd.step is not None:
@@ -934,6 +1005,9 @@ class _LoopWorker(WorkerProcess):
         """The next step may start: the user's loop computes it."""
         start, base = self._begin_step()
         self._sync_module()
+        if self.collective and step.push_after == "grad" and step.local_lr is None:
+            assert self.reducer is not None
+            self.reducer.begin(step.batch_size)  # (its buckets fill during the loop's backward)
         self.pending = (step, done, out, start, base)
 
     def step(self) -> None:
@@ -949,6 +1023,8 @@ class _LoopWorker(WorkerProcess):
         if order.local_lr is not None:  # a local step: the user's optimizer takes it
             self.opt.step()
             self.model.local = self._in_module = self.flat.flat()
+            grad = None
+        elif self.collective and order.push_after == "grad":  # the round's step is taken here, on its pull
             grad = None
         else:  # rank 0's copy of the optimizer will take the step: at this one's settings
             self._take_settings()
@@ -975,8 +1051,10 @@ class _LoopWorker(WorkerProcess):
             return
         self._send_buffers()
         # p2p: the push-sum weight of the model it leaves
-        model = self.model.local if self.model.local is not None else self.flat.flat()
+        model = self.model.local if self.model.local is not None and not self.collective else self.flat.flat()
         self._send(P.Leaving(weight=self.model.weight), model)
+        if self.collective and self.reducer is not None and self.reducer.active:
+            self._zero_round()  # the round it was given and will not compute: the others reduce with it
         self.pending = None
         while True:
             cmd, payload = self._next()
@@ -984,6 +1062,8 @@ class _LoopWorker(WorkerProcess):
                 break
             if isinstance(cmd, P.StopCmd):  # the run ended before the server saw us leave
                 self._bye()
+            elif self._zero_order(cmd):
+                self._zero_round()  # parked: a round of the others'
             elif isinstance(cmd, P.WorkCmd) and (cmd.push is not None or cmd.pull is not None):
                 transfers = dataclasses.replace(cmd, step=None)  # (sent before the server knew)
                 self._send_report(*self._transfers(transfers, payload, free_since_s=self._now_s()))

@@ -8,6 +8,9 @@ hetsync policy through the wrapper (any other first argument: the policy).
         saves its running statistics as OUT/buffers-<worker>.pt when its loop ends)
     hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS cuda  (the model and its batches on the
         GPU, every rank on cuda:0; the transports stay on the CPU)
+    hetsync launch --nproc 2 --out OUT loop_train.py POLICY OUT STEPS uneven  (worker w's loop ends 4·w
+        steps early)
+    hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS accumulate  (two backward passes per step)
     hetsync launch --nproc 2 --out OUT loop_train.py bsp OUT STEPS slow-eval  (evaluate every 0.2 s, each
         taking 1 s; the run's first one also waits until worker 0 has made 6 steps, and fails if it
         waits SLOW_EVAL_WAIT_S: the server must go on serving while it evaluates)
@@ -105,6 +108,8 @@ def wrapped(
     bn: bool = False,
     cuda: bool = False,
     slow_eval: bool = False,
+    uneven: bool = False,
+    accumulate: bool = False,
 ) -> None:
     import hetsync
 
@@ -145,6 +150,8 @@ def wrapped(
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
     sync.fast_forward(sched)  # a resumed loop: the schedule goes on where it was
     taken = sync.first_step
+    if uneven:
+        steps -= 4 * sync.worker
     loader = sync.loader(train, shuffle=False)  # the order DDP's DistributedSampler(shuffle=False) gives
     while taken < steps and not sync.done:
         for x, y in loader:
@@ -153,6 +160,8 @@ def wrapped(
                 os.kill(os.getpid(), signal.SIGKILL)  # a worker dies mid-run
             x, y = x.to(device), y.to(device)
             nn.functional.cross_entropy(model(x), y).backward()
+            if accumulate:  # (a second micro-batch into the same step)
+                nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad()
             sched.step()
@@ -174,7 +183,7 @@ if __name__ == "__main__":
     if mode == "ddp":
         ddp(out, steps)
     else:
-        flags = {"bn", "cuda", "slow-eval"} & set(sys.argv[4:])
+        flags = {"bn", "cuda", "slow-eval", "uneven", "accumulate"} & set(sys.argv[4:])
         extra = [a for a in sys.argv[4:] if a not in flags] + [""] * 3
         kill = None if extra[0] in ("", "-") else int(extra[0])
         wrapped(
@@ -187,4 +196,6 @@ if __name__ == "__main__":
             "bn" in flags,
             "cuda" in flags,
             "slow-eval" in flags,
+            "uneven" in flags,
+            "accumulate" in flags,
         )

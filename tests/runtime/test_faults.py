@@ -222,8 +222,9 @@ def test_a_worker_stopped_at_start_up_stops_the_run_after_the_start_up_timeout(r
     assert run.leftovers() == []  # the stopped process too
 
 
-def test_a_worker_killed_mid_run(run_in):
-    run = run_in(2, "--worker-timeout-s", "3")
+@pytest.mark.parametrize("path", ["ps", "collective"])  # collective: the survivor's all-reduce fails; on to ps
+def test_a_worker_killed_mid_run(run_in, path):
+    run = run_in(2, "--worker-timeout-s", "3", "--path", path)
     run.until(run.started)
     time.sleep(1.0)
     run.signal(signal.SIGKILL, 2)
@@ -233,6 +234,8 @@ def test_a_worker_killed_mid_run(run_in):
     bsp = _summary(run)[0]
     assert [x["worker"] for x in bsp["workers_left"]] == [1]
     assert bsp["stop_reason"] == "max_time"
+    assert bsp["path"] == path and (bsp["path_fallback"] is not None) == (path == "collective")
+    assert bsp["updates"] > bsp["path_fallback"]["version"] if path == "collective" else True  # it went on
     assert run.leftovers() == []
 
 

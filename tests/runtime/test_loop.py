@@ -30,8 +30,9 @@ SCRIPT = Path(__file__).with_name("loop_train.py")
 FAULTS = Path(__file__).with_name("loop_faults.py")  # every worker goes wrong its own way
 
 
-def launched(out: Path, policy: str, steps: int, *extra: str, nproc: int = 2) -> list[dict]:
-    code = launch(nproc, [policy, str(out), str(steps), *extra], out, timeout_s=240, script=str(SCRIPT))
+def launched(out: Path, policy: str, steps: int, *extra: str, nproc: int = 2, path: str = "ps") -> list[dict]:
+    env = {"HETSYNC_PATH": path}  # (hetsync launch --path)
+    code = launch(nproc, [policy, str(out), str(steps), *extra], out, timeout_s=240, script=str(SCRIPT), env=env)
     assert code == 0, server_log_tail(out)
     return json.loads((out / "summary.json").read_text())
 
@@ -46,9 +47,10 @@ def ddp(out: Path, steps: int, nproc: int = 2) -> dict[str, torch.Tensor]:
     return torch.load(out / "ddp.pt", weights_only=True)
 
 
-def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path):
+@pytest.mark.parametrize("path", ["ps", "collective"])
+def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path, path):
     steps = 20  # the StepLR halves the lr at 5, 10, 15: the server must follow the workers' schedule
-    runs = launched(tmp_path, "bsp", steps)
+    runs = launched(tmp_path, "bsp", steps, path=path)
     ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)  # a state_dict, loadable as is
     reference = ddp(tmp_path, steps)
     assert sorted(ours) == sorted(reference)
@@ -65,6 +67,7 @@ def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path):
     assert moved > 0.05  # trained, and the frozen layer was left alone:
     assert torch.equal(ours["frozen.weight"], start.state_dict()["frozen.weight"])
     (run,) = runs
+    assert run["path"] == path and run["path_fallback"] is None
     assert run["steps"] == 2 * steps and run["updates"] == steps and run["stop_reason"] == "no workers left"
     assert [x["reason"] for x in run["workers_left"]] == ["its training loop ended"] * 2
     assert run["final_metrics"]["accuracy"] > 0.5
@@ -151,9 +154,12 @@ def test_every_policy_trains_your_model_to_the_end_of_your_loop(tmp_path, policy
     assert isinstance(torch.load(tmp_path / f"model-{run['trace'][6:-6]}.pt", weights_only=True), dict)
 
 
-def test_a_worker_that_dies_leaves_and_the_others_finish(tmp_path):
-    # worker 1 is killed at its 4th step: the run goes on without it, and fails (issue 26: loud failures)
-    code = launch(3, ["bsp", str(tmp_path), "12", "1"], tmp_path, timeout_s=240, script=str(SCRIPT))
+@pytest.mark.parametrize("path", ["ps", "collective"])
+def test_a_worker_that_dies_leaves_and_the_others_finish(tmp_path, path):
+    # worker 1 is killed at its 4th step: the run goes on without it, and fails (issue 26: loud failures);
+    # on the collective path the others' all-reduce fails, and the run goes on through rank 0
+    env = {"HETSYNC_PATH": path}
+    code = launch(3, ["bsp", str(tmp_path), "12", "1"], tmp_path, timeout_s=240, script=str(SCRIPT), env=env)
     reason = launcher_reason(tmp_path)
     assert code == 1 and reason is not None and reason.startswith("worker 1 (rank 2) failed: "), reason
     assert "\n" not in reason  # the other workers did not fail
@@ -162,6 +168,9 @@ def test_a_worker_that_dies_leaves_and_the_others_finish(tmp_path):
     assert gone[1].startswith("connection lost")
     assert gone[0] == gone[2] == "its training loop ended"
     assert run["per_worker"]["steps"][0] == run["per_worker"]["steps"][2] == 12
+    if path == "collective":
+        assert run["path"] == "collective" and run["path_fallback"]["worker"] == 1, run["path_fallback"]
+    assert run["final_metrics"]["accuracy"] > 0.4
 
 
 def test_init_outside_torchrun_says_how_to_launch(monkeypatch):
@@ -235,3 +244,25 @@ def test_a_default_sampler_splits_over_the_workers_and_a_second_step_without_bac
         log = (out / "logs" / f"rank-{worker + 1}.log").read_text()
         assert f"worker {worker}: sampler {worker} of 3, 200 samples" in log  # not 150 of 4: all the data
         assert log.count("warning: opt.step() was called again without a backward() in between") == 1, log
+
+
+def test_on_the_collective_path_loops_may_end_unevenly_under_lb_bsp(tmp_path):
+    """LB-BSP gives the workers different batches; worker 1's loop ends 4
+    steps before worker 0's. The workers' group needs every member in every
+    round: worker 1 joins the rounds it does not compute with zero weight
+    until the run ends, and nobody hangs."""
+    (run,) = launched(tmp_path, "lb-bsp", 12, "uneven", path="collective")
+    assert run["path"] == "collective" and run["path_fallback"] is None
+    assert run["per_worker"]["steps"] == [12, 8], run["per_worker"]
+    assert run["stop_reason"] == "no workers left" and run["outstanding_steps"] == 0
+    assert run["applied_steps"] + run["dropped_steps"] == run["steps"]
+    assert run["final_metrics"]["accuracy"] > 0.4
+
+
+def test_gradient_accumulation_on_the_collective_path_fails_loudly(tmp_path):
+    """Two backward passes per opt.step(): the first has started the buckets'
+    all-reduces, so the second would change gradients already reduced."""
+    env = {"HETSYNC_PATH": "collective"}
+    code = launch(2, ["bsp", str(tmp_path), "6", "accumulate"], tmp_path, timeout_s=240, script=str(SCRIPT), env=env)
+    reason = launcher_reason(tmp_path)
+    assert code == 1 and reason is not None and "gradient accumulation" in reason and "path='ps'" in reason, reason

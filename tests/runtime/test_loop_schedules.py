@@ -37,20 +37,25 @@ def reference(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize(
-    "family",
+    ("family", "path"),
     [
-        "onecycle",  # SGD + Nesterov; lr and momentum cycled; rank 0 never sees the scheduler
-        "cyclic",  # AdamW; lr and beta1 cycled; rank 0 built it too
-        "lambda",  # AdamW; one lambda per parameter group; rank 0 never sees the scheduler
-        "sequential",  # SGD + momentum; ChainedScheduler(SequentialLR(LinearLR, CosineAnnealingLR), StepLR)
+        ("onecycle", "ps"),  # SGD + Nesterov; lr and momentum cycled; rank 0 never sees the scheduler
+        ("cyclic", "ps"),  # AdamW; lr and beta1 cycled; rank 0 built it too
+        ("lambda", "ps"),  # AdamW; one lambda per parameter group; rank 0 never sees the scheduler
+        ("sequential", "ps"),  # SGD + momentum; ChainedScheduler(SequentialLR(LinearLR, CosineAnnealingLR), StepLR)
+        # the collective path (hetsync.runtime.collective): the workers all-reduce during backward and
+        # each steps its own optimizer with its own scheduler, as under DDP
+        ("onecycle", "collective"),
+        ("cyclic", "collective"),
     ],
 )
-def test_bsp_in_your_loop_follows_the_workers_scheduler_as_ddp_does(tmp_path, reference, family):
-    code = launch(2, [family, str(tmp_path), str(STEPS)], tmp_path, timeout_s=240, script=str(SCRIPT))
+def test_bsp_in_your_loop_follows_the_workers_scheduler_as_ddp_does(tmp_path, reference, family, path):
+    env = {"HETSYNC_PATH": path}
+    code = launch(2, [family, str(tmp_path), str(STEPS)], tmp_path, timeout_s=240, script=str(SCRIPT), env=env)
     assert code == 0, server_log_tail(tmp_path)
     ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)
     ddp = torch.load(reference / f"ddp-{family}.pt", weights_only=True)
     assert sorted(ours) == sorted(ddp)
     diff = max((ours[k] - ddp[k]).abs().max().item() for k in ours)
-    print(f"{family}: max |ours - DDP| = {diff:.3g}")
-    assert diff <= 1e-5, f"{family}: the parameters differ from DDP's by {diff:.3g} after {STEPS} steps"
+    print(f"{family} on {path}: max |ours - DDP| = {diff:.3g}")
+    assert diff <= 1e-5, f"{family} on {path}: the parameters differ from DDP's by {diff:.3g} after {STEPS} steps"

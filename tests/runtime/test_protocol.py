@@ -23,7 +23,7 @@ floats = st.floats(allow_nan=False)  # every other float, inf and subnormals inc
 kinds = st.sampled_from(["grad", "delta"])
 peers = st.lists(workers, max_size=64).map(tuple)
 
-pull_orders = st.builds(P.PullOrder, version=counts, sent_s=times)
+pull_orders = st.builds(P.PullOrder, version=counts, sent_s=times, apply_lr=st.none() | floats)
 step_orders = st.builds(
     P.StepOrder,
     batch_size=counts,
@@ -46,6 +46,7 @@ commands = st.one_of(
         p2p=st.booleans(),
         first_step=counts,
         drawn=counts,
+        collective=st.booleans(),
     ),
     work_cmds,
     st.builds(P.StopCmd),
@@ -73,7 +74,16 @@ computed = st.builds(
     downlink_Bps=floats,
 )
 hypers = st.none() | st.lists(floats, min_size=1, max_size=12).map(tuple)
-pushed = st.builds(P.Pushed, kind=kinds, steps=counts, samples=counts, base_version=counts, start_s=times, hyper=hypers)
+pushed = st.builds(
+    P.Pushed,
+    kind=kinds,
+    steps=counts,
+    samples=counts,
+    base_version=counts,
+    start_s=times,
+    hyper=hypers,
+    carried=st.booleans(),
+)
 reports = st.one_of(
     st.builds(P.ResetDone),
     st.builds(P.Bye),
@@ -318,3 +328,22 @@ def test_bad_messages_and_headers_are_refused_with_what_is_wrong():
         P.decode_report(rep)
     with pytest.raises(ValueError, match="lists 2 workers but 1 were given"):
         P.decode_command(P.MulticastCmd(exchange=1, receivers=(1, 2)).encode(), (1,))
+
+
+def test_a_collective_pull_and_a_carried_push_go_without_a_model():
+    """The collective path (hetsync.runtime.collective): a pull that applies the
+    round reduced among the workers and a push that went into it carry no
+    model-sized payload; an ordinary pull and push still do."""
+    channel = P.Channel(P.FUSE_LIMIT_PARAMS + 1)  # (unfused: the payload is a tensor of its own)
+    apply = P.WorkCmd(pull=P.PullOrder(version=3, sent_s=1.0, apply_lr=0.05))
+    assert len(channel.pack_message(apply)) == 1
+    assert not P.command_has_payload(apply.encode())
+    plain = P.WorkCmd(pull=P.PullOrder(version=3, sent_s=1.0))
+    assert P.command_has_payload(plain.encode())
+    with pytest.raises(ValueError, match="with a model-sized payload"):
+        channel.pack_message(plain)
+    carried = P.WorkDone(pushed=P.Pushed(kind="grad", steps=1, samples=32, base_version=2, start_s=0.5, carried=True))
+    assert not P.report_has_payload(carried.encode())
+    assert len(channel.pack_message(carried)) == 1
+    sent = dataclasses.replace(carried, pushed=dataclasses.replace(carried.pushed, carried=False))
+    assert P.report_has_payload(sent.encode())

@@ -370,6 +370,10 @@ class Policy:
     config: PolicyConfig
     # "ps": parameter server (push / pull / apply); "p2p": peer to peer
     topology: ClassVar[str] = "ps"
+    # every exchange is a round that closes with one Apply of the batch-weighted mean
+    # gradient over the workers that computed in it, each of whom then pulls: a data
+    # plane may all-reduce the round among the workers instead (hetsync.runtime.collective)
+    collective: ClassVar[bool] = False
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         self.ctx = ctx

@@ -33,6 +33,7 @@ from hetsync.policies.base import (
 
 class BSP(Policy):
     name = "bsp"
+    collective = True  # rounds of a batch-weighted gradient mean (path=collective all-reduces them)
     summary = "bulk synchronous: wait for all N gradients, apply their mean, all pull"
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:

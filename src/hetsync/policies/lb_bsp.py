@@ -257,6 +257,7 @@ class LBBSPConfig(PolicyConfig):
 
 class LBBSP(BalancedBSP):
     name = "lb-bsp"
+    collective = True  # rounds of a batch-weighted gradient mean (path=collective all-reduces them)
     summary = "BSP with per-worker batch sizes re-sized at every barrier for equal finish (LB-BSP, SoCC 2020)"
     config_class = LBBSPConfig
     config: LBBSPConfig

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue each policy from its checkpoint in --checkpoint-dir")
     p.add_argument("--throttle", action="store_true", help="make transfers last model bytes / the worker's bandwidth")
     p.add_argument("--pace", action="store_true", help="make steps last as long as the scenario models them")
+    p.add_argument("--path", choices=["ps", "collective"], default="ps", help="how a round's gradients travel")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--kill-worker", type=int, default=None, help="fault injection: this worker dies (SIGKILL) ...")
     p.add_argument("--kill-at-s", type=float, default=None, help="... this many seconds into each run")
@@ -81,6 +82,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
             pace=args.pace,
             kill_worker=args.kill_worker,
             kill_at_s=args.kill_at_s,
+            path=args.path,
         ),
         plots=not args.no_plots,
     )

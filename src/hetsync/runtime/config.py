@@ -64,6 +64,9 @@ class ProcessOptions:
     pace: bool = False
     kill_worker: int | None = None  # fault injection: this worker dies (SIGKILL) ...
     kill_at_s: float | None = None  # ... at this time into each run
+    # the data plane of gradient rounds: "ps" (through rank 0, as the papers' systems) or
+    # "collective" (all-reduced among the workers: hetsync.runtime.collective)
+    path: str = "ps"
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -75,6 +78,8 @@ class ProcessOptions:
             raise BadInput(f"kill_worker must be a worker index, got {self.kill_worker!r}")
         if self.kill_at_s is not None:
             _seconds("kill_at_s", self.kill_at_s, 0, limits.MAX_TIME_S)
+        if self.path not in ("ps", "collective"):
+            raise BadInput(f"path must be ps or collective, got {self.path!r}")
 
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where

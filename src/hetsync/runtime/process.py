@@ -127,6 +127,10 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(days=1))
     else:
         dist.init_process_group("gloo", timeout=timedelta(days=1))
+    if opts.path == "collective":  # (every rank, in the same order: new_group is collective)
+        from hetsync.runtime.collective import form_workers_group
+
+        form_workers_group(dist.get_world_size())
     timer.cancel()
     started = os.environ.get(STARTED_FILE_ENV)
     if rank == 0 and started:

@@ -92,7 +92,10 @@ C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress
     H_FIRST_STEP,  # RESET: the worker's first step number (a resumed run goes on from its checkpoint)
     H_DRAWN,  # RESET: samples the worker's sampler drew before (skipped, so the data order goes on)
     H_CONTINUOUS,  # COMPUTE: repeat the step, each reported, until HALT (Compute.continuous)
-) = range(17)
+    H_COLLECTIVE,  # RESET: gradient rounds are all-reduced among the workers (hetsync.runtime.collective)
+    H_APPLY,  # PULL in a collective run: apply the round just reduced (no model follows)
+    H_APPLY_LR,  # float bits: ... at this learning rate
+) = range(20)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
@@ -129,7 +132,8 @@ R_BUFFERS = 1024  # the module's buffers (BatchNorm statistics) at the head of t
     R_NHYPER,  # with a gradient push: how many float64 optimizer settings follow the message (Pushed.hyper)
     R_WEIGHT,  # float bits, R_FETCHED / R_LEAVING (p2p): the model's push-sum weight; 0 bits: none (1.0)
     R_COMM_S,  # float bits: the worker's transfer time since its previous report that no step overlapped
-) = range(28)
+    R_P_CARRIED,  # the push went into the round's all-reduce (collective path): no payload follows
+) = range(29)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -211,9 +215,11 @@ class ResetCmd:
     p2p: bool = False  # the run is peer to peer
     first_step: int = 0  # the worker's first step number (a resumed run goes on from its checkpoint)
     drawn: int = 0  # samples the worker's sampler drew before (skipped, so the data order goes on)
+    collective: bool = False  # gradient rounds are all-reduced among the workers (hetsync.runtime.collective)
 
     def encode(self) -> torch.Tensor:
         f = {H_TYPE: C_RESET, H_EPOCH_US: to_us(self.epoch_s), H_VERSION: self.version, H_RUN: self.run}
+        f |= {H_COLLECTIVE: int(self.collective)}
         return _header(f | {H_P2P: int(self.p2p), H_FIRST_STEP: self.first_step, H_DRAWN: self.drawn})
 
     @classmethod
@@ -226,15 +232,19 @@ class ResetCmd:
             p2p=bool(h[H_P2P]),
             first_step=h[H_FIRST_STEP],
             drawn=h[H_DRAWN],
+            collective=bool(h[H_COLLECTIVE]),
         )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PullOrder:
-    """The pull part of a :class:`WorkCmd` (the payload: the global model)."""
+    """The pull part of a :class:`WorkCmd` (the payload: the global model;
+    none when ``apply_lr`` is set: a collective run's worker takes the round
+    it has just reduced at that learning rate, and is then at ``version``)."""
 
     version: int
     sent_s: float  # when the server sent it
+    apply_lr: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,6 +282,8 @@ class WorkCmd:
         if self.pull is not None:
             f[H_TYPE] |= C_PULL
             f |= {H_VERSION: self.pull.version, H_SENT_US: to_us(self.pull.sent_s)}
+            if self.pull.apply_lr is not None:
+                f |= {H_APPLY: 1, H_APPLY_LR: _bits(self.pull.apply_lr)}
         if (s := self.step) is not None:
             f[H_TYPE] |= C_COMPUTE
             f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous)}
@@ -293,7 +305,13 @@ class WorkCmd:
             )
         return cls(
             push=_kind_name(h[H_PUSH_KIND]) if t & C_PUSH else None,
-            pull=PullOrder(version=h[H_VERSION], sent_s=from_us(h[H_SENT_US])) if t & C_PULL else None,
+            pull=PullOrder(
+                version=h[H_VERSION],
+                sent_s=from_us(h[H_SENT_US]),
+                apply_lr=_float(h[H_APPLY_LR]) if h[H_APPLY] else None,
+            )
+            if t & C_PULL
+            else None,
             step=step,
         )
 
@@ -494,6 +512,7 @@ class Pushed:
     base_version: int
     start_s: float
     hyper: tuple[float, ...] | None = None
+    carried: bool = False  # it went into the round's all-reduce (collective path): no payload
 
     def __post_init__(self) -> None:
         _check_kind("kind", self.kind)
@@ -526,7 +545,7 @@ class WorkDone:
         if (s := self.pushed) is not None:
             f[R_TYPE] |= R_PUSHED
             f |= {R_P_KIND: KINDS[s.kind], R_P_STEPS: s.steps, R_P_SAMPLES: s.samples, R_P_BASE: s.base_version}
-            f |= {R_P_START_US: to_us(s.start_s), R_NHYPER: len(s.hyper or ())}
+            f |= {R_P_START_US: to_us(s.start_s), R_NHYPER: len(s.hyper or ()), R_P_CARRIED: int(s.carried)}
         return _header(f)
 
     @classmethod
@@ -559,6 +578,7 @@ class WorkDone:
                 base_version=h[R_P_BASE],
                 start_s=from_us(h[R_P_START_US]),
                 hyper=_listed_floats(h[R_NHYPER], hyper),
+                carried=bool(h[R_P_CARRIED]),
             )
         return cls(pulled=pulled, computed=computed, pushed=pushed, comm_s=_float(h[R_COMM_S]))
 
@@ -743,7 +763,8 @@ _HDR_F32 = 2 * HEADER_LEN  # float32 slots that carry the int64 header
 
 
 def command_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[H_TYPE]) & (C_RESET | C_PULL))
+    t = int(hdr[H_TYPE])
+    return bool(t & C_RESET or (t & C_PULL and not int(hdr[H_APPLY])))
 
 
 def command_has_peers(hdr: torch.Tensor) -> bool:
@@ -752,7 +773,8 @@ def command_has_peers(hdr: torch.Tensor) -> bool:
 
 
 def report_has_payload(hdr: torch.Tensor) -> bool:
-    return bool(int(hdr[R_TYPE]) & (R_PUSHED | R_FETCHED | R_LEAVING | R_BUFFERS))
+    t = int(hdr[R_TYPE])
+    return bool(t & (R_FETCHED | R_LEAVING | R_BUFFERS) or (t & R_PUSHED and not int(hdr[R_P_CARRIED])))
 
 
 _COMMAND_TYPES = {WorkCmd, *_COMMANDS.values()}

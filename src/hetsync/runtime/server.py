@@ -46,7 +46,7 @@ import torch.distributed as dist
 
 from hetsync.driver import DriverCore, eval_interval_s, policy_context
 from hetsync.driver.policycall import describe
-from hetsync.errors import DeadlockError
+from hetsync.errors import BadInput, DeadlockError
 from hetsync.ledger import ExchangeStats, HeldPush, Ledger
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
@@ -64,7 +64,7 @@ from hetsync.policies.base import (
     TimerFired,
     WorkerLeaving,
 )
-from hetsync.runtime import checkpoint_check
+from hetsync.runtime import checkpoint_check, collective
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
@@ -313,6 +313,19 @@ class _Run:
             self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
         self.core = DriverCore(self.policy, self.ledger, sc)
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
+        # the collective path (hetsync.runtime.collective): rounds reduced among the workers
+        self.collective = collective.uses_collective(server.opts.path, self.policy)
+        if self.collective and server.opts.checkpoint_dir is not None:
+            raise BadInput(
+                "checkpoints are not written on the collective path yet: drop --checkpoint-dir or use --path ps"
+            )
+        self.apply_lr: float | None = None  # collective: the learning rate of the round last applied
+        self.round_sent: set[int] = set()  # collective: the workers given a step of the round being dispatched
+        self.parked: set[int] = set()  # collective: loops ended, kept in the group (zero weight) until the end
+        self.fetch_at: float | None = None  # collective: when the model being fetched was asked for
+        self.held_pulls: list[Pull] | None = None  # fallen back to ps: pulls wait for a worker's model
+        self.path = "collective" if self.collective else "ps"  # (as the run began: the summary's)
+        self.fallback: dict[str, Any] | None = None  # collective: when and why the run fell back to ps
         self.stop_reason = "drained"
         self.progress = Progress(server.opts.out_dir, self.label, run_index, lines=server.opts.progress_lines)
 
@@ -359,6 +372,8 @@ class _Run:
             self._execute(self.core.start_policy(start))
             self._loop()
             wall = self.now()
+            if self.collective:
+                self._fetch_final()
             self._stop_workers()
             if self.p2p is not None:
                 self.p2p.final_evaluation(wall)
@@ -376,6 +391,7 @@ class _Run:
         if self.resumed is not None:
             self.resumed["fresh"] = self._fresh_on_resume()
         extra: dict[str, Any] = {"resumed_from": self.resumed, **self._eval_figures(wall)}
+        extra.update(path=self.path, path_fallback=self.fallback)
         extra["eval_warning"] = self._eval_warning(extra, wall)
         if extra["eval_warning"]:
             print(f"hetsync: {self.label}: {extra['eval_warning']}", file=sys.stderr, flush=True)
@@ -406,6 +422,7 @@ class _Run:
                 version=self.ledger.version,
                 run=self.run_index,
                 p2p=self.p2p is not None,
+                collective=self.collective,
                 # a resumed run: the worker's step numbers, data order and timing noise go on from there
                 first_step=self.peers[w].steps,
                 drawn=self.peers[w].samples,
@@ -419,6 +436,9 @@ class _Run:
         for w in sorted(srv.alive):
             srv._send(w, P.StopCmd())
         self._await_all(P.Bye)
+        for w in sorted(self.parked):  # (collective: their loops ended long ago; the group is done with them)
+            srv._send(w, P.ExitCmd())
+        self.parked.clear()
         srv._reap_sends(wait=True)
 
     def _await_all(self, kind: type[P.ResetDone | P.Bye]) -> None:
@@ -485,6 +505,8 @@ class _Run:
             if now >= self.next_eval:
                 if self.p2p is not None:
                     self.p2p.evaluate(now)
+                elif self.collective:
+                    self._fetch(now)
                 else:
                     self.evaluate_model(now)
                 self.next_eval = now + self.eval_every_s
@@ -511,6 +533,9 @@ class _Run:
 
     # --------------------------------------------------------- reports
     def _report(self, w: int, rep: P.Report, payload: torch.Tensor | None, now: float) -> None:
+        if isinstance(rep, P.Fetched) and (self.collective or self.held_pulls is not None):
+            self._fetched(w, payload)
+            return
         if isinstance(rep, P.Arrived | P.Reduced | P.Fetched | P.Lost):
             if self.p2p is not None:
                 self.p2p.report(w, rep, payload, now)
@@ -522,6 +547,8 @@ class _Run:
         if isinstance(rep, P.Leaving):  # its own training loop ended (hetsync.loop)
             if self.p2p is not None and payload is not None:
                 self.p2p.finished[w] = (payload, rep.weight)  # its model stays in the final average
+            elif self.collective and payload is not None:  # (every worker holds the round's model)
+                self.ledger.theta = payload.clone()
             self._leaving(w, now)
             return
         if isinstance(rep, P.WorkDone) and rep.pushed is not None and rep.pushed.hyper is not None:
@@ -546,6 +573,9 @@ class _Run:
             self.deliver(done)
         if (s := rep.pushed) is not None:
             hyper = p.hyper if s.kind == "grad" else None  # its loop's optimizer settings for this gradient
+            if self.collective and not s.carried:
+                raise RuntimeError(f"worker {w}: a push outside a collective round")
+            # (carried after a fall-back to ps: that round's all-reduce failed, its gradient is lost)
             push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper))
             self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=nbytes))
         if w in self.leaving:
@@ -571,8 +601,13 @@ class _Run:
         self._exit_when_square(w)
 
     def _exit_when_square(self, w: int) -> None:
-        """A leaving worker that owes no report leaves the run (``EXIT``)."""
+        """A leaving worker that owes no report leaves the run (``EXIT``; on
+        the collective path it stays in the workers' group, parked, until the
+        run ends: the others' all-reduces need it)."""
         if self.watchdog.outstanding[w] == 0:
+            if self.collective:
+                self.leaving.discard(w)
+                self.parked.add(w)
             self.left(w, "its training loop ended")
 
     def _continue(self, w: int, now: float) -> None:
@@ -602,6 +637,11 @@ class _Run:
         event = self.core.left(w, now, reason)
         if self.p2p is not None:
             self.p2p.left(w, now)
+        if self.collective:
+            self._fall_back(w)
+        elif self.held_pulls is not None and self.fetch_at is not None:  # (it may have been the one asked)
+            self.fetch_at = None
+            self._fetch(now)
         if w in self.leaving:  # its loop has ended (even if it went silent meanwhile): it waits for EXIT
             self.leaving.discard(w)
             self.srv._send(w, P.ExitCmd())
@@ -614,6 +654,11 @@ class _Run:
     def _execute(self, commands: list[Command]) -> None:
         if self.stopping:
             return
+        self._dispatch(commands)
+        if self.round_sent:  # (the policy's answer is all sent: the round's members are known)
+            self._fill_round()
+
+    def _dispatch(self, commands: list[Command]) -> None:
         for cmd in commands:
             self.core.check(cmd)
             if isinstance(cmd, (Compute, Pull, Push)):
@@ -625,7 +670,10 @@ class _Run:
                 else:
                     self.p2p.allreduce(cmd, self.now())
             elif isinstance(cmd, Apply):
+                if self.collective:
+                    collective.check_round(self.label, cmd.contributions, self.ledger.pushes)
                 self.ledger.apply(cmd, self.now())
+                self.apply_lr = self.ledger.last_lr
             elif isinstance(cmd, Drop):
                 self.ledger.drop(cmd, self.now())
             elif isinstance(cmd, SetTimer):  # (DriverCore.check refused every other command)
@@ -636,9 +684,16 @@ class _Run:
         w = cmd.worker
         if w not in self.srv.alive:
             return
+        if self.held_pulls is not None and isinstance(cmd, Pull):
+            self.held_pulls.append(cmd)  # (sent with the model a worker brings: _fetched)
+            return
         push = cmd.kind if isinstance(cmd, Push) else None
-        model, version = self.ledger.send_model(w) if isinstance(cmd, Pull) else (None, 0)
-        pull = P.PullOrder(version=version, sent_s=self.now()) if isinstance(cmd, Pull) else None
+        if self.collective and isinstance(cmd, Pull):  # no model: the worker takes the round it reduced
+            model, version = None, self.ledger.version
+            pull = P.PullOrder(version=version, sent_s=self.now(), apply_lr=self.apply_lr)
+        else:
+            model, version = self.ledger.send_model(w) if isinstance(cmd, Pull) else (None, 0)
+            pull = P.PullOrder(version=version, sent_s=self.now()) if isinstance(cmd, Pull) else None
         step = cmd if isinstance(cmd, Compute) else cmd.then if isinstance(cmd, Pull) else None
         if w in self.leaving:  # its loop has ended: transfers only
             step = None
@@ -653,9 +708,83 @@ class _Run:
                 self.continuous[w] = step
         if push is None and pull is None and order is None:
             return  # a step the budget no longer allows
+        if self.collective and order is not None and order.push_after == "grad":
+            self.round_sent.add(w)
         work = P.WorkCmd(push=push, pull=pull, step=order)
         if not self.post(w, work, model) and order is not None:
             self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
+
+    # ------------------------------------------------------- collective
+    def _fill_round(self) -> None:
+        """A round's steps are sent: every other worker still in the group
+        (one the policy gave no step, one whose loop has ended) joins its
+        all-reduce with zero weight, so every member issues the same collectives."""
+        given, self.round_sent = self.round_sent, set()
+        for w in sorted((self.srv.alive | self.parked) - given):
+            self.srv._send(w, P.WorkCmd(step=P.StepOrder(batch_size=0, push_after="grad")))  # (owes no report)
+
+    def _fetch(self, now: float) -> None:
+        """Ask a worker for the model (the workers all hold it) to evaluate it as of ``now``."""
+        if self.fetch_at is not None or not self.srv.alive:
+            return  # (the last fetch has not come back yet)
+        self.fetch_at = now
+        self.post(min(self.srv.alive), P.FetchCmd())
+
+    def _fall_back(self, gone: int) -> None:
+        """Worker ``gone`` has left the workers' group for good (it died), so
+        no all-reduce over it can end: the run goes on on the parameter-server
+        path. The round in flight is lost (the workers' all-reduces fail
+        within a second and they keep the model they had); the model the
+        workers hold is fetched from one of them, and the pulls the policy
+        gives meanwhile wait for it, then carry it. The workers' optimizer
+        state stays with them; the server's starts afresh."""
+        if gone in self.parked:
+            return
+        self.collective = False
+        self.round_sent.clear()
+        self.held_pulls = []
+        self.fetch_at = None
+        self.fallback = {"worker": gone, "t": self.now(), "version": self.ledger.version}
+        print(
+            f"hetsync: {self.label}: worker {gone} left the collective path's group at {self.fallback['t']:.1f} s: "
+            "the run goes on through rank 0 (path ps); the round in flight is lost",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.srv.alive:
+            self._fetch(self.now())
+
+    def _fetched(self, w: int, payload: torch.Tensor | None) -> None:
+        self.paid(w, self.now())
+        at, self.fetch_at = self.fetch_at, None
+        if payload is None or at is None:
+            return
+        self.ledger.theta = payload.clone()
+        if self.held_pulls is not None:  # the fall-back's model: the pulls that waited go now
+            held, self.held_pulls = self.held_pulls, None
+            self._execute(list(held))
+            return
+        self.evaluate_model(at)
+
+    def _fetch_final(self) -> None:
+        """The run's final model, from a worker, before they stop."""
+        deadline = time.time() + self.srv.opts.worker_timeout_s
+        while self.srv.alive and time.time() < deadline:
+            if self.fetch_at is None:
+                self._fetch(self.now())
+            try:
+                w, report, payload, error = self.srv.take(max(0.01, deadline - time.time()))
+            except queue.Empty:
+                return
+            if error is not None:
+                self.left(w, error)
+                self.fetch_at = None
+            elif isinstance(report, P.Fetched):
+                self.paid(w, self.now())
+                self.fetch_at = None
+                if payload is not None:
+                    self.ledger.theta = payload.clone()
+                return
 
     def post(self, w: int, cmd: P.Command, payload: torch.Tensor | None = None, *, owes: bool = True) -> bool:
         """Send a command; ``owes``: the worker owes one report for it."""

@@ -28,11 +28,14 @@ step locally and commits it: the step is the update.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +44,11 @@ import torch.distributed as dist
 
 from hetsync.driver import TimingModel, policy_context
 from hetsync.localmodel import LocalModel
-from hetsync.optim import Stepper, local_steppers
+from hetsync.optim import Stepper, gradient_stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import worker_state_path
+from hetsync.runtime.collective import RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.scenario import Scenario
@@ -90,6 +94,11 @@ class WorkerProcess:
         self.model = LocalModel(None)
         self.steps = 0
         self.p2p = False
+        # the collective path (RESET says so): this worker's side of the rounds' all-reduces, and its
+        # copy of the server's optimizer, which takes each round's step here (hetsync.runtime.collective)
+        self.collective = False
+        self.reducer: RoundReducer | None = None
+        self.replica: Stepper | None = None
         self.channel = P.Channel(workload.n_params)
         self.commands: queue.Queue[tuple[P.Command, torch.Tensor | None] | BaseException] = queue.Queue()
         self.model_lock = threading.Lock()  # the lanes and the steps change the model
@@ -168,6 +177,8 @@ class WorkerProcess:
                 self._reset(cmd, payload)
             elif isinstance(cmd, P.StopCmd):
                 self._bye()
+            elif self._zero_order(cmd):
+                self._zero_round()
             elif isinstance(cmd, P.WorkCmd):
                 self._maybe_die()
                 self._command(cmd, payload)
@@ -178,6 +189,9 @@ class WorkerProcess:
 
     def _bye(self) -> None:
         """The run is over (``STOP``): nothing of it reports after this ``BYE``."""
+        if self.reducer is not None and self.reducer.active:
+            with self._group_may_break():
+                self.reducer.mean()  # (the last round: every member finishes it, so the group stays in step)
         self._save_local_state(every=False)
         for lane in (self.uplink, self.downlink):
             if lane is not None:
@@ -204,7 +218,7 @@ class WorkerProcess:
                     case P.AbortCmd(exchange=e):
                         self.comm.abort(e)
                     case P.FetchCmd():
-                        model, weight = self.comm.fetch()
+                        model, weight = self._fetch()
                         self._send(P.Fetched(weight=weight), model)  # as it is: a step in progress is not in it
                     case P.WorkCmd(push=push, pull=None, step=None) if push and self.uplink is not None:
                         self.uplink.submit(lambda c=cmd: self._background(c, None, self.uplink))
@@ -217,7 +231,14 @@ class WorkerProcess:
         except Exception as e:  # the server is gone
             self.commands.put(e)
 
+    def _fetch(self) -> tuple[torch.Tensor | None, float]:
+        """The model as it is now, and its push-sum weight (``FETCH``)."""
+        return self.comm.fetch()
+
     def _reset(self, cmd: P.ResetCmd, model: torch.Tensor) -> None:
+        self.collective = cmd.collective
+        if self.collective:
+            self._start_rounds()
         self.epoch = cmd.epoch_s
         self.model = LocalModel(
             model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
@@ -236,6 +257,66 @@ class WorkerProcess:
         self.p2p = cmd.p2p
         self.comm.reset()
         self._send(P.ResetDone())
+
+    def _start_rounds(self) -> None:
+        """A collective run starts: the reducer (built once) and a fresh copy of the server's optimizer."""
+        if self.reducer is None:
+            self.reducer = RoundReducer([self.workload.n_params], group=workers_group())
+        self.replica = gradient_stepper(self.sc)
+
+    def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:
+        """This step's gradient goes into the round's all-reduce, weighted by its samples."""
+        assert self.reducer is not None
+        with self._group_may_break():
+            self.reducer.begin(samples)
+            self.reducer.add_flat(grad)
+
+    @contextlib.contextmanager
+    def _group_may_break(self) -> Iterator[None]:
+        """A collective that fails (a member of the workers' group died) ends
+        this worker's collective path: the round is lost, the model stays as
+        it was, and the server, which has seen the death, goes on through
+        rank 0 (its next pull brings the model)."""
+        try:
+            yield
+        except RuntimeError as e:
+            if self.reducer is None or not _group_failure(e):
+                raise
+            print(
+                f"worker {self.w}: the workers' group broke ({str(e).splitlines()[0][:120]}); on to path ps",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._leave_collective()
+
+    def _apply_round(self, lr: float, version: int) -> int:
+        """The round this worker contributed to is reduced: take its step (the
+        server's optimizer's, at ``lr``) on the local model, now at ``version``."""
+        assert self.reducer is not None and self.replica is not None
+        if not self.reducer.active:
+            raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
+        with self._group_may_break():
+            mean = self.reducer.mean()
+            return self.model.load(self.replica.descend(self.model.local, mean, lr), version)  # type: ignore[arg-type]
+        return 0  # (the round is lost: the server's next pull brings the model)
+
+    def _leave_collective(self) -> None:
+        assert self.reducer is not None
+        self.reducer.abandon()
+        self.collective = False
+
+    def _zero_order(self, cmd: P.Command) -> bool:
+        """A collective run's order to join a round with zero weight (a step of batch 0; no report)."""
+        return self.collective and isinstance(cmd, P.WorkCmd) and cmd.step is not None and cmd.step.batch_size == 0
+
+    def _zero_round(self) -> None:
+        """Join a round with zero weight (this worker computes nothing in it)."""
+        assert self.reducer is not None
+        with self._group_may_break():
+            if not self.reducer.active:
+                self.reducer.begin(0)
+            self.reducer.weight = 0.0
+            self.reducer.mean()
 
     def _reset_data(self, drawn: int) -> None:
         """This worker's shard of the workload's data, positioned after the
@@ -331,7 +412,12 @@ class WorkerProcess:
             self.busy.transfer(True, started)
             self._throttle(started)
             with self.model_lock:  # a step in progress finishes on the loaded model
-                overwritten = self.model.load(model, pull.version)
+                if pull.apply_lr is not None:  # collective: the round's step, taken here
+                    overwritten = self._apply_round(pull.apply_lr, pull.version)
+                else:
+                    if self.collective:  # a model came: the server has left the collective path (a member died)
+                        self._leave_collective()
+                    overwritten = self.model.load(model, pull.version)
             end = self._now_s()
             self.busy.transfer(False, end)
             done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, overwritten=overwritten)
@@ -398,13 +484,16 @@ class WorkerProcess:
         a training loop's own (:mod:`hetsync.loop`); None here, where the scenario's recipe is the server's."""
         return None
 
-    def _push(self, done: Done, kind: str) -> torch.Tensor:
+    def _push(self, done: Done, kind: str) -> torch.Tensor | None:
         """Take what the push carries and hold it for the link's time; the
         transfer ends when its report has been sent (:meth:`_send_report`)."""
         start = self._now_s()
         self.busy.transfer(True, start)
         with self.model_lock:
             push = self.model.take_push(kind)
+        carried = self.collective and push.kind == "grad"
+        if carried:  # into the round's all-reduce (it goes on while the report travels)
+            self._contribute(push.payload, push.samples)
         self._throttle(start)
         done.pushed = P.Pushed(
             kind=push.kind,  # type: ignore[arg-type]
@@ -412,8 +501,11 @@ class WorkerProcess:
             samples=push.samples,
             base_version=push.base_version,
             start_s=start,
-            hyper=self._hyper() if push.kind == "grad" else None,
+            hyper=self._hyper() if push.kind == "grad" and not carried else None,
+            carried=carried,
         )
+        if carried:
+            return None
         assert push.payload is not None
         return push.payload
 
@@ -425,3 +517,9 @@ class Done:
     pulled: P.Pulled | None = None
     computed: P.Computed | None = None
     pushed: P.Pushed | None = None
+
+
+def _group_failure(e: BaseException) -> bool:
+    """Whether ``e`` is gloo's word that a peer of a collective is gone."""
+    text = str(e).lower()
+    return "gloo" in text or "connection" in text or "pair" in text

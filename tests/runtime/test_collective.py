@@ -1,0 +1,109 @@
+"""The collective data plane (hetsync.runtime.collective): the pure pieces,
+and the reducer on a real gloo group (tests/runtime/collective_ranks.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hetsync.driver import policy_context
+from hetsync.errors import BadInput, PolicyError
+from hetsync.ledger import HeldPush
+from hetsync.policies import make_policy
+from hetsync.runtime.collective import check_round, plan_buckets, uses_collective
+from hetsync.runtime.launch import LOOPBACK, free_port
+from hetsync.scenario import resolve_scenario
+
+RANKS = Path(__file__).with_name("collective_ranks.py")
+
+
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=30), st.integers(1, 80))
+def test_buckets_cover_every_tensor_once_last_first_within_the_cap(sizes, cap):
+    buckets = plan_buckets(sizes, cap)
+    flat = [i for b in buckets for i in b]
+    assert flat == list(reversed(range(len(sizes))))  # (backward's order: the last parameters first)
+    for b in buckets:
+        assert len(b) == 1 or sum(sizes[i] for i in b) <= cap
+
+
+def _pushes(samples):
+    return {pid: HeldPush(pid, "grad", None, 0, 1, n) for pid, n in enumerate(samples)}
+
+
+def test_a_round_must_be_the_batch_weighted_mean():
+    pushes = _pushes([16, 48])
+    check_round("bsp", [(0, 0.25), (1, 0.75)], pushes)  # BSP's and LB-BSP's weights: taken
+    with pytest.raises(PolicyError, match="path=ps"):
+        check_round("x", [(0, 0.5), (1, 0.5)], pushes)  # equal weights of unequal batches: refused
+
+
+def test_a_policy_whose_exchanges_are_not_rounds_cannot_take_the_path():
+    sc = resolve_scenario("hetero-4", {})
+    assert uses_collective("collective", make_policy("bsp", policy_context(sc)))
+    assert uses_collective("collective", make_policy("lb-bsp", policy_context(sc)))
+    assert not uses_collective("ps", make_policy("asp", policy_context(sc)))
+    for spec in ("asp", "ssp", "local-sgd", "backup", "diloco"):
+        with pytest.raises(BadInput, match="cannot use path=collective.*use path=ps"):
+            uses_collective("collective", make_policy(spec, policy_context(sc)))
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("world", [3, 4])  # rank 0 (in no round) and 2 or 3 workers
+def test_the_reducer_gives_every_worker_the_weighted_mean_on_a_real_group(world):
+    port = free_port()
+    env = {**os.environ, "MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port), "WORLD_SIZE": str(world)}
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(RANKS)], env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        for r in range(world)
+    ]
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        outs.append(out.decode())
+    assert [p.returncode for p in procs] == [0] * world, "\n".join(outs)
+    assert all(f"rank {r}: ok" in outs[r] for r in range(1, world))
+
+
+def test_a_path_a_policy_cannot_use_is_refused_in_one_line_before_anything_starts(tmp_path, capsys):
+    from hetsync.cli import main
+
+    out = tmp_path / "out"
+    code = main(["run", "-s", "hetero-4", "-p", "bsp,asp", "--path", "collective", "--nproc", "2", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "asp cannot use path=collective" in err and "use path=ps" in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
+    args = ["run", "-s", "hetero-4", "-p", "bsp", "--path", "collective", "--checkpoint-dir", str(tmp_path / "c")]
+    code = main([*args, "--nproc", "2", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "collective path" in err and "--checkpoint-dir" in err, err
+
+
+@pytest.mark.dist
+def test_hetsync_run_trains_the_same_model_on_either_path(tmp_path):
+    """BSP on elastic-4-signal (momentum SGD, a step decay, weight decay,
+    clipping) for 40 rounds: through rank 0, or reduced among the workers,
+    each stepping its copy of the server's optimizer — the same model."""
+    from hetsync.cli import main
+
+    models = {}
+    for path in ("ps", "collective"):
+        out = tmp_path / path
+        args = ["run", "-s", "elastic-4-signal", "-p", "bsp", "--nproc", "2", "--path", path, "--no-plots"]
+        code = main([*args, "--set", "max_steps=40", "--set", "max_time_s=120", "--out", str(out)])
+        assert code == 0
+        (run,) = json.loads((out / "summary.json").read_text())
+        assert run["path"] == path and run["updates"] == 40 and run["stop_reason"] == "max_steps"
+        models[path] = torch.load(out / "model-bsp.pt", weights_only=True)
+    diff = max((models["ps"][k] - models["collective"][k]).abs().max().item() for k in models["ps"])
+    assert diff <= 1e-5, diff
