@@ -32,6 +32,7 @@ from hetsync.testing import check_contract, random_cluster
 
 SPECS = [*REGISTRY, "ssp:s=0", "ssp:s=1", "local-sgd:H=1", "local-sgd:H=3", "backup:b=0", "backup:b=2"]
 SPECS += ["elastic-bsp:R=1", "elastic-bsp:R=60", "dssp:s_L=0:r_max=2", "dssp:s_L=1:r_max=0"]
+SPECS += ["elastic-bsp:within=local", "elastic-bsp:R=1:within=local"]
 SPECS += ["diloco:H=1", "diloco:H=3"]
 SPECS += ["p2p-allreduce:sync=ssp:s=1", "p2p-random:sync=ssp:s=0:p=1", "selmcast:sync=ssp", "selmcast:p=1"]
 SPECS += ["selmcast:sync=ssp:s=1:window_s=0.5", "selmcast:sync=ssp:p=1:window_s=30"]
@@ -49,7 +50,9 @@ def clusters():
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=clusters())
 def test_policy_contract(spec, sc):
-    s = check_contract(spec, sc, drains=spec.split(":")[0] in DRAINS)  # the rules: hetsync.testing
+    # (ElasticBSP's local reading leaves unpushed local steps at the stop, as local SGD does)
+    drains = spec.split(":")[0] in DRAINS and "within=local" not in spec
+    s = check_contract(spec, sc, drains=drains)  # the rules: hetsync.testing
     n = sc.workers
     label = s["label"]
     if s["policy"] == "backup":

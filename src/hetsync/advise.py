@@ -40,8 +40,10 @@ user's model; :func:`workload_note` says so, under the ranking and in
 writes it, so ``hetsync report DIR`` works) and ``advice.html``.
 :meth:`Advice.shortlist` is what ``--verify`` runs: the winner, the
 runner-up and BSP; :func:`verify` runs them on the real runtime (as
-``hetsync run`` does) and sets predicted against measured time to target and
-throughput (:class:`Verification`, in ``advice.json`` and the page).
+``hetsync run`` does; on a profiled script's cluster, the user's own script
+as ``hetsync launch`` does, on the cluster the profile emulated:
+:mod:`hetsync.verify_script`) and sets predicted against measured time to
+target and throughput (:class:`Verification`, in ``advice.json`` and the page).
 """
 
 from __future__ import annotations
@@ -984,6 +986,7 @@ class Verified:
     measured_samples_per_s: float | None  # median over the real seeds
     measured_wall_s: float | None
     measured_tta_seeds_s: tuple[float | None, ...] = ()  # per real seed (None: missed the target)
+    measured_note: str | None = None  # why no time to target was measured (the script evaluates no such metric)
 
     @staticmethod
     def _error(predicted: float | None, measured: float | None) -> float | None:
@@ -1015,6 +1018,7 @@ class Verified:
             "samples_per_s_error": self.rate_error,
             "measured_wall_time_s": self.measured_wall_s,
             "measured_time_to_target_per_seed_s": list(self.measured_tta_seeds_s),
+            "measured_note": self.measured_note,
         }
 
 
@@ -1024,6 +1028,8 @@ class Verification:
     folder: str  # the real runs' folder, relative to the advice's
     elapsed_s: float
     seeds: tuple[int, ...] = ()  # the real runs' seeds, one run of each candidate per seed (empty: the run config's)
+    script: str | None = None  # the user's script that ran (hetsync.verify_script); None: the built-in workload
+    emulated: str | None = None  # the cluster the script's runs played (its name), None: none
 
     @property
     def run_folders(self) -> list[str]:
@@ -1056,6 +1062,17 @@ class Verification:
         best = self.fastest
         if rec is None:
             return "verify: nothing was recommended, so nothing to check"
+        if best is None and all(r.measured_note for r in self.rows):
+            note = self.rows[0].measured_note or ""
+            why = (
+                "the script passes no evaluate= to hetsync.init"
+                if note == NO_EVALUATE
+                else f"the script's evaluate returns no {note.removeprefix('no ')}"
+            )
+            return (
+                f"verify: no time to target was measured ({why}), so whether the recommendation held is not known; "
+                "samples/s are compared. To measure it, pass evaluate=fn returning that metric to hetsync.init"
+            )
         if best is None:
             return f"verify: no verified policy reached the target on the real runtime; {rec.label} did not either"
         if best is rec:
@@ -1079,6 +1096,8 @@ class Verification:
             "verdict": self.verdict(),
             "elapsed_s": self.elapsed_s,
             "seeds": list(self.seeds),
+            "script": self.script,
+            "emulated": self.emulated,
         }
 
 
@@ -1102,7 +1121,8 @@ def verify_args(
 
 
 def check_verifiable(scenario: Scenario) -> None:
-    """``--verify`` starts one process per worker and a server on this machine: refuse what it cannot start."""
+    """``--verify`` starts one process per worker and a server on this machine: refuse what it cannot start
+    (and, for a profiled script's cluster, a script, folder or emulated cluster that is gone)."""
     from hetsync import limits
 
     n = scenario.workers
@@ -1116,6 +1136,10 @@ def check_verifiable(scenario: Scenario) -> None:
             f"--verify runs the scenario's {n} workers as processes on this machine, at most {limits.MAX_NPROC}: "
             "advise a smaller cluster with --set workers=N, or run the shortlist with torchrun"
         )
+    if scenario.script is not None:  # a profiled script's cluster: --verify launches that script (verify_script)
+        from hetsync.verify_script import check
+
+        check(scenario)
 
 
 def seed_folder(seed: int) -> str:
@@ -1126,7 +1150,7 @@ def seed_folder(seed: int) -> str:
 def verify(
     advice: Advice,
     out: Path,
-    forwarded: RunConfig,
+    forwarded: RunConfig | None,
     *,
     host: str = "127.0.0.1",
     on_progress: Callable[[str, float, str], None] | None = None,
@@ -1138,7 +1162,10 @@ def verify(
     With ``seeds`` > 1 the shortlist runs once per seed, the first
     ``seeds`` of the ones advise simulated (``verify/seed-N/`` each), and
     the measured figures are the medians over them, as the predicted ones
-    are over the simulated seeds. RuntimeError if the runs failed."""
+    are over the simulated seeds. A profiled script's cluster (its
+    ``script`` key) runs the user's script instead, once per policy
+    (:func:`hetsync.verify_script.run_shortlist`; ``forwarded`` unused).
+    RuntimeError if the runs failed."""
     from hetsync.outdir import begin
 
     if seeds < 1:
@@ -1148,7 +1175,11 @@ def verify(
     specs = advice.shortlist()
     replacing = begin(folder)  # (an earlier verification: set aside until this one finishes)
     try:
-        verified = _verify_runs(advice, forwarded, specs, host=host, on_progress=on_progress, seeds=seeds, t0=t0)
+        if advice.scenario.script is not None:
+            verified = _verify_script(advice, folder, specs, host=host, on_progress=on_progress, seeds=seeds, t0=t0)
+        else:
+            assert forwarded is not None, "the built-in workload's verification needs the run config"
+            verified = _verify_runs(advice, forwarded, specs, host=host, on_progress=on_progress, seeds=seeds, t0=t0)
     except BaseException:
         replacing.finish(False)
         raise
@@ -1188,13 +1219,28 @@ def _verify_runs(
         if code != 0:
             why = launch.launcher_reason(where) or launch.server_log_tail(where)
             raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
-        summaries.append({r["label"]: r for r in json.loads((where / "summary.json").read_text())})
+        by_label = {r["label"]: r for r in json.loads((where / "summary.json").read_text())}
+        summaries.append({spec: by_label.get(_label_of(advice, spec), {}) for spec in specs})
+    rows = verified_rows(advice, specs, summaries)
+    return Verification(rows=rows, folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
+
+
+def _label_of(advice: Advice, spec: str) -> str:
+    return next(r.label for r in advice.ranked if r.candidate.spec == spec)
+
+
+def verified_rows(
+    advice: Advice, specs: Sequence[str], summaries: Sequence[Mapping[str, Mapping[str, Any]]]
+) -> tuple[Verified, ...]:
+    """The prediction against the real runs, one row per spec: ``summaries``
+    holds one mapping per real seed, from spec to that run's summary."""
     by_spec = {r.candidate.spec: r for r in advice.ranked}
     rec = advice.recommendation.label
+    metric = advice.scenario.target_metric
     rows = []
     for spec in specs:
         r = by_spec[spec]
-        per_seed = [real.get(r.label, {}) for real in summaries]
+        per_seed = [real.get(spec, {}) for real in summaries]
         ttas = tuple(_number(m.get("time_to_target_s")) for m in per_seed)
         rows.append(
             Verified(
@@ -1208,9 +1254,57 @@ def _verify_runs(
                 measured_samples_per_s=_median_known(_number(m.get("samples_per_s")) for m in per_seed),
                 measured_wall_s=_median_known(_number(m.get("wall_time_s")) for m in per_seed),
                 measured_tta_seeds_s=ttas,
+                measured_note=next((n for n in (missing_metric(m, metric) for m in per_seed) if n), None),
             )
         )
-    return Verification(rows=tuple(rows), folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
+    return tuple(rows)
+
+
+def missing_metric(run: Mapping[str, Any], metric: str) -> str | None:
+    """Why a real run has no time to target however it went, in a table
+    cell's words: it evaluated nothing (a script that passes no
+    ``evaluate=``: :data:`NO_EVALUATE`), or not the target's metric (``no
+    METRIC``); None when it reported the metric (or is no run)."""
+    if not run:
+        return None
+    metrics = run.get("final_metrics")
+    if not metrics and not run.get("metric_curve"):
+        return NO_EVALUATE
+    if isinstance(metrics, Mapping) and metric not in metrics:
+        return f"no {metric}"
+    return None
+
+
+NO_EVALUATE = "no evaluate="
+"""The measured time to target's cell where the script evaluates nothing (:func:`missing_metric`)."""
+
+
+def _verify_script(
+    advice: Advice,
+    folder: Path,
+    specs: list[str],
+    *,
+    host: str,
+    on_progress: Callable[[str, float, str], None] | None,
+    seeds: int,
+    t0: float,
+) -> Verification:
+    """:func:`verify` on a profiled script's cluster: the user's script, once per spec and seed."""
+    from hetsync.verify_script import run_shortlist
+
+    sc = advice.scenario
+    seed_list = [sc.seed + k for k in range(seeds)]
+    bases = [(seed, folder if seeds == 1 else folder / seed_folder(seed)) for seed in seed_list]
+    labels = {spec: _label_of(advice, spec) for spec in specs}
+    ran = run_shortlist(sc, specs, labels, folder, bases, host=host, on_progress=on_progress)
+    return Verification(
+        rows=verified_rows(advice, specs, ran["summaries"]),
+        folder=VERIFY_DIR,
+        elapsed_s=time.perf_counter() - t0,
+        seeds=tuple(seed_list) if seeds > 1 else (),
+        script=ran["script"],
+        emulated=ran["emulated"],
+    )
 
 
 def _seeded(config: RunConfig, seed: int) -> RunConfig:
@@ -1258,7 +1352,8 @@ def verification_rows(v: Verification) -> tuple[list[str], list[list[str]]]:
             [
                 r.label + (" ★" if r.recommended else ""),
                 _fmt_s(r.predicted_tta_s) + span,
-                (_fmt_s(r.measured_tta_s) if r.measured_tta_s is not None else "not reached") + _seed_span(r),
+                (_fmt_s(r.measured_tta_s) if r.measured_tta_s is not None else r.measured_note or "not reached")
+                + _seed_span(r),
                 err(r.tta_error),
                 rate(r.predicted_samples_per_s),
                 rate(r.measured_samples_per_s),
@@ -1289,7 +1384,12 @@ def verification_table(v: Verification, advice: Advice) -> Any:
             f"verify · predicted (simulator, median over {len(advice.seeds)} seeds) vs measured (real processes"
             + (f", median over {len(v.seeds)} seeds)" if len(v.seeds) > 1 else ")")
         ),
-        caption=f"★ recommended; error: measured / predicted − 1; real runs in {v.folder}/",
+        caption=f"★ recommended; error: measured / predicted − 1; real runs in {v.folder}/"
+        + (
+            f": your script {v.script} under hetsync launch, on {v.emulated or 'no emulated cluster'}"
+            if v.script
+            else ""
+        ),
         header_style="bold",
     )
     headers, rows = verification_rows(v)
@@ -1629,8 +1729,13 @@ def write_html(advice: Advice, out: Path, *, command: str) -> Path:
             f"<p><b>{esc(v.verdict())}</b></p>",
             "<table><caption>"
             + esc(
-                f"predicted: the simulator (median over seeds, range); measured: hetsync run in {v.folder}/; "
-                "error: measured / predicted − 1; ★ recommended"
+                "predicted: the simulator (median over seeds, range); measured: "
+                + (
+                    f"your script {v.script} under hetsync launch, on {v.emulated or 'no emulated cluster'}, "
+                    if v.script
+                    else "hetsync run "
+                )
+                + f"in {v.folder}/; error: measured / predicted − 1; ★ recommended"
             )
             + "</caption>",
             "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in vh) + "</tr>",

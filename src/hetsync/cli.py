@@ -982,12 +982,18 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
     specs = result.shortlist()
     labels = {r.candidate.spec: r.label for r in result.ranked}
     folder = out / advise.VERIFY_DIR
-    _say(
-        con,
-        f"verify: running {', '.join(labels[s] for s in specs)} for real: {result.scenario.workers} worker processes "
-        f"+ 1 server → {folder}/",
-    )
-    forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
+    script = result.scenario.script
+    if script is None:
+        ran = f"{result.scenario.workers} worker processes + 1 server"
+        forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
+    else:  # a profiled script's cluster: the script itself, once per policy (hetsync.verify_script)
+        emulate = script.get("emulate")
+        played = (emulate.get("name", "it") if isinstance(emulate, dict) else emulate) if emulate else None
+        ran = f"your script {script['path']} under hetsync launch on {result.scenario.workers} workers, " + (
+            f"emulating the cluster it was profiled on ({played})" if played else "no emulated cluster (as profiled)"
+        )
+        forwarded = None
+    _say(con, f"verify: running {', '.join(labels[s] for s in specs)} for real: {ran} → {folder}/")
     with Progress(*_progress_columns(), console=con) as bar:
         tasks = {labels[s]: bar.add_task(escape(labels[s]), total=1.0, status="") for s in specs}
 

@@ -218,10 +218,15 @@ def init(
         raise BadInput("hetsync.init was already called in this process; call it once")
     rank, world = _ranks()
     from hetsync.driver import policy_labels
+    from hetsync.run_as import RUN_AS_ENV, impose
 
+    # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
+    policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
     sc = _scenario(scenario, world - 1, overrides)
     policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
-    path = check_path(path if path is not None else os.environ.get(PATH_ENV, "ps"))
+    if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
+        path = os.environ.get(PATH_ENV, "ps")
+    path = check_path(path)
     from hetsync.driver import policy_context
     from hetsync.policies import make_policy
 

@@ -282,6 +282,7 @@ class Profiler:
             "model": model_name,
             "model_bytes": model_nbytes,
             "script": [sys.executable, *sys.argv],
+            "cwd": os.getcwd(),  # (the script's path and arguments are as given there)
             "loop_s": time.time() - started,
         }
         folder = Path(self.settings.out)

@@ -26,7 +26,9 @@ measurements; everything here is pure fitting on them, then output:
   ``hetsync compare`` and ``hetsync advise`` run as it is; for a profiled
   script (:mod:`hetsync.loop_profile`), the cluster only and the
   simulator's job (:func:`script_job`, said in the header by
-  :func:`script_header`).
+  :func:`script_header`), and under ``script:`` what ran (:func:`script_entry`:
+  the script, its arguments, its folder and the cluster it played), which
+  ``advise --verify`` launches (:mod:`hetsync.verify_script`).
 - :func:`write_page` writes ``profile.md``, ``profile.html`` and
   ``profile.png`` (the step-time distributions and the step times over time).
 
@@ -790,6 +792,71 @@ def script_job(raw: dict[str, Any]) -> dict[str, Any]:
     return out | OWN_JOB
 
 
+CLUSTER_KEYS = frozenset({"name", "description", "workers", "seed", *TIMING_KEYS})
+"""An emulated cluster's keys, as a profiled script's ``script.emulate`` keeps them (no job)."""
+
+
+def script_entry(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``script`` key of a profiled script's ``cluster.yaml``: what
+    ``advise --verify`` launches -- the script (its absolute path), its
+    arguments, the folder it ran from, and the cluster it played
+    (:func:`emulated_cluster`). None for a ``raw.json`` that names no script."""
+    argv = raw.get("script")
+    if not isinstance(argv, list) or len(argv) < 2:
+        return None
+    cwd = raw.get("cwd")
+    path = Path(str(argv[1]))
+    if not path.is_absolute():
+        path = Path(cwd) / path if isinstance(cwd, str) else path.resolve()
+    return {
+        "path": str(path),
+        "args": [str(a) for a in argv[2:]],
+        "cwd": cwd if isinstance(cwd, str) else None,
+        "emulate": emulated_cluster(raw),
+    }
+
+
+def emulated_cluster(raw: dict[str, Any]) -> dict[str, Any] | str | None:
+    """The cluster a profiled script played, at the profile's worker count:
+    ``--emulate``'s, else the scenario the script passed to ``hetsync.init``
+    (``raw["job"]``) -- its cluster keys only (:data:`CLUSTER_KEYS`), the
+    per-worker values resolved, so that every seed plays the same machines;
+    None where it played none. An ``--emulate`` file that cannot be read here
+    (a raw.json from another machine) stays its name, for ``--verify`` to
+    say so."""
+    from hetsync.scenario import builtin_scenarios, load_scenario, scenario_from_dict
+
+    emulate, n = raw.get("emulate"), int(raw["workers"])
+    if emulate is None:
+        return None
+    if raw.get("emulated_by") == "script" and isinstance(raw.get("job"), dict):
+        sc = scenario_from_dict(dict(raw["job"]), default_name=str(emulate)).with_workers(n)
+    else:
+        where = str(emulate)
+        cwd = raw.get("cwd")
+        if where not in builtin_scenarios() and not Path(where).is_absolute() and isinstance(cwd, str):
+            where = str(Path(cwd) / where)
+        try:
+            sc = load_scenario(where).with_workers(n)
+        except BadInput:
+            return where
+    return cluster_mapping(sc)
+
+
+def cluster_mapping(sc: Any) -> dict[str, Any]:
+    """``sc``'s cluster keys (:data:`CLUSTER_KEYS`) as a scenario mapping, its per-worker values as lists."""
+    from hetsync.scenario import _PER_WORKER_DEFAULTS, fit_to_workers
+
+    source = fit_to_workers(dict(sc.source) if sc.source is not None else sc.to_dict(), sc.workers)
+    out = {k: v for k, v in source.items() if k in CLUSTER_KEYS}
+    out["name"], out["workers"] = sc.name, sc.workers
+    for key in _PER_WORKER_DEFAULTS:
+        values = list(getattr(sc, key))
+        if key in out or any(v is not None for v in values):
+            out[key] = [v if not isinstance(v, float) else float(f"{v:.6g}") for v in values]
+    return out
+
+
 def left_out(raw: dict[str, Any]) -> dict[str, Any]:
     """The keys of the script's run a profiled script's ``cluster.yaml`` leaves out (its job)."""
     ran = raw.get("job") or {}
@@ -822,6 +889,13 @@ def script_header(raw: dict[str, Any]) -> str:
     lines.append(
         "hetsync advise and compare run it as it is; change the job with --set key=value (e.g. --set max_time_s=120)"
     )
+    entry = script_entry(raw)
+    if entry is not None:
+        played = "the cluster it emulated" if entry["emulate"] is not None else "no emulated cluster (as profiled)"
+        lines.append(
+            f"script: what hetsync advise --verify launches, once per verified policy: your script, its arguments, "
+            f"the folder it ran from and {played}"
+        )
     return "\n".join(textwrap.fill(line, 116, subsequent_indent="  ") for line in lines)
 
 
@@ -869,6 +943,9 @@ def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, An
     if prof.raw.get("paced"):
         # an emulated cluster whose steps lasted its modelled time: real processes replay this fit the same way
         raw["runtime_timing"] = "modelled"
+    entry = script_entry(prof.raw) if prof.raw.get("job") is not None else None
+    if entry is not None:  # what advise --verify launches (hetsync.verify_script)
+        raw["script"] = entry
     return raw
 
 

@@ -139,6 +139,9 @@ class Scenario:
     # time and every transfer the modelled link time, as `hetsync run --pace
     # --throttle` does (the simulator ignores this key)
     runtime_timing: str = "real"
+    # a profiled script's (`hetsync profile --script` writes it): what `advise --verify` launches -- the
+    # script's path, its arguments, the folder it ran from and the cluster it emulated (the simulator ignores it)
+    script: dict[str, Any] | None = None
     # the mapping it was read from, so generators ({workers: half}, ...) can be
     # re-resolved for another worker count
     source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -634,8 +637,42 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     values["clip_norm"] = parse_clip_norm(raw.get("clip_norm"))
     values["link_load"] = _background_load(raw.get("link_load"), n, rng, "link_load")
     values.update(_target(raw))
+    values["script"] = parse_script(raw.get("script"))
     values["source"] = {"name": values["name"], **raw}
     return Scenario(**values)
+
+
+SCRIPT_FIELDS = ("path", "args", "cwd", "emulate")  # the `script` key's
+
+
+def parse_script(value: Any) -> dict[str, Any] | None:
+    """The ``script`` key of a profiled script's cluster file, checked:
+    ``path`` (the script), ``args`` (its arguments), ``cwd`` (the folder it
+    ran from), ``emulate`` (the cluster it played: a scenario mapping, a
+    name or a path; null: none)."""
+    if value is None:
+        return None
+    fix = "hetsync profile --script writes it; profile again to get it back"
+    if not isinstance(value, dict):
+        raise BadInput(f"scenario key 'script' must be a mapping {{path, args, cwd, emulate}} ({fix}), got {value!r}")
+    unknown = sorted(str(k) for k in value if k not in SCRIPT_FIELDS)
+    if unknown:
+        raise BadInput(f"scenario key 'script.{unknown[0]}' is unknown (known: {', '.join(SCRIPT_FIELDS)})")
+    path, args, cwd, emulate = (value.get(k) for k in SCRIPT_FIELDS)
+    if not isinstance(path, str) or not path:
+        raise BadInput(f"scenario key 'script.path' must be the training script's path ({fix}), got {path!r}")
+    if args is None:
+        args = []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise BadInput(f"scenario key 'script.args' must be a list of the script's arguments (strings), got {args!r}")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd):
+        raise BadInput(f"scenario key 'script.cwd' must be the folder the script ran from, got {cwd!r}")
+    if emulate is not None and not isinstance(emulate, (dict, str)):
+        raise BadInput(
+            f"scenario key 'script.emulate' must be the emulated cluster (a mapping, a name or a path) or null, "
+            f"got {emulate!r}"
+        )
+    return {"path": path, "args": list(args), "cwd": cwd, "emulate": emulate}
 
 
 def _target(raw: dict[str, Any]) -> dict[str, Any]:

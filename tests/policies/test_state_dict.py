@@ -22,6 +22,7 @@ from hetsync.scenario import scenario_from_dict
 from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "lb-bsp:variant=gpu", "lb-bsp:predictor=ewma", "selmcast:sync=ssp", "p2p-random:sync=ssp"]
+SPECS += ["elastic-bsp:within=local"]
 # policies that learn something a restart must not forget
 LEARNS = {"backup", "dssp", "elastic-bsp", "lb-bsp", "lb-bsp-static", "p2p-random", "selmcast", "wbsp", "wbsp-overlap"}
 

@@ -1,8 +1,9 @@
 """A user's own workload: a small MLP on generated data (two noisy rings), as
 ``hetsync.workloads.from_module`` wraps it — what a scenario names as
 ``workload: module:function`` (or ``path/to/tinynet.py:workload``) — and a
-training loop under ``hetsync.init`` that trains the same model, for
-``hetsync profile --script tinynet.py --workload tinynet:workload``."""
+training loop under ``hetsync.init`` that trains the same model and evaluates
+it (``--no-evaluate``: not), for ``hetsync profile --script tinynet.py
+--workload tinynet:workload`` and ``hetsync advise --verify`` on its cluster.yaml."""
 
 from __future__ import annotations
 
@@ -38,11 +39,30 @@ def workload(hidden: int = 16):  # type: ignore[no-untyped-def]
     return from_module("tinynet", TinyNet(hidden), train=(x[:500], y[:500]), test=(x[500:], y[500:]))
 
 
-def main() -> None:
+def evaluate(model: nn.Module) -> dict[str, float]:
+    """The test rings' accuracy (what the script passes to ``hetsync.init(evaluate=...)``)."""
+    x, y = rings()
+    with torch.no_grad():
+        return {"accuracy": (model(x[500:]).argmax(1) == y[500:]).float().mean().item()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The loop: ``--no-evaluate`` passes no ``evaluate`` (the run then has no metric)."""
+    import argparse
+
     import hetsync
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-evaluate", action="store_true")
+    args = parser.parse_args(argv)
     x, y = rings()
-    sync = hetsync.init("bsp", scenario="hetero-4", batch_size=32, target={"metric": "accuracy", "value": 0.9})
+    sync = hetsync.init(
+        "bsp",
+        scenario="hetero-4",
+        batch_size=32,
+        target={"metric": "accuracy", "value": 0.9},
+        evaluate=None if args.no_evaluate else evaluate,
+    )
     torch.manual_seed(0)
     model = TinyNet()
     opt = sync.optimizer(model, torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.001))

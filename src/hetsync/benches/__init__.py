@@ -23,7 +23,7 @@ HELP: dict[str, str] = {
     "zipline": "ElasticBSP sync-point search: ZipLine vs GridScan vs FullGridScan seconds over n x R",
     "paper-wbsp": "WBSP paper set-up H1-H3: BSP, SSP(s=40), ASP, WBSP, WBSP-overlap; compute share and time to accuracy",
     "paper-elastic": "ElasticBSP paper set-up: BSP, ASP, SSP(3), DSSP(3,12), ElasticBSP R=15/60/240 on elastic-4, "
-    "several seeds",
+    "several seeds; its two readings of a superstep (within=async, within=local) on elastic-4 and elastic-4-signal",
     "paper-lbbsp": "LB-BSP paper set-up: BSP, SSP, ASP, LB-BSP-static and LB-BSP on lbbsp-cpu and lbbsp-gpu, "
     "several seeds",
     "paper-selmcast": "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, "

@@ -12,10 +12,19 @@ The experiment (:mod:`hetsync.benches.experiment`): those policies on
 ``elastic-4`` (4 workers 1×, 1.3×, 1.8× and 2.5× slower than the fastest,
 per-step noise, digits-cnn) for several seeds, BSP the baseline of the paired
 speed-ups; the diagnosis reruns BSP, ASP and ElasticBSP on the first seed
-without step-time noise. Runs go under ``--out`` (``seed-<s>/``,
-``jitter-0/``, ``results.json``); the page ``results-elastic.md``
-(``paper_elastic.md.in``) and the first seed's plots ``img/elastic-*.png``
-under ``--out``, and in ``--docs DIR`` when given.
+without step-time noise.
+
+The two readings of a superstep (issue 28, item 2; :mod:`hetsync.policies.elastic_bsp`):
+BSP and ElasticBSP R = 15 and 60, each ``within=async`` (gradients applied on
+arrival, as ASP) and ``within=local`` (local steps, deltas aggregated at the
+barrier weighted by samples), on ``elastic-4`` and ``elastic-4-signal``
+(``--readings``), same seeds. Which reading reproduces the paper's claims is
+judged by :func:`claims` with the criteria declared there before any run.
+
+Runs go under ``--out`` (``seed-<s>/``, ``jitter-0/``,
+``readings/<scenario>/seed-<s>/``, ``results.json``); the page
+``results-elastic.md`` (``paper_elastic.md.in``) and the first seed's plots
+``img/elastic-*.png`` under ``--out``, and in ``--docs DIR`` when given.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +71,30 @@ IMG_PREFIX = "elastic"
 KEPT = (
     *("label", "seed", "time_to_target_s", "final_metric", "best_metric", "compute_share", "comm_share"),
     *("wait_share", "samples_per_s", "steps", "updates", "mean_staleness", "max_staleness", "barriers"),
-    *("host_time_s", "trace"),
+    *("host_time_s", "trace", "milestones_s"),
 )
-DEFAULTS = {"scenario": SCENARIO, "policies": ",".join(POLICIES), "seeds": SEEDS, "no_diagnosis": False}
+READINGS = ("elastic-4", "elastic-4-signal")
+"""Scenarios of the two readings of a superstep, as shipped (no override)."""
+READING_POLICIES = (
+    "bsp",
+    "elastic-bsp:R=15",
+    "elastic-bsp:R=15:within=local",
+    "elastic-bsp:R=60",
+    "elastic-bsp:R=60:within=local",
+)
+"""BSP and both readings at the default look-ahead and at R = 60, declared before any run."""
+DEFAULTS = {
+    "scenario": SCENARIO,
+    "policies": ",".join(POLICIES),
+    "seeds": SEEDS,
+    "no_diagnosis": False,
+    "readings": ",".join(READINGS),
+}
 """The options' defaults; the page's command names those that differ."""
 MEANS = {
     "best_metric_mean": "best_metric",
     "compute_share_mean": "compute_share",
+    "comm_share_mean": "comm_share",
     "wait_share_mean": "wait_share",
     "samples_per_s_mean": "samples_per_s",
     "mean_staleness": "mean_staleness",
@@ -86,6 +113,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the extra runs without step-time noise (jitter 0) that explain ElasticBSP's barrier wait",
     )
+    p.add_argument(
+        "--readings",
+        default=DEFAULTS["readings"],
+        help=f"scenarios on which to run the two readings of a superstep ({', '.join(READING_POLICIES)}); "
+        "'none' for none (default: %(default)s)",
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -96,24 +129,26 @@ def run(args: argparse.Namespace) -> list[Row]:
         overrides=ex.overrides_of(args),
         baseline=BASELINE,
     )
+    readings = [] if args.readings.strip().lower() == "none" else split_list(args.readings, "--readings")
+    cases = tuple(ex.Case(key=f"readings/{Path(n).stem}", scenario=n) for n in readings)
+    reading_exp = replace(exp, cases=cases, policies=READING_POLICIES) if cases else None
     command = ex.command_line(NAME, args, list(DEFAULTS.items()))
-    results = bench_paper_elastic(exp, Path(args.out), diagnosis=not args.no_diagnosis)
+    results = bench_paper_elastic(exp, Path(args.out), diagnosis=not args.no_diagnosis, readings=reading_exp)
     ex.publish(args, lambda where: write_doc(results, where, Path(args.out), command))
     return rows(results)
 
 
 # ------------------------------------------------------------------ running
-def bench_paper_elastic(exp: ex.Experiment, out: Path, *, diagnosis: bool = True) -> dict[str, Any]:
-    """Run the experiment; per-seed runs, aggregates and the diagnosis in ``out/results.json``."""
+def bench_paper_elastic(
+    exp: ex.Experiment, out: Path, *, diagnosis: bool = True, readings: ex.Experiment | None = None
+) -> dict[str, Any]:
+    """Run the experiment, then the two readings' (``readings``, if any); per-seed
+    runs, aggregates, the diagnosis and the readings' records in ``out/results.json``."""
     t0 = time.perf_counter()
     case = exp.cases[0]
-
-    def barriers(r: dict[str, Any], folder: Path, _sc: Any) -> dict[str, Any]:
-        return {"barriers": len(barrier_times(folder / r["trace"], r["workers"])) if r.get("trace") else None}
-
-    sc, per_seed = exp.run_case(
-        case, out, figures=barriers, after=lambda runs, folder, _: report.write_report(runs, folder)
-    )
+    if readings is not None:
+        readings.validate()  # every scenario before the first run
+    sc, per_seed = exp.run_case(case, out, figures=_barriers, after=_draw)
     quiet = []
     if diagnosis and any(spec.startswith("elastic-bsp") for spec in exp.specs(sc)):
         quiet = [_lite(r) for r in exp.calm_runs(case, out / "jitter-0", DIAGNOSED)]
@@ -123,10 +158,92 @@ def bench_paper_elastic(exp: ex.Experiment, out: Path, *, diagnosis: bool = True
     ]
     results = ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=quiet)
     results["slowdown_range"] = [min(sc.slowdown), max(sc.slowdown)] if sc.slowdown else None
+    results["readings"] = [] if readings is None else [_reading(readings, c, out) for c in readings.cases]
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", results)
     return results
+
+
+def _barriers(r: dict[str, Any], folder: Path, _sc: Any) -> dict[str, Any]:
+    return {"barriers": len(barrier_times(folder / r["trace"], r["workers"])) if r.get("trace") else None}
+
+
+def _draw(runs: list[dict[str, Any]], folder: Path, _sc: Any) -> None:
+    report.write_report(runs, folder)
+
+
+def _reading_figures(r: dict[str, Any], folder: Path, sc: Any) -> dict[str, Any]:
+    """The barriers, and under a step-decay schedule the instants at which each
+    worker started its step at each milestone (``milestones_s``: one list per
+    milestone, None where a worker never got there). Those are the instants its
+    rate fell where the schedule's clock is the worker's step count: BSP's
+    rounds (the global step) and the local reading's local steps; the async
+    reading's rate follows the server's global step instead (None here)."""
+    figures = _barriers(r, folder, sc)
+    clocked = r["policy"] == BASELINE or within_of(r["label"]) == "local"
+    if sc.schedule.name != "step" or not clocked or not r.get("trace"):
+        return figures | {"milestones_s": None}
+    starts: dict[tuple[int, int], float] = {}
+    wanted = {int(m) for m in sc.schedule.milestones}
+    for rec in iter_records(folder / r["trace"], kinds={"compute"}):
+        if rec["step"] in wanted:
+            starts.setdefault((rec["w"], rec["step"]), rec["t"])
+    by_milestone = [[starts.get((w, int(m))) for w in range(sc.workers)] for m in sc.schedule.milestones]
+    return figures | {"milestones_s": by_milestone}
+
+
+def _reading(exp: ex.Experiment, case: ex.Case, out: Path) -> dict[str, Any]:
+    """One scenario of the two readings: its case record, each aggregate with
+    its reading (``within``: None for BSP) and mean throughput relative to BSP's."""
+    sc, per_seed = exp.run_case(case, out, figures=_reading_figures, after=_draw)
+    aggregates = [
+        ex.aggregate(
+            label,
+            per_seed,
+            baseline=BASELINE,
+            keys=MEANS,
+            speedup="speedup_vs_bsp",
+            ratios={"thr_vs_bsp": "samples_per_s"},
+        )
+        | {"within": within_of(label)}
+        for label in ex.labels_of(per_seed)
+    ]
+    record = ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=[]) | {"case": case.key}
+    record["milestones"] = list(sc.schedule.milestones) if sc.schedule.name == "step" else []
+    bsp = next((a for a in aggregates if a["policy"] == BASELINE), None)
+    for a in aggregates:
+        a |= claims(a, bsp, maximize=record["target_direction"] != "min")
+    return record
+
+
+def within_of(label: str) -> str | None:
+    """The reading an ElasticBSP label names (``async`` when it names none); None for another policy."""
+    if not label.startswith("elastic-bsp"):
+        return None
+    return "local" if "within=local" in label else "async"
+
+
+def claims(a: dict[str, Any], bsp: dict[str, Any] | None, *, maximize: bool = True) -> dict[str, bool | None]:
+    """The paper's two claims, judged per policy and scenario against BSP over
+    the same seeds (criteria declared before any run):
+
+    - ``faster``: reaches the target on every seed BSP reaches it on, and its
+      mean paired speed-up over BSP is above 1 (or, where no seed pairs it
+      with BSP, it reached the target on more seeds);
+    - ``accurate``: its mean final metric is at least BSP's mean minus BSP's
+      standard deviation over the seeds (not measurably below BSP's; for a
+      metric to minimize, at most BSP's mean plus its sd).
+
+    None for BSP itself, or when BSP did not run."""
+    if bsp is None or a["policy"] == BASELINE:
+        return {"faster": None, "accurate": None}
+    speedup = a["speedup_vs_bsp_mean"]
+    ahead = speedup > 1 if speedup is not None else a["reached"] > bsp["reached"]  # (BSP never reached it)
+    faster = a["reached"] >= bsp["reached"] and ahead
+    mean, sd = bsp["final_metric_mean"], bsp["final_metric_sd"]
+    accurate = a["final_metric_mean"] >= mean - sd if maximize else a["final_metric_mean"] <= mean + sd
+    return {"faster": faster, "accurate": accurate}
 
 
 def barrier_times(trace: Path, n: int) -> list[float]:
@@ -154,10 +271,40 @@ def columns(results: dict[str, Any]) -> list[ex.Col]:
     ]
 
 
+def reading_columns(res: dict[str, Any]) -> list[ex.Col]:
+    """Per policy of a readings scenario: the reading, time to target, speed-up
+    over BSP, final metric, throughput (mean [range], and its paired ratio to
+    BSP's), shares, barriers and the two claims (:func:`claims`)."""
+    col = ex.case_columns(res, baseline=BASELINE, speedup="speedup_vs_bsp")
+
+    def thr(a: dict[str, Any]) -> str:
+        rates = [r["samples_per_s"] for r in ex.seed_runs(res, a["label"])]
+        return f"{a['samples_per_s_mean']:.0f}" + (f" [{ex.fmt_span(rates, '.0f')}]" if len(rates) > 1 else "")
+
+    def yes(key: str) -> Any:
+        return lambda a: "—" if a[key] is None else "yes" if a[key] else "**no**"
+
+    return [
+        ex.Col("policy", lambda a: f"`{a['label']}`"),
+        ex.Col("within", lambda a: a["within"] or "—"),
+        *(col[name] for name in ("tta", "reached", "speedup", "final")),
+        ex.Col("samples/s, mean [range]", thr, "samples/s", "samples_per_s_mean", "samples/s"),
+        ex.Col("samples/s vs BSP", lambda a: ex.fmt_x(a["thr_vs_bsp"])),
+        *(col[name] for name in ("compute", "wait")),
+        ex.Col("barriers", lambda a: "—" if a["barriers_mean"] is None else f"{a['barriers_mean']:.0f}"),
+        ex.Col("faster than BSP", yes("faster")),
+        ex.Col("accuracy ≥ BSP", yes("accurate")),
+    ]
+
+
 def rows(results: dict[str, Any]) -> list[Row]:
-    """The table's rows (:func:`columns`); the diagnosis runs as a second table."""
+    """The table's rows (:func:`columns`); the diagnosis runs as a second table;
+    then one table per scenario of the two readings."""
     where = seeds_setting(results["scenario"], results["seeds"])
     out = ex.case_rows(results, columns(results))
+    for res in results.get("readings") or []:
+        setting = f"two readings of a superstep: {seeds_setting(res['scenario'], res['seeds'])}"
+        out += ex.table_rows(res["aggregate"], reading_columns(res), setting=setting)
     out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": where})
     return out
 
@@ -173,6 +320,11 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path, command: str) -> P
     shown = {"metric": curve, "shares": "shares.png", "bsp": "timeline-bsp.png"}
     img = {key: img.get(file, "") for key, file in shown.items()}
     img["superstep"] = _superstep_timeline(results, first, docs / "img") or ""
+    for res in results.get("readings") or []:
+        seed = out / res["case"] / f"seed-{res['seeds'][0]}"
+        name = f"{report.metric_plot_name([res])}.png"
+        copied = ex.copy_plots(seed, docs / "img", {name: f"{IMG_PREFIX}-readings-{Path(res['case']).name}-{name}"})
+        img[f"readings-{res['case']}"] = copied.get(name, "")
     path = docs / DOC_NAME
     path.write_text(ex.fill_page(PAGE, page_values(results), img=img, command=command), encoding="utf-8")
     return path
@@ -235,4 +387,56 @@ def page_values(results: dict[str, Any]) -> dict[str, Any]:
         "counted": [a for a in elastic if a["barriers_mean"]],
         "calm": [quiet[a["label"]] for a in elastic if a["label"] in quiet],
         "asp_calm": quiet.get("asp"),
+        "readings": [reading_values(res) for res in results.get("readings") or []],
+        "reading_policies": READING_POLICIES,
     }
+
+
+def reading_values(res: dict[str, Any]) -> dict[str, Any]:
+    """What the page's section on the two readings reads of one scenario: its
+    record ``res``, table, BSP's aggregate, and per reading (``async``,
+    ``local``) its settings' aggregates and whether all / some of them meet
+    both claims (:func:`claims`)."""
+    agg = res["aggregate"]
+    verdicts = {}
+    for within in ("async", "local"):
+        mine = [a for a in agg if a["within"] == within]
+        met = [a for a in mine if a["faster"] and a["accurate"]]
+        verdicts[within] = {"aggs": mine, "all": bool(mine) and len(met) == len(mine), "some": bool(met)}
+    for v in verdicts.values():
+        v["fast"] = bool(v["aggs"]) and all(a["faster"] for a in v["aggs"])
+        v["accurate"] = bool(v["aggs"]) and all(a["accurate"] for a in v["aggs"])
+    pairs = []  # (async, local) at the same look-ahead
+    for a in verdicts["async"]["aggs"]:
+        local = next((b for b in verdicts["local"]["aggs"] if b["label"] == a["label"][:-1] + ",within=local)"), None)
+        if local is not None:
+            pairs.append((a, local))
+    first = str(res["seeds"][0])
+    schedule = {}  # seed 0: when BSP's and each local run's workers reached each milestone
+    for r in res["runs"][first]:
+        if r.get("milestones_s"):
+            schedule[r["label"]] = r["milestones_s"]
+    return {
+        "res": res,
+        "case": ex.case_values(res),
+        "table": "\n".join(ex.aggregate_table(agg, reading_columns(res))),
+        "bsp": next(iter(ex.by_policy(agg, BASELINE)), None),
+        "by": verdicts,
+        "pairs": pairs,
+        "local_ahead": bool(pairs) and all(_at_least(loc, asy) for asy, loc in pairs),
+        "schedule": schedule,
+    }
+
+
+def _at_least(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """``a`` is at least as fast to the target as ``b`` (a mean paired speed-up
+    at least ``b``'s, or ``b`` never reached it) and its mean final metric is no
+    lower than ``b``'s minus ``b``'s sd over the seeds (accuracy-like metrics)."""
+    fast = b["speedup_vs_bsp_mean"] is None or (
+        a["speedup_vs_bsp_mean"] is not None and a["speedup_vs_bsp_mean"] >= b["speedup_vs_bsp_mean"]
+    )
+    return (
+        fast
+        and a["reached"] >= b["reached"]
+        and a["final_metric_mean"] >= b["final_metric_mean"] - b["final_metric_sd"]
+    )

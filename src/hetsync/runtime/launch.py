@@ -220,6 +220,7 @@ def launch(
     script: str | None = None,
     env: dict[str, str] | None = None,
     startup_timeout_s: float | None = None,
+    cwd: str | Path | None = None,
 ) -> int:
     """Run ``nproc`` workers and a server; returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
@@ -228,7 +229,8 @@ def launch(
     with ``runtime_args`` (a training loop using :mod:`hetsync.loop`, whose
     default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``.
     ``env``: extra environment variables for every rank. ``startup_timeout_s``:
-    the ranks' start-up bound (default: ``--startup-timeout-s`` among ``runtime_args``)."""
+    the ranks' start-up bound (default: ``--startup-timeout-s`` among ``runtime_args``). ``cwd``: the ranks'
+    working folder (default: this process's; ``out_dir`` should then be absolute)."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
     startup_s = startup_timeout_s if startup_timeout_s is not None else _startup_timeout_s(runtime_args)
@@ -256,7 +258,7 @@ def launch(
             if rank == 0:  # it hosts the store on this socket, which it inherits
                 fds = (store.fileno(),)
                 rank_env[STORE_FD_ENV] = str(fds[0])
-            proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds)
+            proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds, cwd=cwd)
             store.close()  # (rank 0 holds it now: the port closes when rank 0 ends)
             agents.append(_Agent(rank, proc, log, agent=False))
         startup_limit_s = 2 * startup_s + STARTUP_SLACK_S
@@ -388,12 +390,12 @@ def _environment(host: str) -> dict[str, str]:
 
 
 def _spawn(
-    cmd: list[str], log: IO[str], env: dict[str, str], *, pass_fds: tuple[int, ...] = ()
+    cmd: list[str], log: IO[str], env: dict[str, str], *, pass_fds: tuple[int, ...] = (), cwd: str | Path | None = None
 ) -> subprocess.Popen[bytes]:
     try:
         # a session of its own: a terminal's Ctrl-C reaches the launcher only, which stops the rest
         return subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=pass_fds
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=pass_fds, cwd=cwd
         )
     except BaseException:
         log.close()
