@@ -356,3 +356,22 @@ def test_compare_takes_runs_options_with_runtime_dist_and_refuses_them_in_the_si
     dist = [*argv, "-o", str(out), "--runtime", "dist", "--nproc", "2", "--throttle", "--worker-timeout-s", "30"]
     assert main(dist) == 0
     assert [r["driver"] for r in json.loads((out / "summary.json").read_text())] == ["dist"]
+
+
+def test_the_simulator_takes_path_and_refuses_a_policy_that_cannot_use_it(tmp_path, capsys):
+    """``compare`` and ``simulate`` in the simulator model either data path
+    (issue 27, item 5); a policy that cannot take the one asked for is
+    refused in one line, exit 2, before any run starts."""
+    for command in ("compare", "simulate"):
+        out = tmp_path / command
+        argv = [command, "-s", "default", "--set", "max_time_s=1", "-o", str(out), "--no-plots"]
+        assert main([*argv, "-p", "asp", "--path", "collective"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "asp cannot use path=collective" in err, err
+        assert not (out / "summary.json").exists()
+        assert main([*argv, "-p", "bsp", "--path", "collective"]) == 0
+        assert "on path collective" in capsys.readouterr().out
+        assert [r["path"] for r in json.loads((out / "summary.json").read_text())] == ["collective"]
+    ps = ["compare", "-s", "default", "-p", "bsp", "--set", "max_time_s=1", "-o", str(tmp_path / "ps"), "--no-plots"]
+    assert main(ps) == 0
+    assert [r["path"] for r in json.loads((tmp_path / "ps" / "summary.json").read_text())] == ["ps"]

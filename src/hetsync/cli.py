@@ -146,6 +146,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     _md_arg(p)
     p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
+    _path_arg(p, "ps")  # (the simulator models either path)
 
     p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
     _scenario_args(p)
@@ -340,14 +341,14 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
 
         specs = [args.policy] if args.command == "simulate" else policy_specs(args.policies, scenario)
         policy_labels(scenario, specs)
-        if _launches(args) and getattr(args, "path", "ps") != "ps":  # a policy that cannot use the path: refused now
+        if getattr(args, "path", None) not in (None, "ps"):  # a policy that cannot use the path: refused now
             from hetsync.driver import policy_context
+            from hetsync.driver.paths import uses_collective
             from hetsync.policies import make_policy
-            from hetsync.runtime.collective import uses_collective
 
             for spec in specs:
                 uses_collective(args.path, make_policy(spec, policy_context(scenario)))
-            if getattr(args, "checkpoint_dir", None) is not None:
+            if _launches(args) and getattr(args, "checkpoint_dir", None) is not None:
                 raise BadInput(
                     "checkpoints are not written on the collective path yet: drop --checkpoint-dir or use --path ps"
                 )
@@ -568,7 +569,8 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     out = Path(args.out)
     con.print(
         f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}, "
-        f"policies {escape(', '.join(labels))} → {escape(str(out))}/"
+        f"policies {escape(', '.join(labels))}{' on path collective' if args.path == 'collective' else ''} "
+        f"→ {escape(str(out))}/"
     )
     _begin_out(con, args, out, also=_metric_plot(scenario))
     runs: list[dict[str, Any]] = []
@@ -585,7 +587,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
             bar.update(tasks[summary["label"]], completed=1.0)
 
         try:
-            runner.compare(scenario, specs, out, progress=tick, on_result=done)
+            runner.compare(scenario, specs, out, progress=tick, on_result=done, path=args.path)
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:  # summary.json, not the callbacks, says which runs finished
@@ -797,6 +799,8 @@ def _refuse_runtime_options(args: argparse.Namespace) -> None:
     if getattr(args, "nproc", None) is not None:
         raise BadInput("--nproc applies to --runtime dist only (the simulator runs the scenario's workers)")
     for action in probe._actions:
+        if action.dest == "path":  # the simulator models either path
+            continue
         if getattr(args, action.dest, action.default) != action.default:
             raise BadInput(f"{action.option_strings[0]} applies to --runtime dist only: add --runtime dist or drop it")
 

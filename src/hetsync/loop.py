@@ -864,6 +864,12 @@ class _LoopWorker(WorkerProcess):
         self.first_step = 0  # where the run (a resumed one: its checkpoint) left this worker
         self.drawn_before = 0  # samples drawn by then
         self.step_check: StepCheck | None = None  # opt.step() twice without a backward (hetsync.loop_checks)
+        # the collective path: the step was reported at the end of its backward pass, whose gradients
+        # are the round's mean already (_backward_done)
+        self._reported = False
+        self._grads_reduced = False
+        self._callback_queued = False
+        self._last_order: P.StepOrder | None = None
         # running statistics go to the server twice per evaluation interval, and when the loop ends
         self._buffers_every_s = eval_interval_s(scenario) / 2 if flat.buffers else math.inf
         self._buffers_sent_s = 0.0
@@ -887,15 +893,46 @@ class _LoopWorker(WorkerProcess):
         if self.reducer is not None:
             return
         params = self.flat.params
-        self.reducer = RoundReducer([p.numel() for p in params], group=workers_group())
+        full = self.sc.workers * self.sc.batch_size  # (a full round's Σb: its mean comes out of the reduce as is)
+        self.reducer = RoundReducer([p.numel() for p in params], group=workers_group(), expected_weight=full)
         for i, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
 
     def _grad_ready(self, index: int, param: nn.Parameter) -> None:
+        """A parameter's gradient is final for this backward pass: into its
+        bucket; the pass's first one also queues :meth:`_backward_done` for
+        the end of the pass, as DDP's reducer does."""
         reducer = self.reducer
-        if self.collective and reducer is not None and reducer.active and self.pending is not None:
+        if not (self.collective and reducer is not None):
+            return
+        if self._reported:
+            raise BadInput(
+                f"worker {self.w}: a second backward pass before opt.step() (gradient accumulation): on the "
+                "collective path each pass's gradients are reduced as it ends, as DDP's are; call opt.step() "
+                "after each backward, or use path='ps'"
+            )
+        if not reducer.active or self.pending is None:
+            return
+        if not self._callback_queued:
+            self._callback_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+        with self._group_may_break():
+            reducer.add(index, param.grad)
+
+    def _backward_done(self) -> None:
+        """The end of the loop's backward pass (autograd's callback): the step
+        is reported now, while its last buckets reduce, and the pass returns
+        with every ``.grad`` the round's mean — what your code between
+        backward and ``opt.step()`` (clipping, logging a norm) sees under DDP."""
+        self._callback_queued = False
+        if self.pending is None or not self.collective:
+            return
+        self._finish_step()
+        self._reported = True
+        if self.collective and self.reducer is not None and self.reducer.active:
             with self._group_may_break():
-                reducer.add(index, param.grad)
+                self.reducer.mean_into_grads(self.flat.params)
+            self._grads_reduced = self.collective
 
     def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:
         assert self.reducer is not None
@@ -911,10 +948,12 @@ class _LoopWorker(WorkerProcess):
         gradient, written into the parameters' ``.grad`` — DDP's step (at the
         policy's rate relative to the scenario's: 1 for BSP and LB-BSP)."""
         assert self.reducer is not None
-        if not self.reducer.active:
-            raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
-        with self._group_may_break():
-            self.reducer.mean_into_grads(self.flat.params)
+        if not self._grads_reduced:  # (no backward pass reduced it: a step without one)
+            if not self.reducer.active:
+                raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
+            with self._group_may_break():
+                self.reducer.mean_into_grads(self.flat.params)
+        self._grads_reduced = False
         if not self.collective:
             return 0  # (the round is lost: the server's next pull brings the model)
         ratio = lr / self.sc.lr if self.sc.lr else 1.0
@@ -1016,13 +1055,25 @@ class _LoopWorker(WorkerProcess):
         self.pending = (step, done, out, start, base)
 
     def step(self) -> None:
-        """The user's step is done: finish it as the command said, then go on to the next."""
+        """The user's step is done: finish it as the command said (on the
+        collective path the backward pass has), then go on to the next."""
         if self.step_check is not None:
             self.step_check.step()
-        if self.pending is None:
+        if self._reported:
+            self._reported = False
+            order = self._last_order
+        elif self.pending is None:
             return
+        else:
+            order = self._finish_step()
+        self._advance(order if order.continuous else None)
+
+    def _finish_step(self) -> P.StepOrder:
+        """Report the pending step as its command said (push, local step, into the round)."""
+        assert self.pending is not None
         order, done, out, start, base = self.pending
         self.pending = None
+        self._last_order = order
         wait_for(self.flat.accelerators)
         measured_s = self._now_s() - start
         if order.local_lr is not None:  # a local step: the user's optimizer takes it
@@ -1039,7 +1090,7 @@ class _LoopWorker(WorkerProcess):
         self._send_report(done, out)
         if self._now_s() - self._buffers_sent_s >= self._buffers_every_s:
             self._send_buffers()
-        self._advance(order if order.continuous else None)
+        return order
 
     def _send_buffers(self) -> None:
         """The module's running statistics, for the model the server evaluates and saves."""

@@ -106,7 +106,10 @@ _SHARE_INSIDE_MIN = 6.0  # percent: a narrower bar segment has its number beside
 # ---------------------------------------------------------------------------
 # what a summary record holds (docs/formats.md), checked before it is shown
 
-_TEXT_KEYS = ("policy", "scenario", "driver", "target_metric", "target_direction", "stop_reason", "trace", "topology")
+_TEXT_KEYS = (
+    *("policy", "scenario", "driver", "target_metric", "target_direction", "stop_reason", "trace", "topology"),
+    "path",
+)
 _INT_KEYS = (
     *("seed", "workers", "steps", "applied_steps", "dropped_steps", "outstanding_steps", "updates", "bytes_sent"),
     *("max_staleness", "max_kept_models", "uncompensated", "events", "batched_calls", "evals_skipped"),
@@ -116,9 +119,12 @@ _NUMBER_KEYS = (
     *("target_value", "target_accuracy", "time_to_target_s", "final_metric", "best_metric", "final_accuracy"),
     *("best_accuracy", "wall_time_s", "compute_share", "comm_share", "wait_share", "samples_per_s"),
     *("mean_staleness", "host_time_s", "math_time_s", "eval_time_s", "eval_share", "mean_receivers"),
-    *("mean_exchange_s", "mean_round_s", "diverged_at_s"),
+    *("mean_exchange_s", "mean_round_s", "diverged_at_s", "server_cpu_s"),
 )
-_OBJECT_KEYS = ("params", "final_metrics", "per_worker", "outstanding_detail", "measured_step", "resumed_from")
+_OBJECT_KEYS = (
+    *("params", "final_metrics", "per_worker", "outstanding_detail", "measured_step", "resumed_from"),
+    "path_fallback",
+)
 
 
 def _is_number(value: Any) -> bool:

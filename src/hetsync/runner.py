@@ -15,11 +15,12 @@ from typing import Any
 import torch
 
 from hetsync import report
-from hetsync.driver import policy_labels
+from hetsync.driver import policy_context, policy_labels
 from hetsync.driver import policy_specs as policy_specs  # (hetsync.runner.policy_specs for its callers)
+from hetsync.driver.paths import check_path, uses_collective
 from hetsync.errors import BadInput
 from hetsync.outdir import partial_name, safe_name, write_json_atomic
-from hetsync.policies import parse_policy_spec
+from hetsync.policies import make_policy, parse_policy_spec
 from hetsync.scenario import Scenario
 from hetsync.sim.engine import Simulation
 from hetsync.workloads import Workload, make_workload
@@ -53,14 +54,19 @@ def compare(
     progress: Progress | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     workload: Workload | None = None,
+    path: str = "ps",
 ) -> list[dict[str, Any]]:
     """Simulate each policy spec on the scenario (on ``workload``, else the
-    scenario's); returns the summary records."""
+    scenario's) and the data ``path`` (hetsync.driver.paths; a policy that
+    cannot use it is refused before any run starts); returns the summary records."""
     if not specs:
         raise BadInput("no policies to compare: pass --policies or list them under 'policies' in the scenario")
     for spec in specs:
         parse_policy_spec(spec)
     labels = policy_labels(scenario, specs)
+    if check_path(path) != "ps":
+        for spec in specs:
+            uses_collective(path, make_policy(spec, policy_context(scenario)))
     out_dir.mkdir(parents=True, exist_ok=True)
     if workload is None:
         workload = make_workload(scenario.workload, **scenario.workload_args)
@@ -69,7 +75,7 @@ def compare(
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"
         tick = (lambda f, _l=label: progress(_l, f)) if progress is not None else None
         try:
-            result = Simulation(scenario, spec, trace_path=trace, progress=tick, workload=workload).run()
+            result = Simulation(scenario, spec, trace_path=trace, progress=tick, workload=workload, path=path).run()
         except BaseException:  # Ctrl-C or a crash: the partial trace is not a run
             if trace.exists():
                 trace.replace(partial_name(trace))

@@ -176,6 +176,7 @@ class StartRecord(_Start, total=False):
     """First line of a trace."""
 
     driver: str  # ``dist`` on the runtime
+    path: str  # the simulator on path ``collective`` (hetsync.driver.paths); absent: ``ps``
 
 
 class ComputeRecord(TypedDict):

@@ -49,6 +49,7 @@ def test_a_policy_whose_exchanges_are_not_rounds_cannot_take_the_path():
     sc = resolve_scenario("hetero-4", {})
     assert uses_collective("collective", make_policy("bsp", policy_context(sc)))
     assert uses_collective("collective", make_policy("lb-bsp", policy_context(sc)))
+    assert uses_collective("collective", make_policy("lb-bsp-static", policy_context(sc)))
     assert not uses_collective("ps", make_policy("asp", policy_context(sc)))
     for spec in ("asp", "ssp", "local-sgd", "backup", "diloco"):
         with pytest.raises(BadInput, match="cannot use path=collective.*use path=ps"):
@@ -96,7 +97,7 @@ def test_hetsync_run_trains_the_same_model_on_either_path(tmp_path):
     each stepping its copy of the server's optimizer — the same model."""
     from hetsync.cli import main
 
-    models = {}
+    models, moved = {}, {}
     for path in ("ps", "collective"):
         out = tmp_path / path
         args = ["run", "-s", "elastic-4-signal", "-p", "bsp", "--nproc", "2", "--path", path, "--no-plots"]
@@ -105,5 +106,10 @@ def test_hetsync_run_trains_the_same_model_on_either_path(tmp_path):
         (run,) = json.loads((out / "summary.json").read_text())
         assert run["path"] == path and run["updates"] == 40 and run["stop_reason"] == "max_steps"
         models[path] = torch.load(out / "model-bsp.pt", weights_only=True)
+        moved[path] = run["bytes_sent"]
     diff = max((models["ps"][k] - models["collective"][k]).abs().max().item() for k in models["ps"])
     assert diff <= 1e-5, diff
+    # bytes a round moves: ps, a gradient up and a model down per worker (4M with 2 workers); the ring of
+    # 2 all-reduces in 2(k−1) = 2 phases, each member sending M/2 (2M in all)
+    # (M: the scenario's model_bytes, the size the links are charged for)
+    assert moved["ps"] % (40 * 4) == 0 and moved["collective"] == moved["ps"] // 2, moved

@@ -30,6 +30,8 @@ HELP: dict[str, str] = {
     "round time, TTA",
     "advise": "profile -> advise -> verify on emulated clusters: recovered delays/links, predicted vs measured TTA",
     "startup": "time to the first training step: hetsync launch vs torchrun DDP on the same script, run alternately",
+    "scale": "hetsync BSP on each data path (ps, collective) vs DDP on the same model and batch: step time, bytes, "
+    "rank 0's CPU; MLPs of 1M/12M/50M parameters and a 20M transformer, 2 and 4 workers",
 }
 """Each bench's one-line help, in the order ``hetsync bench --help`` lists them."""
 

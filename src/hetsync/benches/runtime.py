@@ -9,6 +9,14 @@ against the real runtime.
    then runs it with its timing taken from that run's trace (each worker's
    mean measured step time, the mean measured transfer time as latency) and
    the two wall times are compared.
+
+``--path`` (``ps`` or ``collective``, hetsync.driver.paths) is the data path
+of both: of hetsync BSP against DDP, of the real calibration runs and of the
+simulated ones. On ``collective`` the simulator's round is a ring all-reduce
+of 2(k−1) phases among the k workers rather than a push and a pull, so the
+latency it is given is the mean push plus the mean pull of the real trace
+spread over those phases: a simulated round communicates as long as a real
+one did, as on ``ps``, where each transfer takes the mean measured one.
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.benches.common import Row
+from hetsync.driver import policy_context
+from hetsync.driver.paths import PATHS, uses_collective
+from hetsync.errors import BadInput
+from hetsync.policies import make_policy
 from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
 from hetsync.scenario import load_scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
@@ -36,11 +48,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--calibrate-scenario", default="hetero-4", help="heterogeneous scenario for sim vs runtime")
     p.add_argument("--calibrate-steps", type=int, default=60)
-    p.add_argument("--policies", default="bsp,asp,ssp:s=3", help="policies for the sim-vs-runtime comparison")
+    p.add_argument(
+        "--policies",
+        default=None,
+        help="policies for the sim-vs-runtime comparison (default: bsp,asp,ssp:s=3; with --path collective: bsp,lb-bsp)",
+    )
+    p.add_argument(
+        "--path",
+        choices=PATHS,
+        default="ps",
+        help="data path of the real runs and of the simulated ones: ps (through the server) or collective "
+        "(all-reduced among the workers; bsp and lb-bsp) (default: ps)",
+    )
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
 
 
+DEFAULT_POLICIES = {"ps": "bsp,asp,ssp:s=3", "collective": "bsp,lb-bsp"}
+
+
 def run(args: argparse.Namespace) -> list[Row]:
+    path = getattr(args, "path", "ps")
+    if getattr(args, "policies", None) is None:
+        args.policies = DEFAULT_POLICIES[path]
+    if path != "ps":  # a policy that cannot take the path: refused before anything starts
+        ctx = policy_context(load_scenario(args.calibrate_scenario).with_workers(args.nproc))
+        for spec in (s for s in args.policies.split(",") if s):
+            try:
+                uses_collective(path, make_policy(spec, ctx))
+            except BadInput as e:
+                raise BadInput(f"--policies {args.policies} --path {path}: {e}") from None
     if args.out is not None:
         return _run(args, args.out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,8 +92,10 @@ def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
 
 def _run(args: argparse.Namespace, out: Path) -> list[Row]:
     n, steps = args.nproc, args.steps
+    path = getattr(args, "path", "ps")
     common = ["--set", "jitter=0", "--set", f"batch_size={args.batch_size}"]
     where = f"homogeneous-8 settings, digits-mlp, batch {args.batch_size}, {n} workers, {steps} steps"
+    ours_name = "hetsync BSP" if path == "ps" else f"hetsync BSP, path {path}"
     ours = _launch(
         n,
         out / "bsp",
@@ -70,6 +108,8 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
         "max_time_s=null",
         "--policies",
         "bsp",
+        "--path",
+        path,
     )[0]
     code = launch_ddp(n, ["--scenario", "homogeneous-8", *common, "--steps", str(steps)], out / "ddp")
     if code != 0:
@@ -78,35 +118,40 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
     ours_step = ours["wall_time_s"] / ours["updates"]
     keys = {"setting": where}
     rows: list[Row] = [
-        {"policy": "hetsync BSP", "metric": "time per step", "value": 1e3 * ours_step, "unit": "ms", **keys},
+        {"policy": ours_name, "metric": "time per step", "value": 1e3 * ours_step, "unit": "ms", **keys},
         {
-            "policy": "hetsync BSP",
+            "policy": ours_name,
             "metric": "time per step ÷ DDP's (target ≤ 1.3)",
             "value": ours_step / ddp["step_s"],
             "unit": "",
             **keys,
         },
-        {"policy": "hetsync BSP", "metric": "compute share", "value": 100 * ours["compute_share"], "unit": "%", **keys},
+        {"policy": ours_name, "metric": "compute share", "value": 100 * ours["compute_share"], "unit": "%", **keys},
         {"policy": "DDP", "metric": "time per step", "value": 1e3 * ddp["step_s"], "unit": "ms", **keys},
         {"policy": "DDP", "metric": "time per step ÷ DDP's (target ≤ 1.3)", "value": 1.0, "unit": "", **keys},
         # DDP's compute is timed in a communication-free replay
         {"policy": "DDP", "metric": "compute share", "value": 100 * ddp["compute_share"], "unit": "%", **keys},
     ]
-    rows += calibrate(
-        args.calibrate_scenario, [s for s in args.policies.split(",") if s], n, args.calibrate_steps, out / "calibrate"
-    )
+    policies = [s for s in args.policies.split(",") if s]
+    rows += calibrate(args.calibrate_scenario, policies, n, args.calibrate_steps, out / "calibrate", path=path)
     return rows
 
 
-def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int) -> Any:
-    """The scenario with the simulator's timing taken from a real run's trace."""
+def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int, *, path: str = "ps") -> Any:
+    """The scenario with the simulator's timing taken from a real run's trace
+    on ``path`` (see the module docstring for the latency on ``collective``)."""
     compute = defaultdict(list)
     transfers = []
+    pushes, pulls = [], []
     for r in iter_records(trace_path, kinds=("compute", "push", "pull")):
         if r["ev"] == "compute":
             compute[r["w"]].append(r["end"] - r["t"])
         else:
             transfers.append(r["end"] - r["t"])
+            (pushes if r["ev"] == "push" else pulls).append(r["end"] - r["t"])
+    latency_s = statistics.fmean(transfers)
+    if path == "collective" and n > 1:  # a round's push and pull, spread over the ring's 2(n−1) phases
+        latency_s = (statistics.fmean(pushes) + statistics.fmean(pulls)) / (2 * (n - 1))
     base = load_scenario(scenario_name).with_workers(n)
     raw = {
         k: v
@@ -119,13 +164,13 @@ def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int
         fixed_s=1.0,
         per_sample_s=0.0,
         slowdown=[statistics.fmean(compute[w]) for w in range(n)],
-        latency_s=statistics.fmean(transfers),
+        latency_s=latency_s,
         policies=["bsp"],
     )
     return scenario_from_dict(raw)
 
 
-def calibrate(scenario_name: str, policies: list[str], n: int, steps: int, out: Path) -> list[Row]:
+def calibrate(scenario_name: str, policies: list[str], n: int, steps: int, out: Path, *, path: str = "ps") -> list[Row]:
     real_runs = _launch(
         n,
         out,
@@ -137,14 +182,17 @@ def calibrate(scenario_name: str, policies: list[str], n: int, steps: int, out: 
         "max_time_s=null",
         "--policies",
         ",".join(policies),
+        "--path",
+        path,
     )
     rows = []
+    on = "" if path == "ps" else f", path {path}"
     for spec, real in zip(policies, real_runs, strict=True):
-        sc = calibrated_scenario(scenario_name, out / real["trace"], n, steps)
-        sim = Simulation(sc, spec).run().summary
+        sc = calibrated_scenario(scenario_name, out / real["trace"], n, steps, path=path)
+        sim = Simulation(sc, spec, path=path).run().summary
         keys = {
             "policy": real["label"],
-            "setting": f"simulator vs runtime: {scenario_name}, {n} workers, {steps} steps per worker",
+            "setting": f"simulator vs runtime: {scenario_name}, {n} workers, {steps} steps per worker{on}",
         }
         rows += [
             {"metric": "runtime wall time", "value": real["wall_time_s"], "unit": "s", **keys},

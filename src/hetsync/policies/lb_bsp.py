@@ -111,6 +111,8 @@ class BalancedBSP(Policy):
     ``_max_batch`` (their config's ``max_batch``: the last field, so labels
     show it last)."""
 
+    collective = True  # rounds of a batch-weighted gradient mean (path=collective all-reduces them)
+
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.total = self.n * ctx.batch_size  # the global batch X, fixed
@@ -257,7 +259,6 @@ class LBBSPConfig(PolicyConfig):
 
 class LBBSP(BalancedBSP):
     name = "lb-bsp"
-    collective = True  # rounds of a batch-weighted gradient mean (path=collective all-reduces them)
     summary = "BSP with per-worker batch sizes re-sized at every barrier for equal finish (LB-BSP, SoCC 2020)"
     config_class = LBBSPConfig
     config: LBBSPConfig

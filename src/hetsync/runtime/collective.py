@@ -41,26 +41,22 @@ pieces (:func:`plan_buckets`, :func:`check_round`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from hetsync.errors import BadInput, PolicyError
+from hetsync.driver.paths import PATHS as PATHS  # (moved to the driver core; imported from here too)
+from hetsync.driver.paths import check_path as check_path
+from hetsync.driver.paths import check_round as check_round
+from hetsync.driver.paths import uses_collective as uses_collective
+from hetsync.errors import BadInput
 
-PATHS = ("ps", "collective")
 PATH_ENV = "HETSYNC_PATH"  # the path ``hetsync launch --path`` gives the script's hetsync.init
 BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default
 _group: Any = None  # the workers' process group (ranks 1..N), when the run may use the collective path
-
-
-def check_path(path: object) -> str:
-    if path not in PATHS:
-        raise BadInput(f"path must be one of {', '.join(PATHS)}, got {path!r}")
-    return str(path)
 
 
 def form_workers_group(world: int) -> None:
@@ -97,38 +93,6 @@ def plan_buckets(sizes: Sequence[int], cap_elements: int) -> list[list[int]]:
     return buckets
 
 
-def uses_collective(path: str, policy: Any) -> bool:
-    """Whether a run of ``policy`` on ``path`` reduces its rounds among the
-    workers; BadInput when the path was asked for and the policy cannot use it."""
-    if path != "collective":
-        return False
-    if not getattr(policy, "collective", False):
-        raise BadInput(
-            f"{policy.label} cannot use path=collective: its exchanges are not rounds of a batch-weighted "
-            "gradient mean over the workers (policies that can: bsp, lb-bsp, lb-bsp-static); use path=ps"
-        )
-    return True
-
-
-def check_round(label: str, contributions: Sequence[tuple[int, float]], pushes: Mapping[int, Any]) -> None:
-    """``contributions`` ((push id, weight) of one Apply) must be what a
-    round's reduce computes: the batch-weighted mean over its pushes, i.e.
-    weights ∝ samples and summing to 1. ``pushes``: push id → the held push
-    (its ``samples``). PolicyError otherwise, naming the path. (An unknown
-    id is left to the ledger, which names it.)"""
-    if any(pid not in pushes for pid, _ in contributions):
-        return
-    samples = {pid: int(pushes[pid].samples) for pid, _ in contributions}
-    total = sum(samples.values())
-    for pid, weight in contributions:
-        expected = samples[pid] / total if total else 0.0
-        if not math.isclose(weight, expected, rel_tol=1e-6, abs_tol=1e-9):
-            raise PolicyError(
-                f"{label}: an Apply weights push {pid} {weight:g}, but the collective path reduces the "
-                f"batch-weighted mean ({expected:g}); run it with path=ps"
-            )
-
-
 @dataclass(slots=True)
 class _Bucket:
     members: list[int]  # tensor indices
@@ -149,8 +113,15 @@ class RoundReducer:
     starts its all-reduce once filled, in bucket order) or :meth:`add_flat`,
     then :meth:`mean` for Σbᵢgᵢ/Σbᵢ as one flat tensor in parameter order."""
 
-    def __init__(self, sizes: Sequence[int], *, group: Any = None, cap_bytes: int = BUCKET_BYTES) -> None:
+    def __init__(
+        self, sizes: Sequence[int], *, group: Any = None, cap_bytes: int = BUCKET_BYTES, expected_weight: float = 1.0
+    ) -> None:
         self.sizes = list(sizes)
+        # Σbᵢ of a full round (the run's global batch): gradients go in as bᵢ·gᵢ/B, so a round whose
+        # weights do add up to B is the mean as it comes out of the all-reduce (no pass to divide it)
+        if not expected_weight > 0:
+            raise ValueError(f"expected_weight must be > 0, got {expected_weight}")
+        self.expected = float(expected_weight)
         self.group = group
         self.starts = [0]
         for n in self.sizes:
@@ -194,7 +165,7 @@ class RoundReducer:
         if grad is None or self.weight == 0:
             part.zero_()
         else:
-            torch.mul(grad.detach().reshape(-1).cpu(), self.weight, out=part)  # (gloo reduces host memory)
+            torch.mul(grad.detach().reshape(-1).cpu(), self.weight / self.expected, out=part)  # (gloo: host memory)
         b.filled += 1
         self._launch_ready()
 
@@ -237,9 +208,14 @@ class RoundReducer:
         for b in self.buckets:
             for i, at in zip(b.members, b.offsets, strict=True):
                 out[self.starts[i] : self.starts[i + 1]] = b.buf[at : at + self.sizes[i]]
-        if total > 0:
-            out.div_(total)
+        scale = self._scale(total)
+        if scale != 1.0:
+            out.mul_(scale)
         return out
+
+    def _scale(self, total: float) -> float:
+        """What turns the reduced Σbᵢgᵢ/B into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed)."""
+        return self.expected / total if total > 0 else 0.0
 
     def mean_into_grads(self, params: Sequence[torch.Tensor]) -> float:
         """Wait for the round; make each parameter's ``.grad`` Σbᵢgᵢ/Σbᵢ —
@@ -251,9 +227,10 @@ class RoundReducer:
             b.work.wait()
         self.active = False
         total = float(self.buckets[-1].buf[-1])
-        scale = 1.0 / total if total > 0 else 0.0
+        scale = self._scale(total)
         for b in self.buckets:
-            b.buf.mul_(scale)
+            if scale != 1.0:
+                b.buf.mul_(scale)
             for i, at in zip(b.members, b.offsets, strict=True):
                 p = params[i]
                 view = b.buf[at : at + self.sizes[i]].view_as(p)

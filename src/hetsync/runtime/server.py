@@ -352,7 +352,7 @@ class _Run:
 
     # ------------------------------------------------------- lifecycle
     def execute(self) -> dict[str, Any]:
-        host_t0 = time.perf_counter()
+        host_t0, cpu_t0 = time.perf_counter(), time.process_time()
         srv, sc = self.srv, self.sc
         self.epoch = time.time() - self.offset_s  # a resumed run's clock goes on from its checkpoint
         if self.resumed is None or self.resumed["trace"] != "continued":
@@ -391,7 +391,8 @@ class _Run:
         if self.resumed is not None:
             self.resumed["fresh"] = self._fresh_on_resume()
         extra: dict[str, Any] = {"resumed_from": self.resumed, **self._eval_figures(wall)}
-        extra.update(path=self.path, path_fallback=self.fallback)
+        # rank 0's CPU time over the run (every thread: the loop, receivers, evaluator): the server's load
+        extra.update(path=self.path, path_fallback=self.fallback, server_cpu_s=time.process_time() - cpu_t0)
         extra["eval_warning"] = self._eval_warning(extra, wall)
         if extra["eval_warning"]:
             print(f"hetsync: {self.label}: {extra['eval_warning']}", file=sys.stderr, flush=True)
@@ -506,7 +507,8 @@ class _Run:
                 if self.p2p is not None:
                     self.p2p.evaluate(now)
                 elif self.collective:
-                    self._fetch(now)
+                    if self.srv.workload.metrics:  # (nothing to evaluate: no model to fetch)
+                        self._fetch(now)
                 else:
                     self.evaluate_model(now)
                 self.next_eval = now + self.eval_every_s
@@ -561,7 +563,8 @@ class _Run:
         p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
         p.comm_s += rep.comm_s  # transfer time no step overlapped (runtime.lanes.BusyClock)
         if rep.pulled is not None:  # (its start: sent, and the worker free to take it)
-            self.deliver(core.pulled(w, now_s=now, nbytes=nbytes, **dataclasses.asdict(rep.pulled)))
+            moved = 0 if self.path == "collective" and self.fallback is None else nbytes  # (the ring's: at Apply)
+            self.deliver(core.pulled(w, now_s=now, nbytes=moved, **dataclasses.asdict(rep.pulled)))
         if (c := rep.computed) is not None:
             p.compute_s += c.end_s - c.start_s
             p.steps += 1
@@ -577,7 +580,8 @@ class _Run:
                 raise RuntimeError(f"worker {w}: a push outside a collective round")
             # (carried after a fall-back to ps: that round's all-reduce failed, its gradient is lost)
             push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper))
-            self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=nbytes))
+            moved = 0 if s.carried else nbytes  # (a carried push's bytes are the ring's, counted at Apply)
+            self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=moved))
         if w in self.leaving:
             self._exit_when_square(w)
 
@@ -672,6 +676,9 @@ class _Run:
             elif isinstance(cmd, Apply):
                 if self.collective:
                     collective.check_round(self.label, cmd.contributions, self.ledger.pushes)
+                    # the round's ring all-reduce over the group: 2(k−1) phases, each member sending M/k
+                    k = len(self.srv.alive | self.parked)
+                    self.ledger.bytes_sent += 2 * (k - 1) * k * -(-self.srv.nbytes // k)
                 self.ledger.apply(cmd, self.now())
                 self.apply_lr = self.ledger.last_lr
             elif isinstance(cmd, Drop):
@@ -756,6 +763,8 @@ class _Run:
 
     def _fetched(self, w: int, payload: torch.Tensor | None) -> None:
         self.paid(w, self.now())
+        if w in self.leaving:  # (its loop has ended: this may have been all it owed)
+            self._exit_when_square(w)
         at, self.fetch_at = self.fetch_at, None
         if payload is None or at is None:
             return

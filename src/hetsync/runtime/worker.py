@@ -261,7 +261,8 @@ class WorkerProcess:
     def _start_rounds(self) -> None:
         """A collective run starts: the reducer (built once) and a fresh copy of the server's optimizer."""
         if self.reducer is None:
-            self.reducer = RoundReducer([self.workload.n_params], group=workers_group())
+            full = self.sc.workers * self.sc.batch_size  # (a full round's Σb: see RoundReducer)
+            self.reducer = RoundReducer([self.workload.n_params], group=workers_group(), expected_weight=full)
         self.replica = gradient_stepper(self.sc)
 
     def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:

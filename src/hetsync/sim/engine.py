@@ -25,6 +25,21 @@ and a step is applied to the worker's own model as it ends. The accuracy is
 that of the push-sum average of the workers' models (hetsync.localmodel). ``link_load`` in the scenario
 changes the workers' link capacities over time, for both topologies.
 
+Data paths (``path``, :mod:`hetsync.driver.paths`). On ``ps`` (the default)
+a parameter-server policy's push is a flow from the worker's node into the
+server's and a pull one out of it, so a round's pushes are an incast on the
+server's downlink. On ``collective`` (policies with ``Policy.collective``:
+BSP, LB-BSP) a round's bulk bytes never reach the server, as on the
+runtime's collective path: a step's push is held at once and the policy hears
+``PushArrived`` when the step's small report reaches the server (at once, or
+``latency_s`` later with ``control_latency``); the ``Apply`` of a round starts
+a ring all-reduce of the model among the workers whose pushes it applies (the
+machinery of p2p's ``AllReduce``: 2(k−1) phases of k flows of 1/k of the
+model), and a pull carries no model but completes when that ring has ended
+(and its small command has arrived). The ledger's math is the same on both
+paths — every worker ends a round holding the model after the ``Apply`` — so
+only the timing and the bytes differ.
+
 Batched math (the default): a step's gradient depends only on the worker's
 model when the step starts and on its batch, so the step is only registered
 with a :class:`~hetsync.sim.batch.GradientBatcher` when it starts, and the
@@ -49,6 +64,7 @@ from typing import Any
 import torch
 
 from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
+from hetsync.driver.paths import check_path, check_round, uses_collective
 from hetsync.driver.policycall import describe
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger
@@ -106,12 +122,16 @@ class _Worker:
 
 @dataclass(slots=True)
 class _Exchange:
-    """A multicast or an all-reduce in flight (p2p)."""
+    """A multicast or an all-reduce in flight (p2p), or a round's ring (path collective)."""
 
     start_s: float
     workers: tuple[int, ...]  # sender first for a multicast; the ring for an all-reduce
     left: int  # flows of the multicast, or of the ring's current phase, not delivered
     phase: int = 0  # ring phase
+    # a ring's end, when it is not p2p's averaging (path collective: the round's pulls complete)
+    done: Callable[[_Exchange], None] | None = None
+    ended: bool = False
+    waiting: list[_Transfer] = field(default_factory=list)  # path collective: pulls waiting for the ring
 
 
 @dataclass(slots=True)
@@ -141,7 +161,9 @@ class Simulation:
     ``math=False`` skips the gradient math (the timing and the protocol
     still run) — for measuring the event loop alone. ``batch_math=False``
     computes one gradient per call as each step starts instead of batching
-    the steps in flight (see the module docstring).
+    the steps in flight (see the module docstring). ``path``: the data path
+    modelled, ``ps`` or ``collective`` (BadInput for a policy that cannot use
+    it; see the module docstring).
     """
 
     def __init__(
@@ -154,8 +176,10 @@ class Simulation:
         progress: Callable[[float], None] | None = None,
         workload: Workload | None = None,
         batch_math: bool = True,
+        path: str = "ps",
     ) -> None:
         n = scenario.workers
+        self.path = check_path(path)
         self.n = n
         self.math = math
         self.progress = progress
@@ -169,6 +193,8 @@ class Simulation:
         self.policy: Policy = make_policy(policy, policy_context(scenario, self.nbytes))
         self.label = self.policy.label
         self.p2p = self.policy.topology == "p2p"
+        self.collective = uses_collective(self.path, self.policy)  # rounds all-reduced among the workers
+        self._round: _Exchange | None = None  # path collective: the last round's ring (ended or not)
         self.timing = TimingModel(scenario)
         bw = [b / self._link_factor(w, 0.0) for w, b in enumerate(scenario.bandwidth_Bps)]
         self.net = Network(
@@ -274,10 +300,17 @@ class Simulation:
                 self._execute_other(cmd)
 
     def _apply(self, cmd: Apply) -> None:
+        members = None
+        if self.collective:  # the round its workers all-reduce: the batch-weighted mean of their pushes
+            pushes = self.ledger.pushes
+            check_round(self.label, cmd.contributions, pushes)
+            members = tuple(sorted({pushes[pid].worker for pid, _ in cmd.contributions if pid in pushes}))
         t0 = time.perf_counter()
         self.ledger.apply(cmd, self.now)
         if not self.math:
             self.ledger.math_time_s -= time.perf_counter() - t0
+        if members is not None:
+            self._start_round(members)
 
     def _drop(self, cmd: Drop) -> None:
         self.ledger.drop(cmd, self.now)
@@ -355,13 +388,29 @@ class Simulation:
             uplink_Bps=bandwidth_Bps,
             downlink_Bps=bandwidth_Bps,
         )
+        carried = None
         if cmd.push is not None:  # pushed as the step ends, before the policy hears of it
-            self._push(Push(worker=index, kind=cmd.push))
+            if self.collective:  # into the round's all-reduce: the policy hears of it with the step's report
+                carried = self._hold_push(Push(worker=index, kind=cmd.push))
+            else:
+                self._push(Push(worker=index, kind=cmd.push))
         if cmd.continuous:  # the next step starts at once, before the policy hears of this one
             self._execute([cmd])
         self._report(done, served=cmd.push is None)
+        if carried is not None:
+            self._carried(carried)
 
     def _push(self, cmd: Push) -> None:
+        tr = self._hold_push(cmd)
+        if self.collective:
+            self._carried(tr)
+        else:
+            self._transfer(tr)
+
+    def _hold_push(self, cmd: Push) -> _Transfer:
+        """The worker's push taken from its model and held by the ledger; the
+        transfer that carries it to the server (path collective: none — its
+        bytes go into the round's ring, and only the report travels)."""
         w = self.workers[cmd.worker]
         t0 = time.perf_counter()
         try:
@@ -372,22 +421,30 @@ class Simulation:
             self.ledger.math_time_s += time.perf_counter() - t0
         rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples)
         push_id = self.ledger.hold(rec)
-        self._transfer(_Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=self.nbytes, push_id=push_id))
+        nbytes = 0 if self.collective else self.nbytes
+        return _Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id)
 
     def _pull(self, cmd: Pull) -> None:
-        self._transfer(self._pull_transfer(cmd, self.now))
+        tr = self._pull_transfer(cmd, self.now)
+        if self.collective:
+            self._await_round(tr)
+        else:
+            self._transfer(tr)
 
     def _pull_transfer(self, cmd: Pull, start_s: float) -> _Transfer:
-        """The model as it is now, on its way to ``cmd.worker`` from ``start_s``."""
+        """The model as it is now, on its way to ``cmd.worker`` from ``start_s``
+        (path collective: no bytes — the worker reduces the round itself — and
+        the round's ring it waits for)."""
         snapshot, version = self.ledger.send_model(cmd.worker)
         return _Transfer(
             kind="pull",
             worker=cmd.worker,
             start_s=start_s,
-            nbytes=self.nbytes,
+            nbytes=0 if self.collective else self.nbytes,
             snapshot=snapshot,
             version=version,
             then=cmd.then,
+            exchange=self._round if self.collective else None,
         )
 
     def _transfer(self, tr: _Transfer) -> None:
@@ -425,6 +482,12 @@ class Simulation:
                 return
             self._deliver(self.core.push_arrived(tr.push_id, start_s=tr.start_s, now_s=now, nbytes=tr.nbytes))
             return
+        self._pulled(tr)
+
+    def _pulled(self, tr: _Transfer) -> None:
+        """``tr``'s pull is done: the worker holds the model it carried."""
+        w = self.workers[tr.worker]
+        now = self.now
         overwritten = w.model.load(tr.snapshot, tr.version)
         done = self.core.pulled(
             tr.worker,
@@ -476,7 +539,8 @@ class Simulation:
             if isinstance(cmd, Pull):
                 self.core.check(cmd)
                 tr = self._pull_transfer(cmd, self._book_server())  # the model as the server takes the command
-                self._schedule(tr.start_s, _SERVE, ("pull", tr))
+                # path collective: a command (no model) that reaches the worker after its travel
+                self._schedule(tr.start_s + (travel_s if self.collective else 0.0), _SERVE, ("pull", tr))
             elif isinstance(cmd, (Compute, Push)):
                 self.core.check(cmd)
                 self._schedule(self._book_server() + travel_s, _SERVE, ("command", cmd))
@@ -493,7 +557,10 @@ class Simulation:
                 item = self.core.push_arrived(item.push_id, start_s=item.start_s, now_s=now, nbytes=item.nbytes)
             self._deliver(item)
         elif what == "pull":
-            self._transfer(item)
+            if self.collective:
+                self._await_round(item)
+            else:
+                self._transfer(item)
         elif isinstance(item, Compute):
             self._compute(item)
         else:
@@ -534,9 +601,12 @@ class Simulation:
         self._deliver(arrived)
 
     def _allreduce(self, cmd: AllReduce) -> None:
-        ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
         self.core.stats.allreduce(len(cmd.workers))
-        for i in cmd.workers:
+        self._start_ring(_Exchange(start_s=self.now, workers=cmd.workers, left=0))
+
+    def _start_ring(self, ex: _Exchange) -> None:
+        """The ring all-reduce ``ex`` starts now: its members are busy communicating until it ends."""
+        for i in ex.workers:
             w = self.workers[i]
             self._settle(w)
             w.comm += 1
@@ -564,6 +634,9 @@ class Simulation:
         if ex.phase < 2 * (k - 1):
             self._ring_phase(ex)
             return
+        if ex.done is not None:
+            ex.done(ex)
+            return
         t0 = time.perf_counter()
         models = [self.workers[i].model for i in ex.workers]
         weights = [m.weight for m in models]
@@ -583,6 +656,49 @@ class Simulation:
             w.comm -= 1
             self.core.reduced(i, start_s=ex.start_s, end_s=self.now, nbytes=self.nbytes, members=k)
         self._deliver(self.core.allreduce_done(ex.workers, start_s=ex.start_s, now_s=self.now))
+
+    # -------------------------------------------------- path collective
+    def _carried(self, tr: _Transfer) -> None:
+        """A push that went into the round's all-reduce: the server hears of
+        it with the step's report (at once, or after the report's travel and
+        its turn at the server), and no bytes reach it."""
+        if self._messages:
+            travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+            self._schedule(self.now + travel_s, _SERVE, ("arrived", tr))
+            return
+        self._deliver(self.core.push_arrived(tr.push_id, start_s=tr.start_s, now_s=self.now, nbytes=0))
+
+    def _start_round(self, members: tuple[int, ...]) -> None:
+        """An Apply closed a round: its members all-reduce the model in a ring
+        (the runtime reduces their gradients: the same bytes). The pulls the
+        policy gives from now on wait for it. One member, or none, has no one
+        to reduce with: its round ends at once."""
+        ex = _Exchange(start_s=self.now, workers=members, left=0, done=self._round_reduced)
+        self._round = ex
+        if len(members) < 2:
+            ex.ended = True
+            return
+        self._start_ring(ex)
+
+    def _round_reduced(self, ex: _Exchange) -> None:
+        ex.ended = True
+        k = len(ex.workers)
+        for i in ex.workers:
+            w = self.workers[i]
+            self._settle(w)
+            w.comm -= 1
+            self.core.reduced(i, start_s=ex.start_s, end_s=self.now, nbytes=self.nbytes, members=k)
+        waiting, ex.waiting = ex.waiting, []
+        for tr in waiting:
+            self._pulled(tr)
+
+    def _await_round(self, tr: _Transfer) -> None:
+        """A collective pull has reached its worker: done when its round's ring is."""
+        ex = tr.exchange
+        if ex is None or ex.ended:
+            self._pulled(tr)
+        else:
+            ex.waiting.append(tr)
 
     def _average_model(self) -> None:
         """p2p: what is evaluated is the push-sum average of the workers'
@@ -626,7 +742,9 @@ class Simulation:
         torch_threads = torch.get_num_threads()
         torch.set_num_threads(1)  # tiny models: threads only add overhead and nondeterminism
         try:
-            self.core.started(0.0, model_nbytes=self.nbytes, scenario=sc)
+            # (the path is named when it is not ps: a ps trace is byte-identical to those before paths)
+            named = {"path": self.path} if self.collective else {}
+            self.core.started(0.0, model_nbytes=self.nbytes, scenario=sc, **named)
             self._evaluate(0.0)
             every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
@@ -658,6 +776,7 @@ class Simulation:
                 "batched_calls": self.batcher.calls if self.batcher is not None else 0,
                 "outstanding_detail": self._outstanding_detail(),
                 "measured_step": self.measured.to_dict() if self.measured is not None else None,
+                "path": self.path if not self.p2p else None,
                 **self.core.p2p_summary(self.now),
             },
         )
