@@ -7,7 +7,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from hetsync.optim import Stepper, build_optimizer
+from hetsync.errors import BadInput
+from hetsync.optim import DelayedNesterov, Stepper, build_optimizer
 from hetsync.recipe import parse_optimizer, parse_schedule
 
 
@@ -85,3 +86,55 @@ def test_schedule_scales_the_rate():
     s = _stepper(None, {"name": "step", "milestones": [10], "gamma": 0.5})
     assert s.lr_at(0.2, 9) == 0.2
     assert s.lr_at(0.2, 10) == pytest.approx(0.1)
+
+
+def test_delayed_nesterov_with_period_one_is_torch_nesterov_sgd():
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(8))
+    b = torch.nn.Parameter(a.detach().clone())
+    dn = DelayedNesterov([a], lr=0.3, momentum=0.9, period=1, weight_decay=0.01)
+    sgd = torch.optim.SGD([b], lr=0.3, momentum=0.9, nesterov=True, weight_decay=0.01)
+    for _ in range(6):
+        g = torch.randn(8)
+        a.grad, b.grad = g.clone(), g.clone()
+        dn.step()
+        sgd.step()
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_delayed_nesterov_moves_every_step_and_adds_momentum_every_period():
+    s = _stepper(None)  # (the plain path is untouched)
+    assert s.plain
+    cfg = parse_optimizer(
+        "outer_optimizer", {"lr": 1.0, "momentum": 0.5, "nesterov": True, "momentum_period": 2}, outer=True
+    )
+    st = Stepper(cfg, parse_schedule("schedule", None), None)
+    m = torch.zeros(2)
+    m1 = st.descend(m, torch.tensor([1.0, 0.0]), 1.0)  # step 1: the gradient part only
+    assert torch.equal(m1, torch.tensor([-1.0, 0.0]))
+    m2 = st.descend(m1, torch.tensor([0.0, 2.0]), 1.0)  # step 2: −g, then momentum 0.5·(0 + [1, 2]) more
+    assert torch.allclose(m2, torch.tensor([-1.0, -2.0]) - 0.5 * torch.tensor([1.0, 2.0]))
+    state = copy.deepcopy(st.state_dict())
+    assert state["state"][0]["step"] == 2
+    restored = Stepper(cfg, parse_schedule("schedule", None), None)
+    restored.load_state_dict(copy.deepcopy(state))
+    a = b = m2
+    for g in (torch.tensor([0.5, 0.5]), torch.tensor([-1.0, 0.25])):
+        # the restored one keeps the schedule (step count: step 4 adds the momentum) and the buffers
+        a, b = st.descend(a, g, 1.0), restored.descend(b, g, 1.0)
+        assert torch.equal(a, b)
+
+
+def test_a_delayed_momentum_needs_nesterov_sgd():
+    for raw, key in [
+        ({"name": "sgd", "momentum": 0.9, "momentum_period": 4}, "optimizer.momentum_period"),
+        ({"name": "sgd", "momentum": 0.9, "nesterov": True, "momentum_period": 0}, "optimizer.momentum_period"),
+        ({"name": "sgd", "momentum": 0.9, "nesterov": True, "momentum_period": 2.5}, "optimizer.momentum_period"),
+        ({"name": "adamw", "momentum_period": 4}, "optimizer.momentum_period"),
+    ]:
+        with pytest.raises(BadInput, match=f"'{key}'"):
+            parse_optimizer("optimizer", raw)
+    cfg = parse_optimizer("optimizer", {"momentum": 0.9, "nesterov": True, "momentum_period": 3})
+    assert cfg.momentum_period == 3 and not cfg.plain
+    assert isinstance(build_optimizer(cfg, [torch.nn.Parameter(torch.zeros(2))]), DelayedNesterov)
+    assert parse_optimizer("optimizer", {"momentum": 0.9}).momentum_period == 1  # torch's SGD as before

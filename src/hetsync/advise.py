@@ -82,6 +82,7 @@ GRID: dict[str, tuple[str, ...]] = {
     "ssp": (":s=1", ":s=3", ":s=8"),
     "local-sgd": (":H=2", ":H=4", ":H=8"),
     "diloco": (":H=5", ":H=10"),
+    "async-local-sgd": (":H=10",),
     "backup": (":b=1", ":b=2"),
     "wbsp": ("",),
     "wbsp-overlap": ("",),
@@ -96,6 +97,7 @@ GRID: dict[str, tuple[str, ...]] = {
 POOL_MIN_WORK_S = 12.0
 """Below this much estimated simulation (one process), runs stay in this process: a worker process takes seconds to start."""
 DILOCO_SGD_INNER_LR = 0.01  # DiLoCo's inner AdamW next to an SGD-tuned lr (policies/diloco.py)
+INNER_ADAMW = ("diloco", "async-local-sgd")  # policies whose workers step with AdamW, whatever the scenario's optimizer
 
 
 # ---------------------------------------------------------------- features
@@ -237,12 +239,13 @@ class Candidate:
 
 def grid_specs(scenario: Scenario, names: Sequence[str]) -> list[str]:
     """The grid's specs of these policies, in order, adapted to the scenario
-    (DiLoCo's inner AdamW gets a small lr when the scenario's lr is tuned for SGD)."""
+    (DiLoCo's and asynchronous local SGD's inner AdamW gets a small lr when
+    the scenario's lr is tuned for SGD)."""
     specs = []
     for name in names:
         for suffix in GRID.get(name, ("",)):
             spec = name + suffix
-            if name == "diloco" and scenario.optimizer.name == "sgd":
+            if name in INNER_ADAMW and scenario.optimizer.name == "sgd":
                 spec += f":inner_lr={DILOCO_SGD_INNER_LR:g}"
             specs.append(spec)
     return specs
@@ -764,6 +767,11 @@ def mechanism(c: Candidate, f: Features) -> str:
         return f"averages the models once every {p.get('H')} local steps, {p.get('H')}× fewer barriers and transfers"
     if name == "diloco":
         return f"averages every {p.get('H')} inner steps through an outer Nesterov step, {p.get('H')}× fewer transfers"
+    if name == "async-local-sgd":
+        return (
+            f"applies each worker's model delta as it arrives, every {p.get('H')} steps of the fastest worker "
+            "and proportionally fewer of the slower, so no worker waits for another"
+        )
     if name == "backup":
         b = int(p.get("b", 1))
         slowest = "slowest worker never holds" if b == 1 else f"{b} slowest never hold"

@@ -108,7 +108,71 @@ def build_optimizer(cfg: OptimizerConfig, params: list[torch.nn.Parameter]) -> t
     """The ``torch.optim`` optimizer ``cfg`` names (learning rate set per step)."""
     if cfg.name == "adamw":
         return torch.optim.AdamW(params, lr=1.0, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    if cfg.momentum_period > 1:
+        return DelayedNesterov(
+            params, lr=1.0, momentum=cfg.momentum, period=cfg.momentum_period, weight_decay=cfg.weight_decay
+        )
     return torch.optim.SGD(params, lr=1.0, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=cfg.weight_decay)
+
+
+class DelayedNesterov(torch.optim.Optimizer):
+    """Nesterov SGD whose momentum is updated and applied once every
+    ``period`` steps: the delayed Nesterov update (DN) of Liu et al.,
+    "Asynchronous Local-SGD Training for Language Modeling" (2024), for an
+    outer optimizer that receives one worker's pseudo-gradient at a time.
+
+    Each step, with g the gradient (plus ``weight_decay``·θ):
+
+    - θ ← θ − lr·g, and g is added to a buffer Σ;
+    - every ``period``-th step also m ← β·m + Σ, θ ← θ − lr·β·m, Σ ← 0.
+
+    With ``period`` 1 this is ``torch.optim.SGD(nesterov=True)`` (dampening
+    0) step for step. With ``period`` N and each of N workers' pseudo-gradients
+    given weight 1/N (asynchronous local SGD's ``Apply``), N arrivals move
+    the model exactly as one synchronous Nesterov step on their mean does
+    (DiLoCo's outer step), but the model moves at every arrival, and one
+    stale pseudo-gradient never enters the momentum alone. The state (per
+    parameter: ``momentum_buffer``, ``pending`` = Σ and ``step``) is saved
+    and loaded with the optimizer's ``state_dict``, as torch.optim's is.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        *,
+        lr: float = 1.0,
+        momentum: float = 0.9,
+        period: int = 1,
+        weight_decay: float = 0.0,
+    ) -> None:
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"DelayedNesterov momentum must be in [0, 1), got {momentum!r}")
+        if period < 1:
+            raise ValueError(f"DelayedNesterov period must be >= 1, got {period!r}")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "period": period, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for group in self.param_groups:
+            lr, beta, period, decay = group["lr"], group["momentum"], group["period"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad if not decay else p.grad.add(p, alpha=decay)
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                    state["pending"] = torch.zeros_like(p)
+                state["step"] += 1
+                pending = state["pending"]
+                pending.add_(g)
+                p.add_(g, alpha=-lr)
+                if state["step"] % period == 0:
+                    m = state["momentum_buffer"]
+                    m.mul_(beta).add_(pending)
+                    p.add_(m, alpha=-lr * beta)
+                    pending.zero_()
 
 
 def _policy_choice(policy: Any, hook: str, default: OptimizerConfig, outer: bool) -> OptimizerConfig:

@@ -16,7 +16,10 @@ comparison, so they train alike wherever they take the same kind of step:
 - ``outer_optimizer`` steps on the **pseudo-gradient** ``−Σ wᵢ Δᵢ`` of delta
   pushes on the server (local SGD, WBSP, DiLoCo), at its own ``lr``, not
   scheduled or clipped. The default, plain SGD at lr 1.0, is plain model
-  averaging; DiLoCo's outer Nesterov momentum is one.
+  averaging; DiLoCo's outer Nesterov momentum is one, and asynchronous local
+  SGD's *delayed* Nesterov momentum (``momentum_period``: the momentum
+  term taken once every k steps, :class:`hetsync.optim.DelayedNesterov`)
+  another.
 
 Clocks of the schedule (documented in docs/scenarios.md):
 
@@ -91,6 +94,10 @@ class OptimizerConfig:
     ``adamw``: ``torch.optim.AdamW`` (betas, eps, weight_decay). ``lr`` is
     the outer optimizer's own step size (the others take the scenario's
     ``lr``); 1.0 with plain SGD is plain model averaging.
+    ``momentum_period`` k > 1 (Nesterov SGD only) delays the momentum: every
+    step moves the model by −lr·g, and every k-th step the momentum takes the
+    sum of the last k gradients and adds its own term
+    (:class:`hetsync.optim.DelayedNesterov`); 1 is ordinary Nesterov SGD.
     """
 
     name: str = "sgd"
@@ -100,6 +107,7 @@ class OptimizerConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     lr: float = 1.0
+    momentum_period: int = 1
 
     @property
     def plain(self) -> bool:
@@ -137,6 +145,8 @@ def parse_optimizer(key: str, raw: Any, *, outer: bool = False) -> OptimizerConf
         if not isinstance(betas, (list, tuple)) or len(betas) != 2:
             raise BadInput(f"scenario key '{key}.betas' must be a pair [beta1, beta2], got {betas!r}")
         out["betas"] = tuple(_number(f"{key}.betas[{i}]", b, minimum=0.0, below=1.0) for i, b in enumerate(betas))
+    if "momentum_period" in raw:
+        out["momentum_period"] = _integer(f"{key}.momentum_period", raw["momentum_period"], 1)
     if "lr" in raw:
         if not outer:
             raise BadInput(f"scenario key '{key}.lr' is not a setting: gradient steps take the scenario's lr")
@@ -152,8 +162,14 @@ def parse_optimizer(key: str, raw: Any, *, outer: bool = False) -> OptimizerConf
                 )
         if cfg.nesterov and cfg.momentum == 0:
             raise BadInput(f"scenario key '{key}.nesterov' needs {key}.momentum > 0")
-    elif "momentum" in raw or "nesterov" in raw:
-        raise BadInput(f"scenario key '{key}.momentum' is an sgd setting; adamw has betas, eps, weight_decay")
+        if cfg.momentum_period > 1 and not cfg.nesterov:
+            raise BadInput(
+                f"scenario key '{key}.momentum_period' delays Nesterov momentum: it needs {key}.nesterov: true "
+                f"(and {key}.momentum > 0)"
+            )
+    elif "momentum" in raw or "nesterov" in raw or "momentum_period" in raw:
+        what = next(k for k in ("momentum", "nesterov", "momentum_period") if k in raw)
+        raise BadInput(f"scenario key '{key}.{what}' is an sgd setting; adamw has betas, eps, weight_decay")
     return cfg
 
 

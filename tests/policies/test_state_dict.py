@@ -22,9 +22,10 @@ from hetsync.scenario import scenario_from_dict
 from hetsync.sim.engine import Simulation
 
 SPECS = [*REGISTRY, "lb-bsp:variant=gpu", "lb-bsp:predictor=ewma", "selmcast:sync=ssp", "p2p-random:sync=ssp"]
-SPECS += ["elastic-bsp:within=local"]
+SPECS += ["elastic-bsp:within=local", "async-local-sgd:dylu=off"]
 # policies that learn something a restart must not forget
 LEARNS = {"backup", "dssp", "elastic-bsp", "lb-bsp", "lb-bsp-static", "p2p-random", "selmcast", "wbsp", "wbsp-overlap"}
+LEARNS |= {"async-local-sgd"}
 
 SCENARIO = scenario_from_dict(
     {
@@ -144,3 +145,12 @@ def test_a_state_of_another_worker_count_is_refused():
     policy = make_policy("lb-bsp", policy_context(other))
     with pytest.raises(ValueError, match="comm_s"):
         policy.load_state_dict(state)
+
+
+def test_async_local_sgd_sizes_its_windows_from_the_learned_speeds():
+    a = learned("async-local-sgd")
+    b = restored("async-local-sgd", a.state_dict())
+    workers = range(SCENARIO.workers)
+    assert b.step_s == a.step_s and None not in b.step_s
+    assert [b.steps_for(w) for w in workers] == [a.steps_for(w) for w in workers]
+    assert len({b.steps_for(w) for w in workers}) > 1  # it had learned something: unequal windows

@@ -28,6 +28,8 @@ HELP: dict[str, str] = {
     "several seeds",
     "paper-selmcast": "SELMCAST paper set-up: p2p all-reduce, random-p and SELMCAST under BSP and SSP; receivers, "
     "round time, TTA",
+    "async-local-sgd": "asynchronous local SGD (Liu et al. 2024: DyLU, delayed Nesterov) vs BSP, local SGD and DiLoCo "
+    "on lm-8 and default, 3 seeds, with its ablations",
     "advise": "profile -> advise -> verify on emulated clusters: recovered delays/links, predicted vs measured TTA",
     "startup": "time to the first training step: hetsync launch vs torchrun DDP on the same script, run alternately",
     "scale": "hetsync BSP on each data path (ps, collective) vs DDP on the same model and batch: step time, bytes, "

@@ -316,6 +316,8 @@ def optimizer_text(opt: Any) -> str:
         parts = [f"AdamW (betas {opt.betas[0]:g}, {opt.betas[1]:g})"]
     elif opt.momentum:
         parts = [f"SGD, {'Nesterov ' if opt.nesterov else ''}momentum {opt.momentum:g}"]
+        if getattr(opt, "momentum_period", 1) > 1:
+            parts[0] += f" (delayed: every {opt.momentum_period} steps)"
     else:
         parts = ["plain SGD"]
     if opt.weight_decay:

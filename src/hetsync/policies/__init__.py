@@ -14,6 +14,7 @@ from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.policies.asp import ASP
+from hetsync.policies.async_local_sgd import AsyncLocalSGD
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import Policy, PolicyContext
 from hetsync.policies.bsp import BSP
@@ -36,6 +37,7 @@ _CLASSES: tuple[type[Policy], ...] = (
     SSP,
     LocalSGD,
     DiLoCo,
+    AsyncLocalSGD,
     BackupWorkers,
     WBSP,
     WBSPOverlap,
