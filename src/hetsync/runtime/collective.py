@@ -199,35 +199,32 @@ class RoundReducer:
     def mean(self) -> torch.Tensor:
         """Wait for the round's all-reduce; Σbᵢgᵢ/Σbᵢ as one flat tensor in
         parameter order (zeros when nobody contributed)."""
+        _, scale = self._close()
+        out = torch.empty(self.n)
+        for b in self.buckets:
+            for i, at in zip(b.members, b.offsets, strict=True):
+                out[self.starts[i] : self.starts[i + 1]] = b.buf[at : at + self.sizes[i]]
+        if scale != 1.0:
+            out.mul_(scale)
+        return out
+
+    def _close(self) -> tuple[float, float]:
+        """End the round: every bucket launched (unused tensors as zero) and
+        reduced. Returns Σbᵢ and the factor that turns the reduced Σbᵢgᵢ/B
+        into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed)."""
         self.flush()
         for b in self.buckets:
             b.work.wait()
         self.active = False
         total = float(self.buckets[-1].buf[-1])
-        out = torch.empty(self.n)
-        for b in self.buckets:
-            for i, at in zip(b.members, b.offsets, strict=True):
-                out[self.starts[i] : self.starts[i + 1]] = b.buf[at : at + self.sizes[i]]
-        scale = self._scale(total)
-        if scale != 1.0:
-            out.mul_(scale)
-        return out
-
-    def _scale(self, total: float) -> float:
-        """What turns the reduced Σbᵢgᵢ/B into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed)."""
-        return self.expected / total if total > 0 else 0.0
+        return total, (self.expected / total if total > 0 else 0.0)
 
     def mean_into_grads(self, params: Sequence[torch.Tensor]) -> float:
         """Wait for the round; make each parameter's ``.grad`` Σbᵢgᵢ/Σbᵢ —
         on the CPU a view into the bucket it was reduced in, scaled there
         (no copy, as DDP's ``gradient_as_bucket_view``; the loop's
         ``zero_grad`` drops or zeroes it before the next backward). Returns Σbᵢ."""
-        self.flush()
-        for b in self.buckets:
-            b.work.wait()
-        self.active = False
-        total = float(self.buckets[-1].buf[-1])
-        scale = self._scale(total)
+        total, scale = self._close()
         for b in self.buckets:
             if scale != 1.0:
                 b.buf.mul_(scale)
