@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md §1, checked on the source (with ``ast``, nothing
+"""The layering of docs/architecture.md §8, checked on the source (with ``ast``, nothing
 is imported):
 
 - the policy core (policies/, algos/) imports only the standard library,

@@ -1,5 +1,5 @@
 """Bad input ends in exit status 2 with one line naming the key or value
-(README, DESIGN.md §5): no traceback, no hang, bounded memory. The table is
+(README, docs/architecture.md §6): no traceback, no hang, bounded memory. The table is
 issue 14's list of inputs that were not handled so (item 9), plus neighbours
 of them; every case is refused before a simulation starts or a process is
 launched, so the whole table runs in-process in seconds."""
@@ -288,6 +288,23 @@ CASES = [
         lambda t: sim(t, "-p", "tests.userpolicy.broken:RaisesInInit"),
         "creating it raised",
     ),
+    # --- issue 28 item 4: Streaming DiLoCo runs in the simulator only, for now
+    (
+        "streaming-diloco-on-real-processes",
+        lambda t: ["run", "-s", "hetero-4", "-p", "streaming-diloco", "--nproc", "2", "-o", str(t / "out")],
+        "policy 'streaming-diloco' is simulator only for now",
+    ),
+    (
+        "streaming-diloco-in-a-dist-comparison",
+        lambda t: ["compare", "--runtime", "dist", "--nproc", "2", "-p", "bsp,streaming-diloco:bits=8", "-o", str(t)],
+        "policy 'streaming-diloco:bits=8' is simulator only for now",
+    ),
+    (
+        "streaming-diloco-bits",
+        lambda t: sim(t, "-p", "streaming-diloco:bits=16"),
+        "parameter 'bits' must be 32, 8 or 4",
+    ),
+    ("streaming-diloco-tau", lambda t: sim(t, "-p", "streaming-diloco:H=10:P=2:tau=5"), "parameter 'tau' must be < 5"),
     # --- issue 30 item 5: report reads what it is given
     (
         "report-strings-for-numbers",

@@ -375,3 +375,13 @@ def test_the_simulator_takes_path_and_refuses_a_policy_that_cannot_use_it(tmp_pa
     ps = ["compare", "-s", "default", "-p", "bsp", "--set", "max_time_s=1", "-o", str(tmp_path / "ps"), "--no-plots"]
     assert main(ps) == 0
     assert [r["path"] for r in json.loads((tmp_path / "ps" / "summary.json").read_text())] == ["ps"]
+
+
+def test_a_repeated_policy_option_adds_its_specs():
+    """``-p bsp -p asp`` is ``-p bsp,asp`` (it used to keep only the last one, silently)."""
+    from hetsync.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["compare", "-p", "bsp", "-p", "ssp:s=3,asp"]).policies == "bsp,ssp:s=3,asp"
+    assert parser.parse_args(["run", "--policy", "bsp", "-p", "lb-bsp"]).policies == "bsp,lb-bsp"
+    assert parser.parse_args(["compare"]).policies is None

@@ -34,6 +34,12 @@ SPECS = [*REGISTRY, "ssp:s=0", "ssp:s=1", "local-sgd:H=1", "local-sgd:H=3", "bac
 SPECS += ["elastic-bsp:R=1", "elastic-bsp:R=60", "dssp:s_L=0:r_max=2", "dssp:s_L=1:r_max=0"]
 SPECS += ["elastic-bsp:within=local", "elastic-bsp:R=1:within=local"]
 SPECS += ["diloco:H=1", "diloco:H=3"]
+SPECS += [
+    "streaming-diloco:H=3:P=1:tau=0",
+    "streaming-diloco:H=3:P=2:tau=0:bits=32",
+    "streaming-diloco:H=6:P=2:tau=2:bits=8",
+]
+SPECS += ["streaming-diloco:H=4:P=4:tau=0:split=equal"]
 SPECS += ["async-local-sgd:H=1", "async-local-sgd:H=3:dylu=off", "async-local-sgd:H=4:momentum_period=1"]
 SPECS += ["p2p-allreduce:sync=ssp:s=1", "p2p-random:sync=ssp:s=0:p=1", "selmcast:sync=ssp", "selmcast:p=1"]
 SPECS += ["selmcast:sync=ssp:s=1:window_s=0.5", "selmcast:sync=ssp:p=1:window_s=30"]

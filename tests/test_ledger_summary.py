@@ -198,3 +198,71 @@ def test_a_worker_that_left_before_a_resume_and_came_back_counts_the_whole_run()
     )
     assert s["workers_left"] == [{"worker": 0, "t": 2.0, "reason": "connection lost"}]  # (its history stays)
     assert s["wait_share"] == pytest.approx(0.5) and s["per_worker"]["wait_s"] == [5.0, 5.0]
+
+
+# ------------------------------------------------------------ fragments (Streaming DiLoCo)
+def _fragment_ledger(outer: dict[str, Any] | None) -> Ledger:
+    from hetsync.optim import Stepper
+    from hetsync.recipe import ScheduleConfig, parse_optimizer
+
+    policy = SimpleNamespace(name="streaming-diloco", label="sd", config=PolicyConfig())
+    stepper = Stepper(parse_optimizer("outer", outer, outer=True), ScheduleConfig(), None) if outer else None
+    return Ledger(policy, ScriptedWorkload([]), torch.zeros(6), TraceWriter(None), outer=stepper)  # type: ignore[arg-type]
+
+
+def _hold(ledger: Ledger, worker: int, values: list[float], fragment: Any) -> int:
+    from hetsync.ledger import HeldPush
+
+    return ledger.hold(HeldPush(worker, "delta", torch.tensor(values), 0, 1, 8, fragment=fragment))
+
+
+def test_a_fragment_apply_moves_that_range_only_through_its_own_outer_state():
+    from hetsync.policies.base import Apply, Fragment
+
+    head, tail = Fragment(lo=0, hi=2), Fragment(lo=2, hi=6)
+    plain = _fragment_ledger(None)  # plain outer SGD at 1: the mean delta is added
+    ids = (_hold(plain, 0, [1.0, 2.0], head), _hold(plain, 1, [3.0, 4.0], head))
+    plain.apply(Apply(contributions=((ids[0], 0.5), (ids[1], 0.5))), 1.0)
+    assert plain.theta.tolist() == [2.0, 3.0, 0, 0, 0, 0] and plain.version == 1
+
+    nesterov = _fragment_ledger({"name": "sgd", "lr": 0.5, "momentum": 0.9, "nesterov": True})
+    for _ in range(2):  # the tail's momentum builds over its own steps...
+        nesterov.apply(Apply(contributions=((_hold(nesterov, 0, [1.0] * 4, tail), 1.0),)), 1.0)
+    # Nesterov: m1 = g, θ1 = θ0 − lr(g + βm1); m2 = βm1 + g, θ2 = θ1 − lr(g + βm2); g = −1
+    after_two = -0.5 * ((-1) + 0.9 * (-1)) - 0.5 * ((-1) + 0.9 * (-1.9))
+    assert nesterov.theta[2:].tolist() == pytest.approx([after_two] * 4)
+    nesterov.apply(Apply(contributions=((_hold(nesterov, 0, [1.0, 1.0], head), 1.0),)), 1.0)
+    # ...and the head's first step starts from no momentum, the tail untouched
+    assert nesterov.theta[:2].tolist() == pytest.approx([0.5 * 1.9] * 2)
+    assert nesterov.theta[2:].tolist() == pytest.approx([after_two] * 4)
+    assert sorted(nesterov._fragment_outer) == [(0, 2), (2, 6)]
+
+
+def test_a_fragment_apply_carries_its_mean_at_the_fragment_width():
+    from hetsync.policies.base import Apply, Fragment
+
+    ledger = _fragment_ledger(None)
+    four = Fragment(lo=0, hi=3, bits=4)
+    ledger.apply(Apply(contributions=((_hold(ledger, 0, [7.0, 0.4, 3.2], four), 1.0),)), 1.0)
+    assert ledger.theta[:3].tolist() == [7.0, 0.0, 3.0]  # 15 levels of 1.0 each: 0.4 and 3.2 round
+
+
+def test_an_apply_of_two_fragments_is_refused():
+    from hetsync.errors import PolicyError
+    from hetsync.policies.base import Apply, Fragment
+
+    ledger = _fragment_ledger(None)
+    a = _hold(ledger, 0, [1.0, 1.0], Fragment(lo=0, hi=2))
+    b = _hold(ledger, 1, [1.0, 1.0], Fragment(lo=2, hi=4))
+    with pytest.raises(PolicyError, match="mixes pushes of different fragments"):
+        ledger.apply(Apply(contributions=((a, 0.5), (b, 0.5))), 1.0)
+
+
+def test_the_summary_has_each_workers_bytes():
+    ledger = _ledger(EVALS)
+    ledger.count_bytes(0, 100)
+    ledger.count_bytes(0, 20)
+    s = _summary(ledger)
+    assert s["per_worker"]["bytes"] == [120]
+    ledger.worker_bytes = []  # a worker that moved nothing: 0
+    assert _summary(ledger)["per_worker"]["bytes"] == [0]

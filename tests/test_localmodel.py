@@ -28,6 +28,34 @@ def test_pull_overwrites_unpushed_local_steps_and_reports_them():
     assert m.take_push("delta").steps == 0
 
 
+def test_a_fragment_delta_is_measured_from_the_global_values_last_merged():
+    m = LocalModel(torch.zeros(4), version=0)
+    m.finish_step(torch.ones(4), batch=8, base=0, local_lr=0.5)  # local = -0.5 everywhere
+    p = m.take_fragment(2, 4)
+    assert torch.equal(p.payload, torch.full((2,), -0.5)) and (p.steps, p.samples, p.kind) == (1, 8, "delta")
+    m.finish_step(torch.ones(4), batch=8, base=0, local_lr=0.5)  # local = -1.0: an overlapped step
+    assert torch.equal(m.take_fragment(2, 4).payload, torch.full((2,), -1.0))  # ref untouched by a push
+    # the merge: keep half of the local values, take the global ones as the reference; no step is lost
+    m.merge_fragment(2, 4, torch.tensor([1.0, 3.0]), keep=0.5, version=7)
+    assert torch.equal(m.local, torch.tensor([-1.0, -1.0, 0.0, 1.0])) and m.base_version == 7
+    assert torch.equal(m.ref, torch.tensor([0.0, 0.0, 1.0, 3.0]))
+    assert torch.equal(m.take_fragment(2, 4).payload, torch.tensor([-1.0, -2.0]))
+    m.merge_fragment(0, 2, torch.tensor([5.0, 6.0]), keep=0.0, version=8)  # keep 0: the global values exactly
+    assert torch.equal(m.local[:2], torch.tensor([5.0, 6.0]))
+
+
+def test_a_merge_makes_new_tensors():
+    shared = torch.zeros(3)
+    m = LocalModel(shared)
+    m.merge_fragment(0, 1, torch.ones(1), keep=0.0, version=1)
+    assert torch.equal(shared, torch.zeros(3))  # a model handed out by the server stays as it was
+    counting = LocalModel(None)
+    counting.finish_step(None, batch=4, base=0, local_lr=0.1)
+    assert counting.take_fragment(0, 1).payload is None and counting.take_fragment(0, 1).steps == 0
+    counting.merge_fragment(0, 1, None, keep=0.5, version=2)
+    assert counting.base_version == 2
+
+
 def test_gradient_replaced_before_push_is_reported():
     m = LocalModel(torch.zeros(2))
     assert m.finish_step(torch.ones(2), batch=4, base=0, local_lr=None) == 0

@@ -97,7 +97,7 @@ GRID: dict[str, tuple[str, ...]] = {
 POOL_MIN_WORK_S = 12.0
 """Below this much estimated simulation (one process), runs stay in this process: a worker process takes seconds to start."""
 DILOCO_SGD_INNER_LR = 0.01  # DiLoCo's inner AdamW next to an SGD-tuned lr (policies/diloco.py)
-INNER_ADAMW = ("diloco", "async-local-sgd")  # policies whose workers step with AdamW, whatever the scenario's optimizer
+INNER_ADAMW = ("diloco", "streaming-diloco", "async-local-sgd")  # workers step with AdamW, whatever the scenario's
 
 
 # ---------------------------------------------------------------- features
@@ -201,7 +201,7 @@ def features(scenario: Scenario, model_bytes: int) -> Features:
         + n * sc.server_s_per_message
     )
     load, link = sc.background_load, sc.link_load
-    # noise, stragglers and load scale the base part of a step, not the injected delay (DESIGN.md §4): on
+    # noise, stragglers and load scale the base part of a step, not the injected delay (docs/architecture.md §5): on
     # the whole step they weigh by the base's share (a profiled cluster is often mostly delay)
     share = statistics.median((s - d) / s if s > 0 else 1.0 for s, d in zip(step_s, sc.delay_s, strict=True))
     return Features(
@@ -253,9 +253,13 @@ def grid_specs(scenario: Scenario, names: Sequence[str]) -> list[str]:
 
 def not_applicable(scenario: Scenario, policy: str, params: Mapping[str, Any]) -> str | None:
     """Why a candidate that builds fine still makes no sense on this cluster (None: it does)."""
+    from hetsync.policies import policy_class
+
     n = scenario.workers
     if n < 2 and policy != BASELINE:
         return "one worker: there is nothing to synchronize"
+    if getattr(policy_class(policy), "simulator_only", False):
+        return "simulator only for now: real processes cannot run it on this cluster yet"
     if policy == "backup" and params.get("b", 0) > n // 2:
         return f"b={params['b']} would drop more than half of the {n} workers' gradients"
     if policy in ("p2p-random", "selmcast") and params.get("p", 0) >= n:

@@ -57,6 +57,16 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=argcheck.seed, default=None, help="override the scenario's seed (0..2**32-1)")
 
 
+class _Specs(argparse.Action):
+    """``-p bsp -p asp`` is ``-p bsp,asp``: a repeated policy option adds its specs (it used to keep the last)."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if before is None else f"{before},{values}")
+
+
 def _path_arg(p: argparse.ArgumentParser, default: str | None) -> None:
     p.add_argument(
         "--path",
@@ -75,6 +85,13 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     _path_arg(p, "ps")
+    p.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help="server processes holding the model's shards, 1..64: rank 0 and S-1 more after the workers; "
+        "pushes and pulls move every shard in parallel (asynchronous policies on large models; default: 1)",
+    )
     p.add_argument(
         "--worker-timeout-s",
         type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
@@ -126,7 +143,8 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "--policy",
         "-p",
         default=None,
-        help="comma-separated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)",
+        action=_Specs,
+        help="comma-separated or repeated, e.g. bsp,asp,ssp:s=3 (default: the scenario's)",
     )
     p.add_argument("--out", "-o", type=out_dir, default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
@@ -156,7 +174,8 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "-p",
         dest="policies",
         default=None,
-        help="spec(s), comma-separated (default: the scenario's)",
+        action=_Specs,
+        help="spec(s), comma-separated or repeated (default: the scenario's)",
     )
     _nproc_arg(p, 4, "the server")
     p.add_argument("--out", "-o", type=out_dir, default="runs/dist", help="output folder (default: runs/dist)")
@@ -340,7 +359,7 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
         from hetsync.driver import policy_labels, policy_specs  # (the specs on this cluster, before the workload)
 
         specs = [args.policy] if args.command == "simulate" else policy_specs(args.policies, scenario)
-        policy_labels(scenario, specs)
+        policy_labels(scenario, specs, driver="dist" if _launches(args) else "sim")  # (dist: simulator-only refused)
         if getattr(args, "path", None) not in (None, "ps"):  # a policy that cannot use the path: refused now
             from hetsync.driver import policy_context
             from hetsync.driver.paths import uses_collective
@@ -348,10 +367,14 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
 
             for spec in specs:
                 uses_collective(args.path, make_policy(spec, policy_context(scenario)))
-            if _launches(args) and getattr(args, "checkpoint_dir", None) is not None:
-                raise BadInput(
-                    "checkpoints are not written on the collective path yet: drop --checkpoint-dir or use --path ps"
-                )
+        if _launches(args):  # sharded servers: what they cannot carry is refused now
+            from hetsync.driver import policy_context
+            from hetsync.policies import make_policy
+            from hetsync.runtime.shards import check_servers
+
+            policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
+            checkpoints = getattr(args, "checkpoint_dir", None) is not None
+            check_servers(args.servers, scenario, policies, path=args.path, checkpoints=checkpoints)
     processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
     from hetsync.workloads import make_workload
 
@@ -642,7 +665,8 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     timing = f" ({timing})" if timing else ""
     con = report.terminal_console()
     con.print(
-        f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + 1 server, "
+        f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + "
+        f"{'1 server' if args.servers == 1 else f'{args.servers} sharded servers'}, "
         f"policies {escape(', '.join(labels))}{timing} → {escape(str(out))}/"
     )
     resumable = getattr(args, "checkpoint_dir", None) is not None
@@ -706,6 +730,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             throttle=args.throttle,
             pace=args.pace,
             path=args.path,
+            servers=args.servers,
         ),
         plots=not args.no_plots,
     )

@@ -22,6 +22,19 @@ never modified in place, so keeping one is keeping a reference: at most 2N
 besides the global model, N + 1 in steady state (the summary's
 ``max_kept_models``). An ``Apply``'s ``implicit_momentum`` goes to the
 server's optimizer, which lowers its momentum by it.
+
+Fragments (Streaming DiLoCo, :mod:`hetsync.policies.streaming_diloco`): a
+push may carry the delta of one range of the flat vector
+(``HeldPush.fragment``). An ``Apply`` of such pushes — all of one fragment —
+changes that range only: the weighted sum of their (already dequantized)
+deltas is quantized to the fragment's width and read back (the averaged
+outer gradient on its way back to the workers, :func:`wire`), then the outer
+optimizer takes one step on the range with the state it keeps for that
+fragment (one :class:`~hetsync.optim.Stepper` per fragment, built from the
+policy's outer optimizer; plain outer SGD adds the sum).
+
+Bytes per worker: :meth:`Ledger.count_bytes` books each transfer's bytes to
+the workers whose links it crossed (the summary's ``per_worker.bytes``).
 """
 
 from __future__ import annotations
@@ -29,15 +42,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from hetsync.algos.quantize import roundtrip
 from hetsync.algos.staleness import delay_compensated
 from hetsync.errors import BadInput, PolicyError
 from hetsync.optim import Stepper
-from hetsync.policies.base import Apply, Drop, Policy
+from hetsync.policies.base import Apply, Drop, Fragment, Policy
 from hetsync.policies.config import config_values
 from hetsync.recipe import OptimizerConfig, ScheduleConfig
 from hetsync.trace import TraceWriter
@@ -55,6 +70,16 @@ class HeldPush:
     # a gradient's optimizer settings in the pushing worker's own training loop (hetsync.loop:
     # hetsync.optim.hyperparameters of the user's optimizer when it computed it); None otherwise
     hyper: tuple[float, ...] | None = None
+    fragment: Fragment | None = None  # a fragment push: the delta of that range only
+
+
+def wire(values: torch.Tensor | None, bits: int) -> torch.Tensor | None:
+    """``values`` as they arrive after travelling at ``bits`` (32: as they
+    are; 8 or 4: a real quantize / dequantize round trip, one scale:
+    :func:`hetsync.algos.quantize.roundtrip`)."""
+    if values is None or bits == 32:
+        return values
+    return torch.from_numpy(roundtrip(values.detach().cpu().numpy(), bits)).to(values.device)
 
 
 class Ledger:
@@ -93,6 +118,8 @@ class Ledger:
         self.applied_steps = 0
         self.dropped_steps = 0
         self.bytes_sent = 0
+        self.worker_bytes: list[int] = []  # per worker: bytes through its link, up and down (count_bytes)
+        self._fragment_outer: dict[tuple[int, int], Stepper] = {}  # the outer optimizer's state per fragment
         self.staleness_sum = 0
         self.staleness_n = 0
         self.max_staleness = 0
@@ -170,6 +197,12 @@ class Ledger:
             self._base_refs.pop(version, None)
             self._bases.pop(version, None)
 
+    def count_bytes(self, worker: int, nbytes: int) -> None:
+        """Book ``nbytes`` that crossed ``worker``'s link (sent or received)."""
+        if worker >= len(self.worker_bytes):
+            self.worker_bytes.extend([0] * (worker + 1 - len(self.worker_bytes)))
+        self.worker_bytes[worker] += nbytes
+
     # ------------------------------------------------------------ pushes
     def hold(self, push: HeldPush) -> int:
         push_id = self.next_push_id
@@ -220,8 +253,15 @@ class Ledger:
         hyper = self._settings(recs)
         if hyper is not None and kind == "grad":  # the workers' loops schedule their optimizer: the server's follows
             self.stepper.follow(hyper)  # type: ignore[attr-defined]  # hetsync.loop.ModuleStepper
-        plain = (self.outer if kind == "delta" else self.stepper).plain
-        new = self._step(recs, lr) if plain else self._optimizer_step(recs, lr, cmd.implicit_momentum)
+        if any(rec.fragment is not None for rec, _ in recs):
+            new = self._fragment_step(recs)
+        else:
+            if len({rec.kind for rec, _ in recs}) > 1 and not (self.outer if kind == "delta" else self.stepper).plain:
+                raise PolicyError(
+                    f"{self.label}: one Apply mixes gradient and delta pushes; an optimizer step takes one kind"
+                )
+            parts = [(rec.payload, rec.kind, weight) for rec, weight in recs]
+            new = update_model(self.theta, parts, lr, self.stepper, self.outer, cmd.implicit_momentum)
         for push_id in ids:  # (after the step: compensation read their base models)
             self._release(push_id)
         for rec, _ in recs:
@@ -261,42 +301,31 @@ class Ledger:
             sum(share * hyper[i] for share, (hyper, _) in zip(shares, given, strict=True)) for i in range(len(first))
         )
 
-    def _step(self, recs: list[tuple[HeldPush, float]], lr: float) -> torch.Tensor | None:
-        """Plain SGD: θ + Σ wᵢ·uᵢ, one contribution at a time into a fresh
-        tensor (the old model stays valid for pulls in flight)."""
-        new: torch.Tensor | None = None
-        for rec, weight in recs:
-            if rec.payload is not None:
-                scale = weight if rec.kind == "delta" else -lr * weight
-                if new is None:
-                    new = torch.add(self.theta, rec.payload, alpha=scale)
-                else:
-                    new.add_(rec.payload, alpha=scale)
-        return new
-
-    def _optimizer_step(
-        self, recs: list[tuple[HeldPush, float]], lr: float, implicit_momentum: float = 0.0
-    ) -> torch.Tensor | None:
-        """One step of the server's optimizer on the weighted gradient Σ wᵢ gᵢ
-        (at ``lr``, its momentum lowered by ``implicit_momentum``), or of the
-        outer optimizer on the pseudo-gradient −Σ wᵢ Δᵢ of deltas (at its own
-        lr, not clipped)."""
-        kinds = {rec.kind for rec, _ in recs}
-        if len(kinds) > 1:
-            raise PolicyError(
-                f"{self.label}: one Apply mixes gradient and delta pushes; an optimizer step takes one kind"
-            )
+    def _fragment_step(self, recs: list[tuple[HeldPush, float]]) -> torch.Tensor | None:
+        """One outer step on a fragment (module docstring): the weighted sum of
+        the deltas, as it travels back at the fragment's width, through the
+        fragment's own outer optimizer, into a copy of the model."""
+        fragment = recs[0][0].fragment
+        if fragment is None or any(rec.fragment != fragment for rec, _ in recs):
+            shown = sorted({str(rec.fragment) for rec, _ in recs})
+            raise PolicyError(f"{self.label}: one Apply mixes pushes of different fragments or none: {shown}")
         total: torch.Tensor | None = None
         for rec, weight in recs:
             if rec.payload is not None:
                 total = rec.payload * weight if total is None else total.add_(rec.payload, alpha=weight)
         if total is None or self.theta is None:
             return None
-        if kinds == {"delta"}:
-            return self.outer.descend(self.theta, total.neg_(), self.outer.cfg.lr, clip=False)
-        if implicit_momentum > 0:  # (only then: a stepper of the user's may predate the parameter)
-            return self.stepper.descend(self.theta, total, lr, implicit_momentum=implicit_momentum)
-        return self.stepper.descend(self.theta, total, lr)
+        total = wire(total, fragment.bits)
+        assert total is not None
+        lo, hi = fragment.lo, fragment.hi
+        stepper = self._fragment_outer.get((lo, hi))
+        if stepper is None:
+            stepper = self._fragment_outer[(lo, hi)] = Stepper(self.outer.cfg, self.outer.schedule, None)
+        part = self.theta[lo:hi]
+        moved = part + total if stepper.plain else stepper.descend(part, total.neg(), stepper.cfg.lr, clip=False)
+        new = self.theta.clone()
+        new[lo:hi] = moved
+        return new
 
     def drop(self, cmd: Drop, now_s: float) -> None:
         steps = 0
@@ -336,6 +365,7 @@ class Ledger:
         ``held`` names the pushes held but not yet applied or dropped."""
         state: dict[str, Any] = {key: int(getattr(self, key)) for key in self._COUNTERS}
         state["math_time_s"] = float(self.math_time_s)
+        state["worker_bytes"] = [int(b) for b in self.worker_bytes]
         state["curve"] = [[float(v) for v in row] for row in self.curve]
         state["left"] = [dict(x) for x in self.left]
         state["held"] = sorted(self.pushes)
@@ -352,6 +382,7 @@ class Ledger:
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
         self.math_time_s = float(state.get("math_time_s", 0.0))
+        self.worker_bytes = [int(b) for b in state.get("worker_bytes", [])]  # (absent: a checkpoint from before)
         self.curve = [[float(v) for v in row] for row in state["curve"]]
         self.left = [dict(x) for x in state.get("left", [])]
         self.resumed_at_s = now_s  # (workers that left before are back, unless they leave again)
@@ -366,14 +397,17 @@ class Ledger:
         return lost if goes_on else 0
 
     # -------------------------------------------------------- evaluation
-    def evaluate(self, now_s: float) -> None:
-        """Evaluate the global model: a trace ``eval`` record with every metric
-        of the workload, in its order, and a ``curve`` row ``[t, value, ...]``
-        (the same order; the summary picks the target metric's column). A
-        value that is not finite (a diverged model) is recorded as None."""
+    def evaluate(self, now_s: float, model: torch.Tensor | None = None) -> None:
+        """Evaluate the global model (``model``: it whole, where the ledger
+        holds a part of it: sharded servers): a trace ``eval`` record with
+        every metric of the workload, in its order, and a ``curve`` row
+        ``[t, value, ...]`` (the same order; the summary picks the target
+        metric's column). A value that is not finite (a diverged model) is
+        recorded as None."""
         if self.wants_evaluation(now_s):
-            assert self.theta is not None
-            self.record_evaluation(now_s, self.workload.evaluate_metrics(self.theta), self.version)
+            theta = model if model is not None else self.theta
+            assert theta is not None
+            self.record_evaluation(now_s, self.workload.evaluate_metrics(theta), self.version)
 
     def wants_evaluation(self, now_s: float) -> bool:
         """Whether there is a model and metrics to evaluate, and no evaluation at ``now_s`` yet."""
@@ -430,7 +464,7 @@ class Ledger:
             best = min(finite, default=None)
         final = values[-1] if values else None
         diverged_at = next((row[0] for row in self.curve if any(v is None for v in row[1:])), None)
-        # accuracy targets keep the fields of before (DESIGN.md §5), as aliases
+        # accuracy targets keep the fields of before (docs/architecture.md §6), as aliases
         accuracy = metric == "accuracy"
         out = {
             "policy": self.policy.name,
@@ -467,7 +501,13 @@ class Ledger:
             "mean_staleness": self.staleness_sum / self.staleness_n if self.staleness_n else 0.0,
             "metric_curve": curve,
             **({"accuracy_curve": [list(p) for p in curve]} if accuracy else {}),
-            "per_worker": {"compute_s": compute_s, "comm_s": comm_s, "wait_s": wait_s, "steps": worker_steps},
+            "per_worker": {
+                "compute_s": compute_s,
+                "comm_s": comm_s,
+                "wait_s": wait_s,
+                "steps": worker_steps,
+                "bytes": [self.worker_bytes[w] if w < len(self.worker_bytes) else 0 for w in range(n)],
+            },
             "workers_left": self.left,
             "host_time_s": host_s,
             "math_time_s": self.math_time_s,
@@ -515,6 +555,45 @@ class ExchangeStats:
             "mean_exchange_s": self.exchange_s_sum / self.exchanges_done if self.exchanges_done else None,
             "mean_round_s": wall_s / steps_per_worker if steps_per_worker else None,
         }
+
+
+def update_model(
+    theta: torch.Tensor | None,
+    parts: Sequence[tuple[torch.Tensor | None, str, float]],
+    lr: float,
+    stepper: Stepper,
+    outer: Stepper,
+    implicit_momentum: float = 0.0,
+) -> torch.Tensor | None:
+    """``theta`` after an Apply of ``parts`` ((payload, kind, weight)), into a
+    fresh tensor (the old model stays valid for pulls in flight), as
+    :meth:`Ledger.apply` takes it — and each sharded server over its range
+    (:mod:`hetsync.runtime.shards`). With a plain optimizer for the first
+    part's kind, plain SGD: θ + Σ wᵢ·uᵢ (uᵢ = −lr·gᵢ for a gradient, δᵢ for
+    a delta), one contribution at a time; else one step of ``stepper`` on
+    the weighted gradient Σ wᵢ gᵢ (at ``lr``, its momentum lowered by
+    ``implicit_momentum``), or of ``outer`` on the pseudo-gradient −Σ wᵢ δᵢ
+    of deltas (at its own rate, not clipped). None when no part carries a
+    payload (or, stepping, there is no model)."""
+    kind = parts[0][1] if parts else "grad"
+    if (outer if kind == "delta" else stepper).plain:
+        new: torch.Tensor | None = None
+        for payload, each, weight in parts:
+            if payload is not None:
+                scale = weight if each == "delta" else -lr * weight
+                new = torch.add(theta, payload, alpha=scale) if new is None else new.add_(payload, alpha=scale)
+        return new
+    total: torch.Tensor | None = None
+    for payload, _, weight in parts:
+        if payload is not None:
+            total = payload * weight if total is None else total.add_(payload, alpha=weight)
+    if total is None or theta is None:
+        return None
+    if kind == "delta":
+        return outer.descend(theta, total.neg_(), outer.cfg.lr, clip=False)
+    if implicit_momentum > 0:  # (only then: a stepper of the user's may predate the parameter)
+        return stepper.descend(theta, total, lr, implicit_momentum=implicit_momentum)
+    return stepper.descend(theta, total, lr)
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -172,6 +172,38 @@ class LocalModel:
             return out
         raise ValueError(f"unknown push kind {kind!r}")
 
+    # ------------------------------------------------ fragments (Streaming DiLoCo)
+    def take_fragment(self, lo: int, hi: int) -> PushPayload:
+        """A fragment push: the delta of [lo, hi) since the worker last merged
+        that fragment (``ref[lo:hi]`` holds the global values it merged then,
+        or the start's). It carries the local steps since the worker's last
+        push of any fragment (each step is booked with the first push after
+        it). ``ref`` is left as it is: the fragment's next delta is again
+        measured from the global values the worker merges next."""
+        delta = self.local[lo:hi] - self.ref[lo:hi] if self.local is not None and self.ref is not None else None
+        base = self.local_base if self.local_steps else self.base_version
+        out = PushPayload("delta", delta, base, self.local_steps, self.local_samples)
+        self.local_steps = self.local_samples = 0
+        return out
+
+    def merge_fragment(self, lo: int, hi: int, merged: torch.Tensor | None, keep: float, version: int) -> None:
+        """Merge the global values ``merged`` of [lo, hi) (version ``version``):
+        ``local[lo:hi] ← keep·local[lo:hi] + (1 − keep)·merged`` (exactly
+        ``merged`` at keep 0) and ``ref[lo:hi] ← merged``. Local steps are
+        kept, not overwritten. New tensors: the old ones may be shared."""
+        self.base_version = version
+        if self.local is None or self.ref is None or merged is None:
+            return
+        local = self.local.clone()
+        mine = local[lo:hi]
+        if keep == 0.0:
+            mine.copy_(merged)
+        else:
+            mine.mul_(keep).add_(merged, alpha=1.0 - keep)
+        ref = self.ref.clone()
+        ref[lo:hi] = merged
+        self.local, self.ref = local, ref
+
     # ---------------------------------------------------------- peer to peer
     def commit_local(self) -> int:
         """Peer to peer: the local steps are the update (there is nothing to

@@ -223,14 +223,20 @@ def init(
     # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
     policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
     sc = _scenario(scenario, world - 1, overrides)
-    policy_labels(sc, [policy])  # a bad spec fails on every rank before any traffic
+    policy_labels(sc, [policy], driver="dist")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
         path = os.environ.get(PATH_ENV, "ps")
     path = check_path(path)
     from hetsync.driver import policy_context
     from hetsync.policies import make_policy
 
-    uses_collective(path, make_policy(policy, policy_context(sc)))  # (BadInput: a policy that cannot)
+    chosen = make_policy(policy, policy_context(sc))
+    if uses_collective(path, chosen) and chosen.collective_kind != "grad":  # (BadInput: a policy that cannot)
+        raise BadInput(
+            f"{chosen.label} cannot use path=collective in your own training loop yet: there the path reduces "
+            "gradient rounds (bsp, lb-bsp, lb-bsp-static), not model averages (hetsync run --path collective "
+            "takes those); use path='ps'"
+        )
     if rank == 0:  # (also in the summary's notes, which hetsync launch shows)
         for note in sc.notes:
             print(f"hetsync: note: {note}", file=sys.stderr, flush=True)
@@ -887,7 +893,7 @@ class _LoopWorker(WorkerProcess):
         self._advance()
 
     # the collective path (hetsync.runtime.collective): the user's optimizer takes each round's step
-    def _start_rounds(self) -> None:
+    def _start_rounds(self, run: int) -> None:
         """Gradients go into the round's buckets as backward produces them
         (each bucket's all-reduce starts once it is full, as DDP's reducer does)."""
         if self.reducer is not None:

@@ -2,7 +2,7 @@
 gradient clipping — as validated configs, without torch.
 
 A policy decides *what* is combined and *when*; the recipe decides *how* an
-update moves a model (DESIGN.md §7). One recipe serves every policy of a
+update moves a model (docs/architecture.md §7). One recipe serves every policy of a
 comparison, so they train alike wherever they take the same kind of step:
 
 - ``optimizer`` steps on **gradients**, wherever a policy takes such a step:

@@ -106,7 +106,7 @@ class Scenario:
     eval_every_s: float | None = None
     seed: int = 0
     policies: tuple[str, ...] = ("bsp", "asp", "ssp")
-    # compute timing (DESIGN.md §4)
+    # compute timing (docs/architecture.md §5)
     device: str = "cpu"
     fixed_s: float | str = 0.0  # or MEASURED
     per_sample_s: float | str = 0.001  # or MEASURED

@@ -32,12 +32,24 @@ from hetsync.algos.staleness import (
 )
 def test_staleness_lr_scale(rule: str, staleness: int, scale: float) -> None:
     assert staleness_lr_scale(rule, staleness) == pytest.approx(scale, rel=1e-12)
+    assert staleness_lr_scale(rule, staleness, share=0.25) == pytest.approx(scale, rel=1e-12)  # (a factor)
+
+
+@pytest.mark.parametrize(
+    ("staleness", "share", "moved"), [(0, 0.25, 1.0), (1, 0.25, 1.0), (4, 0.25, 0.25), (8, 0.5, 1 / 8)]
+)
+def test_zhangs_rule_replaces_the_share(staleness: int, share: float, moved: float) -> None:
+    """As the paper writes it: the contribution moves at α₀/max(1, τ) whatever
+    share of the rate the policy gave it (factor × share = 1/max(1, τ))."""
+    assert staleness_lr_scale("zhang", staleness, share=share) * share == pytest.approx(moved, rel=1e-12)
+    with pytest.raises(ValueError, match="share must be > 0"):
+        staleness_lr_scale("zhang", staleness, share=0.0)
 
 
 def test_staleness_lr_scale_refuses_a_negative_staleness_and_an_unknown_rule() -> None:
     with pytest.raises(ValueError, match="staleness must be >= 0, got -1"):
         staleness_lr_scale("inverse", -1)
-    with pytest.raises(ValueError, match="lr_scale must be one of none, inverse, sqrt, got 'cube'"):
+    with pytest.raises(ValueError, match="lr_scale must be one of none, inverse, sqrt, zhang, got 'cube'"):
         staleness_lr_scale("cube", 2)
 
 

@@ -21,6 +21,7 @@ from hetsync.policies.base import (
     Compute,
     ComputeDone,
     Drop,
+    Fragment,
     ModelArrived,
     Multicast,
     Pull,
@@ -139,6 +140,7 @@ def test_each_fact_writes_its_record_counts_and_returns_the_event(tmp_path: Path
     pulled = core.pulled(1, start_s=2.0, end_s=2.5, now_s=2.6, version=0, nbytes=100, overwritten=2)
     assert pulled == PullDone(now_s=2.6, worker=1, version=0)
     assert led.bytes_sent == 200 and led.dropped_steps == 3
+    assert led.worker_bytes == [0, 200]  # per worker: what crossed its link
     assert core.left(2, 3.0, "connection lost") == WorkerLeft(now_s=3.0, worker=2)
     assert led.left == [{"worker": 2, "t": 3.0, "reason": "connection lost"}]
     core.ended(3.0, "drained")
@@ -179,6 +181,8 @@ def test_peer_to_peer_facts_count_exchanges_and_updates(tmp_path: Path) -> None:
         core.reduced(w, start_s=2.0, end_s=3.0, nbytes=10, members=2)
     assert core.allreduce_done((0, 1), start_s=2.0, now_s=3.0) == AllReduceDone(now_s=3.0, workers=(0, 1))
     assert core.ledger.version == 2 and core.ledger.bytes_sent == 10  # ring bytes are the driver's to count
+    # per worker: a copy at both ends; a ring of 2 sends and receives 2(k − 1) = 2 chunks of 5 bytes each
+    assert core.ledger.worker_bytes == [10 + 20, 20, 10]
     summary = core.p2p_summary(4.0)
     assert summary["multicasts"] == 1 + 2 and summary["mean_exchange_s"] == pytest.approx((0.6 + 1.0) / 2)
     assert [r["ev"] for r in records(core, tmp_path)] == ["send", "allreduce", "allreduce"]
@@ -212,6 +216,29 @@ def test_policy_specs_and_labels() -> None:
         policy_labels(sc, ["bsp", "bsp"])
 
 
+def test_real_processes_refuse_a_simulator_only_policy_before_anything_starts() -> None:
+    sc = make_scenario()
+    assert policy_labels(sc, ["streaming-diloco:bits=8"]) == ["streaming-diloco(H=10,P=2,tau=1,bits=8)"]
+    with pytest.raises(BadInput, match=r"^policy 'streaming-diloco:bits=8' is simulator only for now"):
+        policy_labels(sc, ["bsp", "streaming-diloco:bits=8"], driver="dist")
+    assert policy_labels(sc, ["bsp", "diloco"], driver="dist") == ["bsp", "diloco(H=10)"]
+
+
+def test_fragment_transfers_name_their_range_and_width(tmp_path: Path) -> None:
+    core = core_for("streaming-diloco", tmp_path)
+    fragment = Fragment(lo=4, hi=10, bits=4)
+    push_id = core.ledger.hold(HeldPush(0, "delta", None, 0, 3, 24, fragment=fragment))
+    core.push_arrived(push_id, start_s=1.0, now_s=1.5, nbytes=7)
+    core.pulled(0, start_s=2.0, end_s=2.5, now_s=2.5, version=1, nbytes=7, overwritten=0, fragment=fragment)
+    push, pull = records(core, tmp_path)
+    assert push == {
+        "t": 1.0, "ev": "push", "w": 0, "end": 1.5, "id": 0, "kind": "delta", "nbytes": 7, "steps": 3,
+        "frag": [4, 10], "bits": 4,
+    }  # fmt: skip
+    assert pull == {"t": 2.0, "ev": "pull", "w": 0, "end": 2.5, "version": 1, "nbytes": 7, "frag": [4, 10], "bits": 4}
+    assert core.ledger.worker_bytes == [14]
+
+
 # ------------------------------------------------- the simulator goes through it
 class _Bad:
     """A policy that gives one bad command at the start."""
@@ -242,5 +269,20 @@ def test_the_simulator_refuses_with_the_core_messages(cmd: Command, message: str
     sim = Simulation(make_scenario(max_batch=64), "bsp", math=False)
     sim.policy = sim.core.policy = _Bad(cmd)  # type: ignore[assignment]
     sim.core.label = "bad"
+    with pytest.raises(PolicyError, match=message):
+        sim.run()
+
+
+@pytest.mark.parametrize(
+    ("cmd", "message"),
+    [
+        (Compute(worker=0, batch_size=8, merge=True), "worker 0 is told to merge, and no fragment pull has arrived"),
+        (Push(worker=0, kind="delta", fragment=Fragment(lo=0, hi=651)), r"\[0, 651\) is beyond the model's 650 values"),
+        (Pull(worker=0, fragment=Fragment(lo=600, hi=700)), r"\[600, 700\) is beyond the model's 650 values"),
+    ],
+)
+def test_the_simulator_refuses_fragments_it_cannot_move(cmd: Command, message: str) -> None:
+    sim = Simulation(make_scenario(), "bsp")  # digits-logreg: 650 values
+    sim.policy = sim.core.policy = _Bad(cmd)  # type: ignore[assignment]
     with pytest.raises(PolicyError, match=message):
         sim.run()

@@ -23,7 +23,17 @@ def test_the_paths_and_a_bad_one():
 
 
 @pytest.mark.parametrize(
-    ("spec", "can"), [("bsp", True), ("lb-bsp", True), ("asp", False), ("ssp:s=3", False), ("p2p-allreduce", False)]
+    ("spec", "can"),
+    [
+        ("bsp", True),
+        ("lb-bsp", True),
+        ("local-sgd", True),
+        ("diloco", True),
+        ("asp", False),
+        ("ssp:s=3", False),
+        ("p2p-allreduce", False),
+        ("async-local-sgd", False),
+    ],
 )
 def test_which_policies_may_take_the_collective_path(spec, can):
     policy = make_policy(spec, policy_context(make_scenario()))
@@ -38,11 +48,22 @@ def test_which_policies_may_take_the_collective_path(spec, can):
 
 
 def test_an_apply_on_the_collective_path_is_the_batch_weighted_mean():
-    pushes = {1: SimpleNamespace(samples=10), 2: SimpleNamespace(samples=30)}
+    pushes = {1: SimpleNamespace(kind="grad", samples=10), 2: SimpleNamespace(kind="grad", samples=30)}
     paths.check_round("bsp", [(1, 0.25), (2, 0.75)], pushes)
     paths.check_round("bsp", [(7, 1.0)], pushes)  # an unknown push: the ledger names it
     with pytest.raises(PolicyError, match=r"weights push 1 0\.5.*batch-weighted mean \(0\.25\); run it with path=ps"):
         paths.check_round("bsp", [(1, 0.5), (2, 0.5)], pushes)
+
+
+def test_an_apply_of_deltas_on_the_collective_path_is_their_equal_weight_mean():
+    """Local SGD's and DiLoCo's rounds: every delta 1/k, whatever its samples."""
+    pushes = {1: SimpleNamespace(kind="delta", samples=10), 2: SimpleNamespace(kind="delta", samples=30)}
+    paths.check_round("local-sgd", [(1, 0.5), (2, 0.5)], pushes)
+    with pytest.raises(PolicyError, match=r"weights push 1 0\.25.*equal-weight mean.*\(0\.5\); run it with path=ps"):
+        paths.check_round("x", [(1, 0.25), (2, 0.75)], pushes)
+    pushes[2] = SimpleNamespace(kind="grad", samples=30)
+    with pytest.raises(PolicyError, match="mixes gradient and delta pushes"):
+        paths.check_round("x", [(1, 0.5), (2, 0.5)], pushes)
 
 
 def test_the_runtime_imports_the_same_pieces():

@@ -69,7 +69,10 @@ def test_specs_and_labels(spec: str, label: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("asp:lr_scale=cube", "policy 'asp' parameter 'lr_scale' must be one of none, inverse, sqrt, got 'cube'"),
+        (
+            "asp:lr_scale=cube",
+            "policy 'asp' parameter 'lr_scale' must be one of none, inverse, sqrt, zhang, got 'cube'",
+        ),
         ("ssp:compensate=-0.1", "policy 'ssp' parameter 'compensate' must be >= 0, got -0.1"),
         ("dssp:compensate=lots", "policy 'dssp' parameter 'compensate' must be a number >= 0, got 'lots'"),
         ("elastic-bsp:compensate=inf", "policy 'elastic-bsp' parameter 'compensate' must be a finite number"),
@@ -121,6 +124,23 @@ def test_lr_scale_scales_the_rate_of_the_push_by_its_staleness(
     assert apply.contributions == ((7, 0.25),)  # the weight is the policy's; the rate carries the factor
     assert apply.lr == pytest.approx(0.2 * factor)
     assert (apply.compensate, apply.implicit_momentum) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("name", STALE_PUSHES)
+@pytest.mark.parametrize(("staleness", "moved"), [(0, 1.0), (2, 0.5), (8, 1 / 8)])
+def test_zhangs_rule_moves_a_push_at_the_rate_over_its_staleness(name: str, staleness: int, moved: float) -> None:
+    """``lr_scale=zhang``: the paper's α₀/τ in place of the 1/N share — weight × rate = lr/max(1, τ)."""
+    p = make_policy(f"{name}:lr_scale=zhang", ctx(4, lr=0.2))
+    p.start(0.0)
+    apply = the_apply(p, push(0, base=5, server=5 + staleness))
+    ((_, weight),) = apply.contributions
+    assert weight * apply.lr == pytest.approx(0.2 * moved)
+
+
+@pytest.mark.parametrize("name", DELTAS)
+def test_zhangs_rule_is_for_gradient_pushes(name: str) -> None:
+    with pytest.raises(BadInput, match="lr_scale' must be one of none, inverse, sqrt, got 'zhang'"):
+        make_policy(f"{name}:lr_scale=zhang", ctx(4))
 
 
 @pytest.mark.parametrize("name", STALE_PUSHES)

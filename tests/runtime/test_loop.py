@@ -137,9 +137,18 @@ def test_resume_without_its_checkpoint_is_refused_before_any_process_group(tmp_p
         hetsync.init("ssp:s=2", checkpoint_dir=tmp_path, resume=True)
 
 
+def test_a_simulator_only_policy_is_refused_before_any_process_group(monkeypatch):
+    import hetsync
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(BadInput, match="policy 'streaming-diloco' is simulator only for now"):
+        hetsync.init("streaming-diloco")
+
+
 @pytest.mark.parametrize(
-    "policy", [p if p != "diloco" else "diloco:H=5" for p in REGISTRY]
-)  # (12 steps: a partial round)
+    "policy", [p if p != "diloco" else "diloco:H=5" for p, cls in REGISTRY.items() if not cls.simulator_only]
+)  # (12 steps: a partial round; a simulator-only policy is refused: test_bad_input)
 def test_every_policy_trains_your_model_to_the_end_of_your_loop(tmp_path, policy):
     steps = 12
     (run,) = launched(tmp_path, policy, steps)

@@ -53,6 +53,7 @@ commands = st.one_of(
     st.builds(P.HaltCmd),
     st.builds(P.ExitCmd),
     st.builds(P.FetchCmd),
+    st.builds(P.SnapshotCmd, version=counts, send_model=st.booleans()),
     st.builds(P.MulticastCmd, exchange=counts, receivers=peers),
     st.builds(P.ExpectCmd, exchange=counts, sender=workers),
     st.builds(P.AllReduceCmd, exchange=counts, ring=peers),
@@ -97,6 +98,7 @@ reports = st.one_of(
     st.builds(P.Leaving, weight=floats),
     st.builds(P.Buffers),
     st.builds(P.Fetched, weight=floats),
+    st.builds(P.Snapshot, version=counts),
     st.builds(P.Arrived, exchange=counts, sender=workers, start_s=times, copy_start_s=times, end_s=times),
     st.builds(P.Reduced, exchange=counts, start_s=times, end_s=times),
     st.builds(P.Lost, exchange=counts, sender=st.none() | workers),
@@ -168,6 +170,7 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
         P.AllReduceCmd(exchange=1, ring=(0, 1)): P.C_ALLREDUCE,
         P.AbortCmd(exchange=1): P.C_ABORT,
         P.FetchCmd(): P.C_FETCH,
+        P.SnapshotCmd(version=3): P.C_SNAPSHOT,
     }
     for cmd, bits in cases.items():
         assert int(cmd.encode()[P.H_TYPE]) == bits, cmd
@@ -195,6 +198,7 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
         P.Leaving(): P.R_LEAVING,
         P.Buffers(): P.R_BUFFERS,
         P.Fetched(): P.R_FETCHED,
+        P.Snapshot(version=3): P.R_SNAPSHOT,
         P.Arrived(exchange=1, sender=0, start_s=0, copy_start_s=0, end_s=0): P.R_ARRIVED,
         P.Reduced(exchange=1, start_s=0, end_s=0): P.R_REDUCED,
         P.Lost(exchange=1): P.R_LOST,

@@ -203,3 +203,14 @@ def test_signal1d_cnn_with_batchnorm() -> None:
     after = wl.evaluate_metrics(params)
     assert after == wl.evaluate_metrics(params)
     assert after["accuracy"] > max(0.25, before["accuracy"])
+
+
+def test_a_model_too_large_for_memory_is_one_line_of_bad_input():
+    """A workload argument that asks for terabytes is refused naming the workload, not a torch traceback."""
+    from hetsync.errors import BadInput
+    from hetsync.workloads import make_workload
+
+    with pytest.raises(
+        BadInput, match=r"workload 'digits-mlp' with \{'hidden': 100000000000\}: its model does not fit"
+    ):
+        make_workload("digits-mlp", hidden=100_000_000_000)

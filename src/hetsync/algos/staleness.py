@@ -3,7 +3,7 @@ compensation is written with arithmetic operators only, so it takes numpy
 arrays in tests and torch tensors in the server's stepping code alike).
 
 Staleness τ of a contribution: the server's version when it is applied minus
-the version it was computed on (DESIGN.md glossary), so a gradient applied
+the version it was computed on (docs/architecture.md §10, glossary), so a gradient applied
 to the model it was computed on has τ = 0.
 
 - **Staleness-dependent learning rate** (Zhang, Gupta, Lian, Liu,
@@ -11,8 +11,13 @@ to the model it was computed on has τ = 0.
   arXiv 1511.05950): a gradient of staleness τ is applied at the learning
   rate divided by τ; here the factor is 1/max(1, τ), so a fresh gradient
   (τ = 0) keeps the full rate — :func:`staleness_lr_scale` with
-  ``"inverse"``. ``"sqrt"``, 1/√max(1, τ), is a milder variant (not from
-  the paper).
+  ``"inverse"``, a factor on the rate the policy already gives the
+  contribution (ASP's 1/N share: lr/(N·max(1, τ)) in all). ``"zhang"`` is
+  the paper's rule as written: the contribution moves the model at α₀/τ,
+  α₀ the synchronous rate, *instead of* the policy's share (ASP: lr/max(1,
+  τ) in all; with τ ≈ N the same step as plain ASP's lr/N, the paper's
+  average-staleness form α₀/⟨τ⟩). ``"sqrt"``, 1/√max(1, τ), is a milder
+  variant (not from the paper).
 - **Delay compensation** (Zheng, Meng, Wang, Chen, Yu, Ma, Liu,
   "Asynchronous Stochastic Gradient Descent with Delay Compensation",
   ICML 2017, arXiv 1609.08326; DC-ASGD): a gradient g computed on the model
@@ -38,24 +43,32 @@ from __future__ import annotations
 import math
 from typing import TypeVar
 
-LR_SCALES = ("none", "inverse", "sqrt")
+LR_SCALES = ("none", "inverse", "sqrt")  # (factors on any contribution's rate: gradients and deltas)
+GRADIENT_LR_SCALES = (*LR_SCALES, "zhang")  # (and one that replaces a gradient's share: Zhang et al. as written)
 
 T = TypeVar("T")
 
 
-def staleness_lr_scale(rule: str, staleness: int) -> float:
+def staleness_lr_scale(rule: str, staleness: int, share: float = 1.0) -> float:
     """The factor on a contribution's learning rate at ``staleness`` τ
-    (versions): ``"none"`` 1; ``"inverse"`` 1/max(1, τ) (Zhang et al.);
-    ``"sqrt"`` 1/√max(1, τ). ValueError for a negative τ or another rule."""
+    (versions), given the ``share`` of the rate the policy gives it (ASP:
+    1/N): ``"none"`` 1; ``"inverse"`` 1/max(1, τ); ``"sqrt"`` 1/√max(1, τ);
+    ``"zhang"`` 1/(share·max(1, τ)), so that the contribution moves at the
+    full rate over max(1, τ) whatever its share (Zhang et al.'s α₀/τ).
+    ValueError for a negative τ, a share not > 0, or another rule."""
     if staleness < 0:
         raise ValueError(f"staleness must be >= 0, got {staleness}")
+    if rule == "zhang":
+        if not share > 0:
+            raise ValueError(f"share must be > 0, got {share}")
+        return 1.0 / (share * max(1, staleness))
     if rule == "none":
         return 1.0
     if rule == "inverse":
         return 1.0 / max(1, staleness)
     if rule == "sqrt":
         return 1.0 / math.sqrt(max(1, staleness))
-    raise ValueError(f"lr_scale must be one of {', '.join(LR_SCALES)}, got {rule!r}")
+    raise ValueError(f"lr_scale must be one of {', '.join(GRADIENT_LR_SCALES)}, got {rule!r}")
 
 
 def delay_compensated(grad: T, model_now: T, model_then: T, lam: float) -> T:

@@ -50,6 +50,7 @@ from hetsync.policies.base import (
     ComputeDone,
     Drop,
     Event,
+    Fragment,
     ModelArrived,
     Multicast,
     Policy,
@@ -66,8 +67,10 @@ from hetsync.scenario import Scenario
 EVALS_PER_RUN = 40  # evaluations of a run whose scenario sets no eval_every_s
 
 
-def policy_context(scenario: Scenario, model_bytes: int = 0) -> PolicyContext:
-    """What a policy knows of the run it drives (the same on both drivers)."""
+def policy_context(scenario: Scenario, model_bytes: int = 0, param_sizes: Sequence[int] = ()) -> PolicyContext:
+    """What a policy knows of the run it drives (the same on both drivers);
+    ``param_sizes``: the model's parameter tensors' sizes, where the driver has
+    the model (Streaming DiLoCo cuts its fragments on them)."""
     return PolicyContext(
         workers=scenario.workers,
         batch_size=scenario.batch_size,
@@ -75,6 +78,7 @@ def policy_context(scenario: Scenario, model_bytes: int = 0) -> PolicyContext:
         rng=np.random.default_rng([scenario.seed, 0x9017]),
         max_batch=scenario.max_batch,
         model_bytes=model_bytes,
+        param_sizes=tuple(int(s) for s in param_sizes),
     )
 
 
@@ -83,12 +87,20 @@ def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.policies)
 
 
-def policy_labels(scenario: Scenario, specs: Sequence[str]) -> list[str]:
-    """Validate the specs up front (before any run starts) and return labels."""
+def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "sim") -> list[str]:
+    """Validate the specs up front (before any run starts) and return labels.
+    ``driver="dist"`` (real processes: ``hetsync run``, ``compare --runtime
+    dist``, ``hetsync.init``) also refuses a policy the runtime does not
+    implement yet (``Policy.simulator_only``)."""
     policycall.call_timeout_s()  # (HETSYNC_POLICY_CALL_TIMEOUT_S: a bad value is refused now)
     ctx = policy_context(scenario)
     policies = [make_policy(spec, ctx) for spec in specs]
     for spec, policy in zip(specs, policies, strict=True):
+        if driver != "sim" and getattr(policy, "simulator_only", False):
+            raise BadInput(
+                f"policy {spec!r} is simulator only for now: the runtime (real processes) does not run "
+                f"{policy.name} yet; use hetsync compare or simulate without --runtime dist"
+            )
         config = policy.config
         if isinstance(config, StalenessConfig) and config.momentum == "corrected" and scenario.optimizer.name != "sgd":
             raise BadInput(
@@ -339,18 +351,20 @@ class DriverCore:
         """The push ``push_id`` (held by the ledger) has arrived at the server."""
         rec = self.ledger.pushes[push_id]
         self.ledger.bytes_sent += nbytes
-        self.trace.write(
-            {
-                "t": start_s,
-                "ev": "push",
-                "w": rec.worker,
-                "end": now_s,
-                "id": push_id,
-                "kind": rec.kind,
-                "nbytes": nbytes,
-                "steps": rec.steps,
-            }
-        )
+        self.ledger.count_bytes(rec.worker, nbytes)
+        record = {
+            "t": start_s,
+            "ev": "push",
+            "w": rec.worker,
+            "end": now_s,
+            "id": push_id,
+            "kind": rec.kind,
+            "nbytes": nbytes,
+            "steps": rec.steps,
+        }
+        if rec.fragment is not None:  # (only then: other traces stay as they were)
+            record.update(frag=[rec.fragment.lo, rec.fragment.hi], bits=rec.fragment.bits)
+        self.trace.write(record)
         return PushArrived(
             now_s=now_s,
             worker=rec.worker,
@@ -363,16 +377,31 @@ class DriverCore:
         )
 
     def pulled(
-        self, worker: int, *, start_s: float, end_s: float, now_s: float, version: int, nbytes: int, overwritten: int
+        self,
+        worker: int,
+        *,
+        start_s: float,
+        end_s: float,
+        now_s: float,
+        version: int,
+        nbytes: int,
+        overwritten: int,
+        fragment: Fragment | None = None,
     ) -> PullDone:
-        """``worker`` has the global model of ``version``; ``overwritten``:
-        local steps the pull replaced before they were pushed."""
+        """``worker`` has the global model of ``version`` (or, with ``fragment``,
+        that range of it, held for a merge); ``overwritten``: local steps the
+        pull replaced before they were pushed."""
         led = self.ledger
         led.bytes_sent += nbytes
-        led.model_arrived(worker, version)
+        led.count_bytes(worker, nbytes)
+        if fragment is None:
+            led.model_arrived(worker, version)
         if overwritten:
             led.overwritten(worker, overwritten, now_s)
-        self.trace.write({"t": start_s, "ev": "pull", "w": worker, "end": end_s, "version": version, "nbytes": nbytes})
+        record = {"t": start_s, "ev": "pull", "w": worker, "end": end_s, "version": version, "nbytes": nbytes}
+        if fragment is not None:  # (only then: other traces stay as they were)
+            record.update(frag=[fragment.lo, fragment.hi], bits=fragment.bits)
+        self.trace.write(record)
         return PullDone(now_s=now_s, worker=worker, version=version)
 
     def copy_arrived(
@@ -380,11 +409,16 @@ class DriverCore:
     ) -> ModelArrived:
         """A multicast's copy of ``sender``'s model has arrived at ``receiver``."""
         self.ledger.bytes_sent += nbytes
+        self.ledger.count_bytes(sender, nbytes)
+        self.ledger.count_bytes(receiver, nbytes)
         self.trace.write({"t": start_s, "ev": "send", "w": sender, "to": receiver, "end": end_s, "nbytes": nbytes})
         return ModelArrived(now_s=now_s, worker=receiver, sender=sender)
 
     def reduced(self, worker: int, *, start_s: float, end_s: float, nbytes: int, members: int) -> None:
-        """``worker``'s part of an all-reduce of ``members`` workers is done."""
+        """``worker``'s part of an all-reduce of ``members`` workers is done: it
+        sent and received 2(k − 1) chunks of ⌈nbytes / k⌉ (the ring's bytes
+        themselves are counted in ``bytes_sent`` by the driver)."""
+        self.ledger.count_bytes(worker, 4 * (members - 1) * -(-nbytes // members))
         self.trace.write(
             {"t": start_s, "ev": "allreduce", "w": worker, "end": end_s, "nbytes": nbytes, "workers": members}
         )

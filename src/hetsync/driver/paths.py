@@ -35,25 +35,35 @@ def uses_collective(path: str, policy: Any) -> bool:
     if not getattr(policy, "collective", False):
         raise BadInput(
             f"{policy.label} cannot use path=collective: its exchanges are not rounds of a batch-weighted "
-            "gradient mean over the workers (policies that can: bsp, lb-bsp, lb-bsp-static); use path=ps"
+            "gradient mean or an equal-weight delta mean over the workers (policies that can: bsp, lb-bsp, "
+            "lb-bsp-static, local-sgd, diloco); use path=ps"
         )
     return True
 
 
 def check_round(label: str, contributions: Sequence[tuple[int, float]], pushes: Mapping[int, Any]) -> None:
     """``contributions`` ((push id, weight) of one Apply) must be what a
-    round's reduce computes: the batch-weighted mean over its pushes, i.e.
-    weights ∝ samples and summing to 1. ``pushes``: push id → the held push
-    (its ``samples``). PolicyError otherwise, naming the path. (An unknown
-    id is left to the ledger, which names it.)"""
+    round's reduce computes: for gradient pushes the batch-weighted mean
+    (weights ∝ samples, summing to 1), for delta pushes the equal-weight
+    mean (1/k each). ``pushes``: push id → the held push (its ``kind`` and
+    ``samples``). PolicyError otherwise, naming the path. (An unknown id is
+    left to the ledger, which names it.)"""
     if any(pid not in pushes for pid, _ in contributions):
         return
-    samples = {pid: int(pushes[pid].samples) for pid, _ in contributions}
-    total = sum(samples.values())
+    kinds = {pushes[pid].kind for pid, _ in contributions}
+    if kinds == {"delta"}:
+        expected = {pid: 1.0 / len(contributions) for pid, _ in contributions}
+        what = "the equal-weight mean of the round's deltas"
+    elif kinds <= {"grad"}:
+        samples = {pid: int(pushes[pid].samples) for pid, _ in contributions}
+        total = sum(samples.values())
+        expected = {pid: samples[pid] / total if total else 0.0 for pid, _ in contributions}
+        what = "the batch-weighted mean"
+    else:
+        raise PolicyError(f"{label}: an Apply mixes gradient and delta pushes, which the collective path cannot reduce")
     for pid, weight in contributions:
-        expected = samples[pid] / total if total else 0.0
-        if not math.isclose(weight, expected, rel_tol=1e-6, abs_tol=1e-9):
+        if not math.isclose(weight, expected[pid], rel_tol=1e-6, abs_tol=1e-9):
             raise PolicyError(
-                f"{label}: an Apply weights push {pid} {weight:g}, but the collective path reduces the "
-                f"batch-weighted mean ({expected:g}); run it with path=ps"
+                f"{label}: an Apply weights push {pid} {weight:g}, but the collective path reduces "
+                f"{what} ({expected[pid]:g}); run it with path=ps"
             )

@@ -1,4 +1,4 @@
-"""Compute timing model (DESIGN.md §4), shared by both drivers: the
+"""Compute timing model (docs/architecture.md §5), shared by both drivers: the
 simulator takes its step durations from it, and a runtime worker sleeps
 after each real step for the extra share it gives that worker
 (:meth:`TimingModel.extra_sleep_s`).

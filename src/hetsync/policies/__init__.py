@@ -28,6 +28,7 @@ from hetsync.policies.p2p_allreduce import P2PAllReduce
 from hetsync.policies.p2p_random import P2PRandom
 from hetsync.policies.selmcast import Selmcast
 from hetsync.policies.ssp import SSP
+from hetsync.policies.streaming_diloco import StreamingDiLoCo
 from hetsync.policies.wbsp import WBSP
 from hetsync.policies.wbsp_overlap import WBSPOverlap
 
@@ -37,6 +38,7 @@ _CLASSES: tuple[type[Policy], ...] = (
     SSP,
     LocalSGD,
     DiLoCo,
+    StreamingDiLoCo,
     AsyncLocalSGD,
     BackupWorkers,
     WBSP,

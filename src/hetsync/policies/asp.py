@@ -14,7 +14,7 @@ moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
 
 Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default:
-``lr_scale=inverse|sqrt`` — the push's rate × 1/max(1, τ) or 1/√max(1, τ)
+``lr_scale=inverse|sqrt|zhang`` — the push's rate × 1/max(1, τ) or 1/√max(1, τ)
 (Zhang, Gupta, Lian, Liu, "Staleness-Aware Async-SGD for Distributed Deep
 Learning", IJCAI 2016); ``compensate=λ`` — DC-ASGD's delay compensation
 g + λ·g⊙g⊙(θ_now − θ_then) (Zheng et al., "Asynchronous Stochastic Gradient

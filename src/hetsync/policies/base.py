@@ -44,6 +44,27 @@ Data plane, as every driver executes it (parameter-server topology):
   first and must not start another step for that worker.
 - ``SetTimer(at_s, tag)``: answered by ``TimerFired``.
 
+Fragments (Streaming DiLoCo): a ``Fragment(lo, hi, bits)`` names the range
+[lo, hi) of the flat parameter vector and the width its values travel at
+(32, or 8 / 4 for uniform integers with one scale: :mod:`hetsync.algos.quantize`).
+
+- ``Push(worker, "delta", fragment=f)``: the worker uploads the delta of that
+  range only, ``local[lo:hi] − ref[lo:hi]`` with ``ref`` the global values it
+  last merged there, quantized to ``f.bits`` (a real round trip); it carries
+  the local steps since the worker's last push of any fragment, and the
+  worker's ``ref`` is left as it is.
+- ``Apply`` of fragment pushes (all of the same fragment) changes that range
+  only: the weighted sum of the deltas is quantized to ``f.bits`` again (what
+  the second half of the paper's low-precision all-reduce carries) and the
+  outer optimizer takes one step on it, with its own state per fragment.
+- ``Pull(worker, fragment=f, keep=α)``: the worker downloads that range of the
+  global model (its bytes counted at ``f.bits``: on a real network the same
+  bytes carry the quantized mean delta, from which each worker takes the
+  same outer step itself). On arrival (``PullDone``) the worker holds it; it
+  merges it as it starts the next step whose ``Compute`` sets ``merge``:
+  ``θ[lo:hi] ← α·θ[lo:hi] + (1 − α)·global[lo:hi]`` and ``ref[lo:hi] ←
+  global[lo:hi]``. No local step is lost.
+
 Peer-to-peer topology (policies with ``topology = "p2p"``): there is no
 server and no global model; a coordinator runs the policy and moves no model
 data. Workers compute with ``local_lr`` (the step is the update), and:
@@ -160,6 +181,32 @@ class AllReduceDone(Event):
     workers: tuple[int, ...]
 
 
+# ------------------------------------------------------------------ fragments
+FRAGMENT_BITS = (32, 8, 4)
+"""Widths a fragment's values may travel at (hetsync.algos.quantize)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fragment:
+    """The range [lo, hi) of the flat parameter vector, and the width its
+    values travel at (see the module docstring)."""
+
+    lo: int
+    hi: int
+    bits: int = 32
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lo < self.hi:
+            raise ValueError(f"Fragment must be a non-empty range [lo, hi) with lo >= 0, got [{self.lo}, {self.hi})")
+        if self.bits not in FRAGMENT_BITS:
+            raise ValueError(f"Fragment.bits must be one of {FRAGMENT_BITS}, got {self.bits!r}")
+
+    @property
+    def size(self) -> int:
+        """Values in the range."""
+        return self.hi - self.lo
+
+
 # ------------------------------------------------------------------- commands
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
@@ -173,6 +220,7 @@ class Compute(Command):
     local_lr: float | None = None  # take the SGD step locally with this rate
     push: PushKind | None = None  # push right after the step
     continuous: bool = False  # start the same step again as each ends (train nonstop)
+    merge: bool = False  # first merge the fragment pulls that have arrived (Pull with a fragment)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -185,6 +233,11 @@ class Compute(Command):
 class Push(Command):
     worker: int
     kind: PushKind = "grad"
+    fragment: Fragment | None = None  # the delta of this range only (module docstring)
+
+    def __post_init__(self) -> None:
+        if self.fragment is not None and self.kind != "delta":
+            raise ValueError(f"Push.fragment needs kind 'delta' (a fragment's model delta), got {self.kind!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,10 +268,16 @@ class Drop(Command):
 class Pull(Command):
     worker: int
     then: Compute | None = None  # start this step on arrival
+    fragment: Fragment | None = None  # this range only, held until a step merges it (module docstring)
+    keep: float = 0.0  # a fragment's merge: the share α of the worker's own values kept
 
     def __post_init__(self) -> None:
         if self.then is not None and self.then.worker != self.worker:
             raise ValueError(f"Pull.then must compute on worker {self.worker}, not {self.then.worker}")
+        if not 0.0 <= self.keep <= 1.0:
+            raise ValueError(f"Pull.keep must be in [0, 1], got {self.keep!r}")
+        if self.keep and self.fragment is None:
+            raise ValueError("Pull.keep needs a fragment: a whole-model pull replaces the worker's model")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +383,8 @@ class PolicyContext:
     max_batch: tuple[int, ...] = ()
     # bytes of one model transfer (the scenario's model_bytes or the real size)
     model_bytes: int = 0
+    # values of each parameter tensor, in the flat vector's order (empty: not known)
+    param_sizes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -370,10 +431,16 @@ class Policy:
     config: PolicyConfig
     # "ps": parameter server (push / pull / apply); "p2p": peer to peer
     topology: ClassVar[str] = "ps"
-    # every exchange is a round that closes with one Apply of the batch-weighted mean
-    # gradient over the workers that computed in it, each of whom then pulls: a data
-    # plane may all-reduce the round among the workers instead (hetsync.runtime.collective)
+    # every exchange is a round that closes with one Apply of the mean of its pushes
+    # (``collective_kind`` "grad": the batch-weighted mean gradient over the workers that
+    # computed in it; "delta": the equal-weight mean of every live worker's delta), each
+    # of whom then pulls: a data plane may all-reduce the round among the workers instead
+    # (hetsync.runtime.collective)
     collective: ClassVar[bool] = False
+    collective_kind: ClassVar[str] = "grad"
+    # the runtime (real processes) does not implement it yet: a run on real processes is
+    # refused before any process starts (hetsync.driver.policy_labels with driver="dist")
+    simulator_only: ClassVar[bool] = False
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         self.ctx = ctx

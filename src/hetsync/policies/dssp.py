@@ -36,7 +36,7 @@ moments — lives on the server with the global model. Workers take no local
 steps, so they hold no optimizer state and a pull replaces parameters only.
 
 Staleness remedies (:mod:`hetsync.policies.staleness`), all off by default,
-as for ASP: ``lr_scale=inverse|sqrt`` (Zhang, Gupta, Lian, Liu,
+as for ASP: ``lr_scale=inverse|sqrt|zhang`` (Zhang, Gupta, Lian, Liu,
 "Staleness-Aware Async-SGD for Distributed Deep Learning", IJCAI 2016),
 ``compensate=λ`` (DC-ASGD: Zheng et al., "Asynchronous Stochastic Gradient
 Descent with Delay Compensation", ICML 2017) and ``momentum=corrected``

@@ -86,7 +86,7 @@ state across pulls (its schedule runs on the worker's own step count), and
 the server steps on the aggregated pseudo-gradient with ``outer_optimizer``.
 
 Staleness remedies (:mod:`hetsync.policies.staleness`), ``within=async``
-only, all off by default, as for ASP: ``lr_scale=inverse|sqrt`` (Zhang,
+only, all off by default, as for ASP: ``lr_scale=inverse|sqrt|zhang`` (Zhang,
 Gupta, Lian, Liu, "Staleness-Aware Async-SGD for Distributed Deep
 Learning", IJCAI 2016), ``compensate=λ`` (DC-ASGD: Zheng et al.,
 "Asynchronous Stochastic Gradient Descent with Delay Compensation", ICML

@@ -49,6 +49,9 @@ class LocalSGD(Policy):
     summary = "H local steps per worker, then average the models (one barrier per H steps)"
     config_class = LocalSGDConfig
     config: LocalSGDConfig
+    # a round: every live worker's delta, averaged with equal weights (path=collective all-reduces them)
+    collective = True
+    collective_kind = "delta"
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)

@@ -18,6 +18,10 @@ accuracy (docs/results-real.md). The options (maths and papers in
   α₀/τ with α₀ the synchronous rate, which in hetsync's convention would
   *replace* the 1/N weight — 1/N is its average-staleness form α₀/⟨τ⟩ for
   ⟨τ⟩ ≈ N; the factor here damps stale pushes more than the paper does.)
+  ``lr_scale=zhang`` (gradient pushes only) is the paper's rule as written:
+  the push moves the model at lr/max(1, τ), replacing the policy's 1/N
+  share — at τ ≈ N plain ASP's step, larger for fresher pushes, smaller
+  for staler ones.
   Gradient pushes scale the ``Apply``'s ``lr``, so it works under AdamW too
   (a scale on the gradient would cancel in Adam); deltas (WBSP) scale their
   weight.
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetsync.algos.staleness import LR_SCALES, implicit_momentum, staleness_lr_scale
+from hetsync.algos.staleness import GRADIENT_LR_SCALES, LR_SCALES, implicit_momentum, staleness_lr_scale
 from hetsync.policies.base import Apply, Policy, PolicyConfig, PushArrived, param
 
 _LR_SCALE_HELP = (
@@ -65,6 +69,13 @@ class LrScaleConfig(PolicyConfig):
 @dataclass(frozen=True, kw_only=True)
 class StalenessConfig(LrScaleConfig):
     """Every remedy (policies that apply gradient pushes on arrival)."""
+
+    lr_scale: str = param(
+        "none",
+        help=_LR_SCALE_HELP + ", zhang lr/max(1,tau) in place of the 1/N share",
+        choices=GRADIENT_LR_SCALES,
+        quiet=True,
+    )
 
     compensate: float = param(
         0.0,
@@ -96,7 +107,7 @@ class StalePushes(Policy):
         """Apply ``push`` alone, at once, with ``weight`` at the policy's rate;
         ``workers``: how many push asynchronously (the implicit momentum's M)."""
         cfg = self.config
-        lr = self.ctx.lr * staleness_lr_scale(cfg.lr_scale, push.staleness)
+        lr = self.ctx.lr * staleness_lr_scale(cfg.lr_scale, push.staleness, share=weight)
         implicit = implicit_momentum(max(1, workers)) if cfg.momentum == "corrected" else 0.0
         return Apply(
             contributions=((push.push_id, weight),), lr=lr, compensate=cfg.compensate, implicit_momentum=implicit

@@ -27,8 +27,8 @@ Choices where the paper leaves room (see also docs/results-wbsp.md):
   applied at the next close (staleness 1). Nothing is dropped, so plain WBSP
   loses no step. The authors' server adds every delta to the global model
   on arrival and only gates the pulls; holding the deltas until the close
-  instead makes every pull of round r return exactly version r+1 (DESIGN.md
-  §3: "all workers hold the same model"). The two differ in when a late
+  instead makes every pull of round r return exactly version r+1 (docs/architecture.md
+  §4: "all workers hold the same model"). The two differ in when a late
   delta becomes visible, not in whether it counts.
 - The slowest worker. The authors' code hard-codes which worker is slow (it
   watches one worker's step counter); here the round is closed by set

@@ -42,7 +42,7 @@ The worker side differs:
 
 The authors' training thread (``wk_pcc_v2.py``) starts no new step while a
 pull is in progress, so it idles for the download but loses at most the step
-in progress; this policy follows DESIGN.md §3 (the worker trains
+in progress; this policy follows docs/architecture.md §4 (the worker trains
 continuously), which hides the download as well at the price of a few
 dropped steps — the summary's ``dropped_steps`` shows how many.
 

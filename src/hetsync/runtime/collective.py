@@ -27,9 +27,18 @@ while the bulk bytes of a round never reach it:
   loop. Every worker holds the same model afterwards: gloo's ring leaves
   every member the same sum.
 
+Delta rounds (``Policy.collective_kind == "delta"``: local SGD, DiLoCo,
+under ``hetsync run``) go the same way with weight 1 per worker: a worker
+contributes its model delta as it takes its H-th local step, the members
+push at different times (rank 0 has a member whose loop has ended join with
+zero weight as the round opens, and the rest when the run stops with a
+round open), and on the pull each worker takes the outer step — plain
+averaging or a copy of the server's outer optimizer — from the round's
+starting model (:meth:`~hetsync.runtime.worker.WorkerProcess._apply_round`).
+
 A policy may use this path when it declares its rounds reducible
 (``Policy.collective``: every round is a batch-weighted gradient mean over
-the workers that computed it); rank 0 checks each ``Apply`` against that
+the workers that computed it, or an equal-weight mean of deltas); rank 0 checks each ``Apply`` against that
 (:func:`check_round`) and refuses the run the first time it does not hold.
 A worker that is in the group but computes nothing in a round (its own loop
 has ended) contributes zero weight. Rank 0 holds no current model: it

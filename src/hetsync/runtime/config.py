@@ -67,6 +67,8 @@ class ProcessOptions:
     # the data plane of gradient rounds: "ps" (through rank 0, as the papers' systems) or
     # "collective" (all-reduced among the workers: hetsync.runtime.collective)
     path: str = "ps"
+    # server processes holding the model's shards (hetsync.runtime.shards): 1 is rank 0 alone
+    servers: int = 1
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -80,6 +82,8 @@ class ProcessOptions:
             _seconds("kill_at_s", self.kill_at_s, 0, limits.MAX_TIME_S)
         if self.path not in ("ps", "collective"):
             raise BadInput(f"path must be ps or collective, got {self.path!r}")
+        if isinstance(self.servers, bool) or not isinstance(self.servers, int) or not 1 <= self.servers <= 64:
+            raise BadInput(f"servers must be an integer in [1, 64], got {self.servers!r}")
 
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where

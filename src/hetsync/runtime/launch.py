@@ -206,6 +206,7 @@ def launch_run(
         on_progress=on_progress,
         timeout_s=timeout_s,
         startup_timeout_s=config.process.startup_timeout_s,
+        servers=config.process.servers,
     )
 
 
@@ -221,8 +222,10 @@ def launch(
     env: dict[str, str] | None = None,
     startup_timeout_s: float | None = None,
     cwd: str | Path | None = None,
+    servers: int = 1,
 ) -> int:
-    """Run ``nproc`` workers and a server; returns the server's exit status
+    """Run ``nproc`` workers and ``servers`` servers (rank 0, and ranks
+    ``nproc`` + 1 … holding the model's other shards: :mod:`hetsync.runtime.shards`); returns the server's exit status
     (1, with the reason in ``exit-status.json``, if the server died or the
     processes did not start, or — with ``script`` — a worker failed: one line
     each there, see :func:`_failed_workers`). ``script``: every rank runs this Python file
@@ -241,7 +244,7 @@ def launch(
     (out_dir / EXIT_STATUS).unlink(missing_ok=True)
     started = logs / ".started"  # rank 0 creates it once the process group has formed
     started.unlink(missing_ok=True)
-    world = nproc + 1
+    world = nproc + servers
     env = {**_environment(host), **(env or {})}
     env[STARTED_FILE_ENV] = str(started)
     env[OUT_ENV] = str(out_dir)

@@ -65,17 +65,34 @@ def run_process(
     torch.set_num_threads(1)  # many processes share the cores
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world < 2:
+    if world < 1 + opts.servers:
         raise BadInput(
-            "the runtime needs at least 2 processes (a server and a worker): launch with hetsync run or torchrun"
+            f"the runtime needs at least {1 + opts.servers} processes ({opts.servers} server(s) and a worker): "
+            "launch with hetsync run or torchrun"
         )
-    scenario = scenario.with_workers(world - 1)
-    policy_labels(scenario, specs)  # bad specs fail on every rank before any traffic
+    workers = world - opts.servers
+    scenario = scenario.with_workers(workers)
+    policy_labels(scenario, specs, driver="dist")  # bad specs fail on every rank before any traffic
+    if opts.servers > 1:  # (every rank: the same one-line refusal before any traffic)
+        from hetsync.driver import policy_context
+        from hetsync.policies import make_policy
+        from hetsync.runtime.shards import check_servers
+
+        policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
+        check_servers(opts.servers, scenario, policies, path=opts.path, checkpoints=opts.checkpoint_dir is not None)
     warm_up()  # (before any run's clock starts)
     _form_group(rank, opts)
     if rank == 0:
         # never returns: os._exit
         _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished, background_eval=True)
+    if rank > workers:  # a sharded server: holds one range of the model
+        from hetsync.runtime.shards import ShardServer, shard_ranges
+
+        try:
+            ShardServer(rank - workers, shard_ranges(workload.n_params, opts.servers), workers, scenario, specs).serve()
+        finally:
+            dist.destroy_process_group()
+        return 0
     from hetsync.runtime.worker import WorkerProcess
 
     kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
@@ -92,6 +109,7 @@ def run_process(
             checkpoint_dir=opts.checkpoint_dir,
             checkpoint_every_s=opts.checkpoint_every_s,
             resume=opts.resume,
+            servers=opts.servers,
         ).serve()
     finally:
         dist.destroy_process_group()
@@ -130,7 +148,7 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
     if opts.path == "collective":  # (every rank, in the same order: new_group is collective)
         from hetsync.runtime.collective import form_workers_group
 
-        form_workers_group(dist.get_world_size())
+        form_workers_group(dist.get_world_size() - (opts.servers - 1))
     timer.cancel()
     started = os.environ.get(STARTED_FILE_ENV)
     if rank == 0 and started:

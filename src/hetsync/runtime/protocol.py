@@ -47,6 +47,11 @@ coordinator, see :mod:`hetsync.runtime.coordinator`) add:
 - :class:`FetchCmd`: evaluation only: answered at once, even during a step,
   by :class:`Fetched` + the worker's current model.
 
+On the collective path a checkpoint sends :class:`SnapshotCmd` (a version)
+to every worker: each saves its copies of the server's optimizers once its
+model is at that version, and the one asked answers :class:`Snapshot` + the
+model.
+
 Every peer-to-peer command carries the exchange id the server gave it; the
 reports name it. Model copies (behind a :class:`CopyHeader`) and all-reduce
 chunks travel worker to worker with the tag :func:`exchange_tag`, never
@@ -73,6 +78,7 @@ HEADER_LEN = 32
 C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
 C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
 C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress); no report
+C_SNAPSHOT = 4096  # collective path: save the round state at a version (checkpoints); SNAPSHOT answers with the model
 # server → worker fields
 (
     H_TYPE,
@@ -95,13 +101,15 @@ C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress
     H_COLLECTIVE,  # RESET: gradient rounds are all-reduced among the workers (hetsync.runtime.collective)
     H_APPLY,  # PULL in a collective run: apply the round just reduced (no model follows)
     H_APPLY_LR,  # float bits: ... at this learning rate
-) = range(20)
+    H_SEND_MODEL,  # SNAPSHOT: answer with the model
+) = range(21)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
 R_ARRIVED, R_REDUCED, R_FETCHED, R_LOST = 32, 64, 128, 256
 R_LEAVING = 512  # the worker's own training loop has ended (hetsync.loop): it leaves the run
 R_BUFFERS = 1024  # the module's buffers (BatchNorm statistics) at the head of the payload (hetsync.loop)
+R_SNAPSHOT = 2048  # answers SNAPSHOT: the model at the version asked for (+ the model)
 # worker → server fields
 (
     R_TYPE,
@@ -362,6 +370,25 @@ class FetchCmd(_Bare):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotCmd:
+    """Collective path, a checkpoint: once this worker's model is at
+    ``version`` (the round's pull may still be on its way), save the state of
+    its copies of the server's optimizers beside the checkpoint, and with
+    ``send_model`` answer :class:`Snapshot` + the model (else no report)."""
+
+    TYPE: ClassVar[int] = C_SNAPSHOT
+    version: int
+    send_model: bool = False
+
+    def encode(self) -> torch.Tensor:
+        return _header({H_TYPE: C_SNAPSHOT, H_VERSION: self.version, H_SEND_MODEL: int(self.send_model)})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor, peers: tuple[int, ...] = ()) -> SnapshotCmd:
+        return cls(version=int(hdr[H_VERSION]), send_model=bool(int(hdr[H_SEND_MODEL])))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MulticastCmd:
     """Send a snapshot of the model to ``receivers`` (followed by their list; owes no report)."""
 
@@ -431,10 +458,32 @@ def _listed(hdr: torch.Tensor, peers: tuple[int, ...]) -> tuple[int, ...]:
 
 
 Command = (
-    ResetCmd | WorkCmd | StopCmd | HaltCmd | ExitCmd | MulticastCmd | ExpectCmd | AllReduceCmd | AbortCmd | FetchCmd
+    ResetCmd
+    | WorkCmd
+    | StopCmd
+    | HaltCmd
+    | ExitCmd
+    | MulticastCmd
+    | ExpectCmd
+    | AllReduceCmd
+    | AbortCmd
+    | FetchCmd
+    | SnapshotCmd
 )
 _COMMANDS: dict[int, type[Command]] = {
-    c.TYPE: c for c in (ResetCmd, StopCmd, HaltCmd, ExitCmd, MulticastCmd, ExpectCmd, AllReduceCmd, AbortCmd, FetchCmd)
+    c.TYPE: c
+    for c in (
+        ResetCmd,
+        StopCmd,
+        HaltCmd,
+        ExitCmd,
+        MulticastCmd,
+        ExpectCmd,
+        AllReduceCmd,
+        AbortCmd,
+        FetchCmd,
+        SnapshotCmd,
+    )
 }
 
 
@@ -626,6 +675,21 @@ class Fetched(_Weighted):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """The worker's model at ``version`` (+ the model; answers :class:`SnapshotCmd`)."""
+
+    TYPE: ClassVar[int] = R_SNAPSHOT
+    version: int
+
+    def encode(self) -> torch.Tensor:
+        return _header({R_TYPE: R_SNAPSHOT, R_VERSION: self.version})
+
+    @classmethod
+    def decode(cls, hdr: torch.Tensor) -> Snapshot:
+        return cls(version=int(hdr[R_VERSION]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Arrived:
     """``sender``'s copy of exchange ``exchange`` has arrived here."""
 
@@ -689,9 +753,9 @@ class Lost:
         return cls(exchange=int(hdr[R_EXCH]), sender=sender if sender >= 0 else None)
 
 
-Report = ResetDone | Bye | WorkDone | Leaving | Buffers | Fetched | Arrived | Reduced | Lost
+Report = ResetDone | Bye | WorkDone | Leaving | Buffers | Fetched | Snapshot | Arrived | Reduced | Lost
 _REPORTS: dict[int, type[Report]] = {
-    r.TYPE: r for r in (ResetDone, Bye, Leaving, Buffers, Fetched, Arrived, Reduced, Lost)
+    r.TYPE: r for r in (ResetDone, Bye, Leaving, Buffers, Fetched, Snapshot, Arrived, Reduced, Lost)
 }
 
 
@@ -774,7 +838,7 @@ def command_has_peers(hdr: torch.Tensor) -> bool:
 
 def report_has_payload(hdr: torch.Tensor) -> bool:
     t = int(hdr[R_TYPE])
-    return bool(t & (R_FETCHED | R_LEAVING | R_BUFFERS) or (t & R_PUSHED and not int(hdr[R_P_CARRIED])))
+    return bool(t & (R_FETCHED | R_SNAPSHOT | R_LEAVING | R_BUFFERS) or (t & R_PUSHED and not int(hdr[R_P_CARRIED])))
 
 
 _COMMAND_TYPES = {WorkCmd, *_COMMANDS.values()}

@@ -72,6 +72,7 @@ from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
+from hetsync.runtime.shards import ShardClient, shard_ranges
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
 from hetsync.trace import TraceWriter
@@ -137,7 +138,13 @@ class ServerProcess:
         self._queued = [0] * self.n
         self._queued_cv = threading.Condition()
         self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
-        self.channel = P.Channel(workload.n_params)
+        # sharded servers (hetsync.runtime.shards): rank 0 holds the model's first range, servers
+        # 1 … S−1 the others; every push that brings a payload gets its worker's next number
+        self.ranges = shard_ranges(workload.n_params, opts.servers) if opts.servers > 1 else None
+        self.shards = ShardClient(self.ranges, self.n) if self.ranges is not None else None
+        self.push_seq = [0] * self.n
+        self.last_seq = [-1] * self.n  # the number of each worker's last push taken from the inbox
+        self.channel = P.Channel(self.ranges[0][1] if self.ranges is not None else workload.n_params)
         self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
         self.terminating = False  # SIGTERM came (the launcher stops the run: Ctrl-C)
         for w in range(self.n):
@@ -166,6 +173,10 @@ class ServerProcess:
             with self._queued_cv:
                 self._queued[item[0]] -= 1
                 self._queued_cv.notify_all()
+        rep = item[1]
+        if self.shards is not None and isinstance(rep, P.WorkDone) and rep.pushed and not rep.pushed.carried:
+            w = item[0]  # (every report passes here once, in the order it came: the servers number them so)
+            self.last_seq[w], self.push_seq[w] = self.push_seq[w], self.push_seq[w] + 1
         return item
 
     def new_exchange(self) -> int:
@@ -198,6 +209,8 @@ class ServerProcess:
         for w in sorted(self.alive):
             self._send(w, P.ExitCmd())
         self._reap_sends(wait=True)
+        if self.shards is not None:
+            self.shards.exit()
 
     # ------------------------------------------------------------- run
     def run(self, spec: str, trace_path: Path | None, run_index: int = 0) -> dict[str, Any]:
@@ -212,7 +225,7 @@ class ServerProcess:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        self.last_model = run.ledger.theta
+        self.last_model = run.whole_model()
         return summary
 
     def _catch_sigterm(self) -> Any:
@@ -296,6 +309,11 @@ class _Run:
                 "trace": trace_note,
             }
         self.trace = TraceWriter(trace_path, resume_at=trace_at)
+        self.start_model = theta  # (whole: sharded servers start from their ranges of it)
+        self.push_keys: dict[int, tuple[int, int]] = {}  # sharded: held push -> (worker, its push number)
+        if server.ranges is not None and theta is not None:
+            lo, hi = server.ranges[0]
+            theta = theta[lo:hi].clone()  # rank 0's range: the ledger's model
         self.ledger = Ledger(
             self.policy,
             server.workload,
@@ -315,12 +333,17 @@ class _Run:
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         # the collective path (hetsync.runtime.collective): rounds reduced among the workers
         self.collective = collective.uses_collective(server.opts.path, self.policy)
-        if self.collective and server.opts.checkpoint_dir is not None:
+        if self.collective and server.opts.checkpoint_dir is not None and server.gradient_stepper is not None:
             raise BadInput(
-                "checkpoints are not written on the collective path yet: drop --checkpoint-dir or use --path ps"
+                "checkpoints are not written on the collective path in your own training loop yet: drop "
+                "checkpoint_dir or use path='ps' (hetsync run --path collective writes them)"
             )
+        self.snapshot: dict[str, Any] | None = None  # collective: a checkpoint waiting for its model
         self.apply_lr: float | None = None  # collective: the learning rate of the round last applied
         self.round_sent: set[int] = set()  # collective: the workers given a step of the round being dispatched
+        # collective delta rounds (local SGD, DiLoCo): the members of the open round that are in it already
+        # (given its push, or joined with zero weight); empty while no round is open
+        self.round_in: set[int] = set()
         self.parked: set[int] = set()  # collective: loops ended, kept in the group (zero weight) until the end
         self.fetch_at: float | None = None  # collective: when the model being fetched was asked for
         self.held_pulls: list[Pull] | None = None  # fallen back to ps: pulls wait for a worker's model
@@ -380,7 +403,7 @@ class _Run:
                 self._record_evaluations(wait=True)
             else:
                 self._record_evaluations(wait=True)
-                self.ledger.evaluate(wall)  # (the workers have stopped: nobody waits for it)
+                self.ledger.evaluate(wall, self.whole_model())  # (the workers have stopped: nobody waits for it)
             self._checkpoint(wall)
             self.core.ended(wall, self.stop_reason)
         finally:
@@ -393,6 +416,7 @@ class _Run:
         extra: dict[str, Any] = {"resumed_from": self.resumed, **self._eval_figures(wall)}
         # rank 0's CPU time over the run (every thread: the loop, receivers, evaluator): the server's load
         extra.update(path=self.path, path_fallback=self.fallback, server_cpu_s=time.process_time() - cpu_t0)
+        extra["servers"] = self.srv.opts.servers
         extra["eval_warning"] = self._eval_warning(extra, wall)
         if extra["eval_warning"]:
             print(f"hetsync: {self.label}: {extra['eval_warning']}", file=sys.stderr, flush=True)
@@ -417,6 +441,9 @@ class _Run:
     def _reset_workers(self) -> None:
         """Every live worker starts the run from the server's model."""
         srv = self.srv
+        if srv.shards is not None:
+            assert self.start_model is not None
+            srv.shards.reset(self.run_index, self.ledger.version, self.start_model, srv.push_seq)
         for w in sorted(srv.alive):
             reset = P.ResetCmd(
                 epoch_s=self.epoch,
@@ -428,12 +455,15 @@ class _Run:
                 first_step=self.peers[w].steps,
                 drawn=self.peers[w].samples,
             )
-            srv._send(w, reset, self.ledger.theta)
+            if srv._send(w, reset, self.ledger.theta) and srv.shards is not None:
+                srv.shards.pull(w)
         self._await_all(P.ResetDone)
 
     def _stop_workers(self) -> None:
         srv = self.srv
         self.stopping = True
+        if self.collective and self.round_in:  # a delta round is open: the rest join it, so it ends everywhere
+            self._zero_fill((srv.alive | self.parked) - self.round_in)
         for w in sorted(srv.alive):
             srv._send(w, P.StopCmd())
         self._await_all(P.Bye)
@@ -535,6 +565,9 @@ class _Run:
 
     # --------------------------------------------------------- reports
     def _report(self, w: int, rep: P.Report, payload: torch.Tensor | None, now: float) -> None:
+        if isinstance(rep, P.Snapshot):
+            self._snapshotted(w, rep, payload)
+            return
         if isinstance(rep, P.Fetched) and (self.collective or self.held_pulls is not None):
             self._fetched(w, payload)
             return
@@ -580,6 +613,8 @@ class _Run:
                 raise RuntimeError(f"worker {w}: a push outside a collective round")
             # (carried after a fall-back to ps: that round's all-reduce failed, its gradient is lost)
             push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper))
+            if self.srv.shards is not None and not s.carried:
+                self.push_keys[push_id] = (w, self.srv.last_seq[w])
             moved = 0 if s.carried else nbytes  # (a carried push's bytes are the ring's, counted at Apply)
             self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=moved))
         if w in self.leaving:
@@ -679,10 +714,17 @@ class _Run:
                     # the round's ring all-reduce over the group: 2(k−1) phases, each member sending M/k
                     k = len(self.srv.alive | self.parked)
                     self.ledger.bytes_sent += 2 * (k - 1) * k * -(-self.srv.nbytes // k)
+                    self.round_in.clear()  # (a delta round closes)
+                shard = self._shard_parts(cmd)
                 self.ledger.apply(cmd, self.now())
                 self.apply_lr = self.ledger.last_lr
+                if shard is not None and self.srv.shards is not None:
+                    kind, parts = shard
+                    self.srv.shards.apply(kind, self.ledger.last_lr or 0.0, cmd.implicit_momentum, parts)
             elif isinstance(cmd, Drop):
                 self.ledger.drop(cmd, self.now())
+                if self.srv.shards is not None:
+                    self.srv.shards.drop([self.push_keys.pop(pid) for pid in cmd.push_ids if pid in self.push_keys])
             elif isinstance(cmd, SetTimer):  # (DriverCore.check refused every other command)
                 self._timer_seq += 1
                 heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
@@ -717,9 +759,32 @@ class _Run:
             return  # a step the budget no longer allows
         if self.collective and order is not None and order.push_after == "grad":
             self.round_sent.add(w)
+        elif self.collective and "delta" in (push, order.push_after if order is not None else None):
+            self._join_delta_round(w)
         work = P.WorkCmd(push=push, pull=pull, step=order)
-        if not self.post(w, work, model) and order is not None:
-            self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
+        if not self.post(w, work, model):
+            if order is not None:
+                self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
+        elif pull is not None and model is not None and self.srv.shards is not None:
+            self.srv.shards.pull(w)  # (the model's other ranges, from their servers)
+
+    def _shard_parts(self, cmd: Apply) -> tuple[str, list[tuple[int, int, float]]] | None:
+        """Sharded servers: what they apply of ``cmd`` (the pushes' kind and
+        (worker, push number, weight) each), taken before the ledger uses them up."""
+        if self.srv.shards is None or not cmd.contributions:
+            return None
+        first = self.ledger.pushes.get(cmd.contributions[0][0])
+        if first is None:
+            return None  # (an unknown push: the ledger names it)
+        parts = [(*self.push_keys.pop(pid), weight) for pid, weight in cmd.contributions if pid in self.push_keys]
+        return first.kind, parts
+
+    def whole_model(self) -> torch.Tensor | None:
+        """The global model (sharded: rank 0's range and the servers', as of the last command)."""
+        theta = self.ledger.theta
+        if self.srv.shards is None or theta is None:
+            return theta
+        return torch.cat([theta, *self.srv.shards.fetch()])
 
     # ------------------------------------------------------- collective
     def _fill_round(self) -> None:
@@ -727,8 +792,22 @@ class _Run:
         (one the policy gave no step, one whose loop has ended) joins its
         all-reduce with zero weight, so every member issues the same collectives."""
         given, self.round_sent = self.round_sent, set()
-        for w in sorted((self.srv.alive | self.parked) - given):
-            self.srv._send(w, P.WorkCmd(step=P.StepOrder(batch_size=0, push_after="grad")))  # (owes no report)
+        self._zero_fill((self.srv.alive | self.parked) - given)
+        self.round_in.clear()
+
+    def _join_delta_round(self, w: int) -> None:
+        """``w`` is given its push of a delta round (local SGD's, DiLoCo's):
+        its members push at different times, so the round is open until the
+        Apply; a member that will not push (its loop has ended) joins it with
+        zero weight as it opens."""
+        self.round_in.add(w)
+        self._zero_fill(self.parked - self.round_in)
+
+    def _zero_fill(self, workers: set[int]) -> None:
+        """``workers`` join the open round with zero weight (they owe no report for it)."""
+        for v in sorted(workers):
+            self.srv._send(v, P.WorkCmd(step=P.StepOrder(batch_size=0, push_after="grad")))
+            self.round_in.add(v)
 
     def _fetch(self, now: float) -> None:
         """Ask a worker for the model (the workers all hold it) to evaluate it as of ``now``."""
@@ -824,11 +903,12 @@ class _Run:
         if ev is None:
             if led.wants_evaluation(now):
                 began, cpu0 = time.time(), time.thread_time()
-                led.evaluate(now)
+                led.evaluate(now, self.whole_model())
                 self.eval_spent.append(Spent(began, time.time(), time.thread_time() - cpu0))
         elif led.wants_evaluation(now) and ev.last_s != now:
-            assert led.theta is not None
-            ev.submit(now, led.theta, led.version)
+            model = self.whole_model()
+            assert model is not None
+            ev.submit(now, model, led.version)
 
     def _eval_figures(self, now: float) -> dict[str, Any]:
         """What evaluating cost the run up to ``now`` (summary: ``eval_time_s``,
@@ -892,7 +972,52 @@ class _Run:
             # the last checkpoint's curve holds every evaluation asked for; a periodic one those that
             # came back (waiting for the evaluator would hold up the loop as long as it evaluates)
             self._record_evaluations(wait=not periodic)
-            self.checkpointer.save(self.checkpoint_state(now))
+            if self.collective:
+                self._snapshot(now, wait=not periodic)
+            else:
+                self.checkpointer.save(self.checkpoint_state(now))
+
+    def _snapshot(self, now: float, *, wait: bool) -> None:
+        """A checkpoint on the collective path, where the model and the
+        server's optimizer state live on the workers: every worker saves its
+        copies of the optimizers once its model is at the ledger's version
+        (beside the checkpoint, as local optimizer state is), and one sends
+        that model, which completes the checkpoint (:meth:`_snapshotted`).
+        ``wait``: until it has come (the run is ending), else it comes while
+        the loop goes on (one at a time)."""
+        if (self.snapshot is not None and not wait) or not self.srv.alive:
+            return
+        self.snapshot = self.checkpoint_state(now)
+        sender = min(self.srv.alive)
+        for w in sorted(self.srv.alive):
+            cmd = P.SnapshotCmd(version=self.ledger.version, send_model=w == sender)
+            if w == sender:
+                self.post(w, cmd)
+            else:
+                self.srv._send(w, cmd)
+        if not wait:
+            return
+        deadline = time.time() + self.srv.opts.worker_timeout_s
+        while self.snapshot is not None and time.time() < deadline:
+            try:
+                w, report, payload, error = self.srv.take(max(0.01, deadline - time.time()))
+            except queue.Empty:
+                break
+            if error is not None:
+                self.left(w, error)
+                if w == sender:
+                    break
+            elif isinstance(report, P.Snapshot):
+                self._snapshotted(w, report, payload)
+        self.snapshot = None  # (not come in time: the last checkpoint stays)
+
+    def _snapshotted(self, w: int, rep: P.Snapshot, payload: torch.Tensor | None) -> None:
+        self.paid(w, self.now())
+        state, self.snapshot = self.snapshot, None
+        if state is None or payload is None or rep.version != state["version"]:
+            return
+        state["theta"] = payload.clone()
+        self.checkpointer.save(state)
 
     def checkpoint_state(self, now: float) -> dict[str, Any]:
         """Everything a resumed run needs to go on as if it had not stopped:
@@ -936,7 +1061,16 @@ class _Run:
         missing = self._unsaved_local_state
         if self.local_steps and not local_steppers(self.sc, self.policy)[0].plain and missing:
             fresh.append(f"the optimizer state for local steps (momentum, Adam moments) of workers {missing}")
+        if self.collective and missing and not self._round_steppers_plain():
+            fresh.append(
+                f"the server's optimizer state (on the collective path each worker's copy) of workers {missing}"
+            )
         return fresh
+
+    def _round_steppers_plain(self) -> bool:
+        """Whether the optimizers a collective run's workers copy hold no state (plain SGD)."""
+        kind = self.policy.collective_kind
+        return (outer_stepper(self.sc, self.policy) if kind == "delta" else gradient_stepper(self.sc)).plain
 
     def _resume(self, state: dict[str, Any]) -> None:
         """Go on with the checkpoint's books: a ``resume`` record, then the

@@ -29,6 +29,7 @@ step locally and commits it: the step is the update.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import queue
 import signal
@@ -44,13 +45,15 @@ import torch.distributed as dist
 
 from hetsync.driver import TimingModel, policy_context
 from hetsync.localmodel import LocalModel
-from hetsync.optim import Stepper, gradient_stepper, local_steppers
+from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
+from hetsync.policies.base import Policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
+from hetsync.runtime.shards import PendingModel, shard_ranges, split_push
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
@@ -74,6 +77,7 @@ class WorkerProcess:
         checkpoint_dir: Path | None = None,
         checkpoint_every_s: float = 10.0,
         resume: bool = False,
+        servers: int = 1,
     ) -> None:
         self.w = worker
         # the optimizer state of local steps (DiLoCo's inner AdamW moments...): saved beside the
@@ -95,12 +99,24 @@ class WorkerProcess:
         self.steps = 0
         self.p2p = False
         # the collective path (RESET says so): this worker's side of the rounds' all-reduces, and its
-        # copy of the server's optimizer, which takes each round's step here (hetsync.runtime.collective)
+        # copies of the server's optimizers, which take each round's step here (hetsync.runtime.collective):
+        # for gradient rounds (BSP) the scenario's optimizer, for delta rounds (local SGD, DiLoCo) the outer one
         self.collective = False
         self.reducer: RoundReducer | None = None
         self.replica: Stepper | None = None
-        self.channel = P.Channel(workload.n_params)
-        self.commands: queue.Queue[tuple[P.Command, torch.Tensor | None] | BaseException] = queue.Queue()
+        self.outer_replica: Stepper | None = None
+        self.round_kind = "grad"  # what the run's rounds reduce: "grad" or "delta" (Policy.collective_kind)
+        self.global_model: torch.Tensor | None = None  # the model as of the last round (what FETCH gives)
+        self.global_version = 0  # ... and its version
+        self._round_applied = threading.Condition()  # (a SNAPSHOT waits for the round it names)
+        # the state of the copies of the server's optimizers as of the last SNAPSHOT (saved with the local state)
+        self._rounds_saved: dict[str, object] | None = None
+        # sharded servers (hetsync.runtime.shards): rank 0's range travels with the messages to it and
+        # from it, the others go to and come from servers 1 … S−1
+        self.ranges = shard_ranges(workload.n_params, servers) if servers > 1 else None
+        self.channel = P.Channel(self.ranges[0][1] if self.ranges else workload.n_params)
+        self._shard_sends: list[tuple[object, torch.Tensor]] = []
+        self.commands: queue.Queue[tuple[P.Command, torch.Tensor | PendingModel | None] | BaseException] = queue.Queue()
         self.model_lock = threading.Lock()  # the lanes and the steps change the model
         self.busy = BusyClock()
         # every message to the server leaves from one thread, in order: a step
@@ -125,9 +141,21 @@ class WorkerProcess:
 
     def _send(self, msg: P.Command | P.Report, payload: torch.Tensor | None = None) -> None:
         """Queue a message to the server (sent in order by the outbox thread;
-        the tensors are never changed in place, so they are not copied)."""
+        the tensors are never changed in place, so they are not copied). With
+        sharded servers a push's other ranges leave for their servers from
+        the same thread, just before it: every server numbers a worker's
+        pushes as rank 0 does."""
+        if self.ranges is not None and payload is not None:
+            self.outbox.submit(lambda: self._write_sharded(msg, payload))
+            return
         tensors = self.channel.pack_message(msg, payload)
         self.outbox.submit(lambda: self._write(tensors))
+
+    def _write_sharded(self, msg: P.Command | P.Report, payload: torch.Tensor) -> None:
+        assert self.ranges is not None
+        first, sends = split_push(payload, self.ranges, self.sc.workers)
+        self._shard_sends = [(work, t) for work, t in self._shard_sends if not work.is_completed()] + sends  # type: ignore[attr-defined]
+        self._write(self.channel.pack_message(msg, first))
 
     @staticmethod
     def _write(tensors: list[torch.Tensor]) -> None:
@@ -145,6 +173,10 @@ class WorkerProcess:
         self._send(P.WorkDone(pulled=done.pulled, computed=done.computed, pushed=done.pushed, comm_s=comm_s), payload)
         if done.pushed is not None:
             self.outbox.submit(lambda: self.busy.transfer(False, self._now_s()))
+
+    def _whole(self, model: torch.Tensor | PendingModel | None) -> torch.Tensor | None:
+        """A pulled model, its ranges from the sharded servers assembled (they were on their way)."""
+        return model.whole() if isinstance(model, PendingModel) else model
 
     # ------------------------------------------------------------- loop
     def serve(self) -> None:
@@ -177,6 +209,8 @@ class WorkerProcess:
                 self._reset(cmd, payload)
             elif isinstance(cmd, P.StopCmd):
                 self._bye()
+            elif isinstance(cmd, P.SnapshotCmd):
+                self._snapshot(cmd)
             elif self._zero_order(cmd):
                 self._zero_round()
             elif isinstance(cmd, P.WorkCmd):
@@ -205,7 +239,11 @@ class WorkerProcess:
         thread in order."""
         try:
             while True:
-                cmd, payload = self.channel.recv_command(SERVER_RANK)
+                cmd, first = self.channel.recv_command(SERVER_RANK)
+                # sharded servers: the model's other ranges, received as this command is read (in order)
+                payload = (
+                    PendingModel(first, self.ranges, self.sc.workers) if self.ranges and first is not None else first
+                )
                 if isinstance(cmd, P.MulticastCmd | P.ExpectCmd | P.AllReduceCmd):
                     self._maybe_die()  # a death in the middle of an exchange
                 match cmd:
@@ -232,13 +270,21 @@ class WorkerProcess:
             self.commands.put(e)
 
     def _fetch(self) -> tuple[torch.Tensor | None, float]:
-        """The model as it is now, and its push-sum weight (``FETCH``)."""
+        """The model as it is now, and its push-sum weight (``FETCH``); on the
+        collective path the model of the last round (the global model: local
+        steps since then are not in it, as they are not in the server's)."""
+        if self.collective and self.global_model is not None:
+            return self.global_model, 1.0
         return self.comm.fetch()
 
-    def _reset(self, cmd: P.ResetCmd, model: torch.Tensor) -> None:
+    def _reset(self, cmd: P.ResetCmd, pulled: torch.Tensor | PendingModel) -> None:
+        model = self._whole(pulled)
+        assert model is not None
         self.collective = cmd.collective
         if self.collective:
-            self._start_rounds()
+            self._start_rounds(cmd.run)
+        self.global_model, self.global_version = model, cmd.version
+        self._rounds_saved = None
         self.epoch = cmd.epoch_s
         self.model = LocalModel(
             model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
@@ -258,19 +304,25 @@ class WorkerProcess:
         self.comm.reset()
         self._send(P.ResetDone())
 
-    def _start_rounds(self) -> None:
-        """A collective run starts: the reducer (built once) and a fresh copy of the server's optimizer."""
+    def _start_rounds(self, run: int) -> None:
+        """A collective run starts: the reducer (built once) and fresh copies of the server's optimizers."""
         if self.reducer is None:
-            full = self.sc.workers * self.sc.batch_size  # (a full round's Σb: see RoundReducer)
-            self.reducer = RoundReducer([self.workload.n_params], group=workers_group(), expected_weight=full)
+            self.reducer = RoundReducer([self.workload.n_params], group=workers_group())
+        policy = self._policy(run)
+        self.round_kind = policy.collective_kind if policy is not None else "grad"
+        # a full round's Σ weights (see RoundReducer): each gradient weighs its batch, each delta 1
+        per_worker = self.sc.batch_size if self.round_kind == "grad" else 1
+        self.reducer.expected = float(self.sc.workers * per_worker)
         self.replica = gradient_stepper(self.sc)
+        self.outer_replica = outer_stepper(self.sc, policy) if policy is not None else None
 
-    def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:
-        """This step's gradient goes into the round's all-reduce, weighted by its samples."""
+    def _contribute(self, update: torch.Tensor | None, weight: int) -> None:
+        """This step's gradient (weighted by its samples) or the round's delta
+        (weight 1) goes into the round's all-reduce."""
         assert self.reducer is not None
         with self._group_may_break():
-            self.reducer.begin(samples)
-            self.reducer.add_flat(grad)
+            self.reducer.begin(weight)
+            self.reducer.add_flat(update)
 
     @contextlib.contextmanager
     def _group_may_break(self) -> Iterator[None]:
@@ -291,15 +343,56 @@ class WorkerProcess:
             self._leave_collective()
 
     def _apply_round(self, lr: float, version: int) -> int:
-        """The round this worker contributed to is reduced: take its step (the
-        server's optimizer's, at ``lr``) on the local model, now at ``version``."""
+        """The round this worker contributed to is reduced: take its step on
+        the local model, now at ``version`` — the server's optimizer's at
+        ``lr`` on the mean gradient, or (delta rounds) the outer optimizer's
+        on the mean delta from the model of the last round, as the server
+        would (:meth:`hetsync.ledger.Ledger.apply`)."""
         assert self.reducer is not None and self.replica is not None
         if not self.reducer.active:
             raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
         with self._group_may_break():
             mean = self.reducer.mean()
-            return self.model.load(self.replica.descend(self.model.local, mean, lr), version)  # type: ignore[arg-type]
+            if self.round_kind == "delta":
+                new = self._outer_step(mean)
+            else:
+                new = self.replica.descend(self.model.local, mean, lr)  # type: ignore[arg-type]
+            with self._round_applied:
+                self.global_model, self.global_version = new, version
+                self._round_applied.notify_all()
+            return self.model.load(new, version)
         return 0  # (the round is lost: the server's next pull brings the model)
+
+    def _snapshot(self, cmd: P.SnapshotCmd) -> None:
+        """A checkpoint on the collective path: once this worker's model is at
+        ``cmd.version`` (the round's pull may still be on its lane), its copies
+        of the server's optimizers are saved beside the checkpoint (a resumed
+        run loads them) and, if asked, the model goes to the server. A worker
+        that does not reach the version within its timeout leaves it: the
+        server keeps its last checkpoint."""
+        with self._round_applied:
+            reached = self._round_applied.wait_for(lambda: self.global_version >= cmd.version, timeout=60.0)
+            model, version = self.global_model, self.global_version
+        if not reached or version != cmd.version or not self.collective:
+            return
+        assert self.replica is not None
+        self._rounds_saved = {
+            "version": version,
+            "replica": copy.deepcopy(self.replica.state_dict()),
+            "outer_replica": copy.deepcopy(self.outer_replica.state_dict()) if self.outer_replica is not None else {},
+        }
+        self._save_local_state(every=False)
+        if cmd.send_model:
+            self._send(P.Snapshot(version=version), model)
+
+    def _outer_step(self, mean_delta: torch.Tensor) -> torch.Tensor:
+        """The last round's model moved by the round's mean delta: plain
+        averaging, or the outer optimizer's step on the pseudo-gradient −Δ̄."""
+        outer, base = self.outer_replica, self.global_model
+        assert outer is not None and base is not None
+        if outer.plain:
+            return torch.add(base, mean_delta)
+        return outer.descend(base, mean_delta.neg_(), outer.cfg.lr, clip=False)
 
     def _leave_collective(self) -> None:
         assert self.reducer is not None
@@ -336,15 +429,21 @@ class WorkerProcess:
             self.shard.next_batch(min(samples, chunk))
             samples -= chunk
 
-    def _stepper(self, run: int) -> Stepper | None:
-        """A fresh optimizer for this run's local steps (the policy's recipe or
-        the scenario's); the run's policy is built here only to ask it."""
-        self._state_path = None
+    def _policy(self, run: int) -> Policy | None:
+        """The run's policy, built here only to ask it (None: no spec for that run)."""
         if not 0 <= run < len(self.specs):
             return None
-        policy = make_policy(self.specs[run], policy_context(self.sc))
+        return make_policy(self.specs[run], policy_context(self.sc))
+
+    def _stepper(self, run: int) -> Stepper | None:
+        """A fresh optimizer for this run's local steps (the policy's recipe or
+        the scenario's)."""
+        self._state_path = None
+        policy = self._policy(run)
+        if policy is None:
+            return None
         stepper = local_steppers(self.sc, policy)[0]
-        if self.checkpoint_dir is not None and not stepper.plain:
+        if self.checkpoint_dir is not None and (not stepper.plain or self.collective):
             self._state_path = worker_state_path(self.checkpoint_dir, policy.label, self.w)
         return stepper
 
@@ -352,23 +451,34 @@ class WorkerProcess:
         """Write the local optimizer's state (atomically; ``every``: only if
         ``checkpoint_every_s`` has passed since the last time)."""
         path, stepper = self._state_path, self.model.stepper
-        if path is None or stepper is None or (every and self._now_s() - self._state_saved_s < self.checkpoint_every_s):
+        if path is None or (every and self._now_s() - self._state_saved_s < self.checkpoint_every_s):
+            return
+        if stepper is None and self._rounds_saved is None:
             return
         self._state_saved_s = self._now_s()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        torch.save({"worker": self.w, "steps": self.steps, "stepper": stepper.state_dict()}, tmp)
+        state = {"worker": self.w, "steps": self.steps, "stepper": stepper.state_dict() if stepper is not None else {}}
+        torch.save(state | {"rounds": self._rounds_saved}, tmp)
         os.replace(tmp, path)
 
     def _load_local_state(self) -> None:
         """A resumed run: the local optimizer's state as this worker last
         saved it (none saved: it starts afresh, as the summary says)."""
         path, stepper = self._state_path, self.model.stepper
-        if path is None or stepper is None or not path.exists():
+        if path is None or not path.exists():
             return
         try:
             saved = torch.load(path, weights_only=True)
-            stepper.load_state_dict(saved["stepper"])
+            if stepper is not None:
+                stepper.load_state_dict(saved["stepper"])
+            rounds = saved.get("rounds")
+            if self.collective and rounds is not None and rounds["version"] == self.global_version:
+                assert self.replica is not None  # (the copies of the server's optimizers, as of the checkpoint)
+                self.replica.load_state_dict(rounds["replica"])
+                if self.outer_replica is not None:
+                    self.outer_replica.load_state_dict(rounds["outer_replica"])
+                self._rounds_saved = rounds
         except Exception as e:  # damaged, or another model's: start afresh rather than fail the run
             print(f"worker {self.w}: {path} not loaded ({str(e).splitlines()[0][:120]}); its optimizer starts afresh")
 
@@ -379,14 +489,14 @@ class WorkerProcess:
         if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _background(self, cmd: P.WorkCmd, model: torch.Tensor | None, lane: Lane | None) -> None:
+    def _background(self, cmd: P.WorkCmd, model: torch.Tensor | PendingModel | None, lane: Lane | None) -> None:
         """A standalone push or pull, on its lane while the main thread computes."""
         assert lane is not None
         self._maybe_die()
         done, payload = self._transfers(cmd, model, free_since_s=lane.free_since_s)
         self._send_report(done, payload)
 
-    def _command(self, cmd: P.WorkCmd, model: torch.Tensor | None) -> None:
+    def _command(self, cmd: P.WorkCmd, model: torch.Tensor | PendingModel | None) -> None:
         done, payload = self._transfers(cmd, model, free_since_s=self.free_since_s)
         if cmd.step is not None:
             start, base = self._begin_step()
@@ -399,7 +509,7 @@ class WorkerProcess:
         self._send_report(done, payload)
 
     def _transfers(
-        self, cmd: P.WorkCmd, model: torch.Tensor | None, *, free_since_s: float
+        self, cmd: P.WorkCmd, pulled: torch.Tensor | PendingModel | None, *, free_since_s: float
     ) -> tuple[Done, torch.Tensor | None]:
         """A command's standalone push and its pull (both before its step, if
         it has one); returns what they did and the push's payload. A pull
@@ -411,6 +521,7 @@ class WorkerProcess:
         if (pull := cmd.pull) is not None:
             started = max(pull.sent_s, free_since_s)
             self.busy.transfer(True, started)
+            model = self._whole(pulled)
             self._throttle(started)
             with self.model_lock:  # a step in progress finishes on the loaded model
                 if pull.apply_lr is not None:  # collective: the round's step, taken here
@@ -492,9 +603,9 @@ class WorkerProcess:
         self.busy.transfer(True, start)
         with self.model_lock:
             push = self.model.take_push(kind)
-        carried = self.collective and push.kind == "grad"
+        carried = self.collective
         if carried:  # into the round's all-reduce (it goes on while the report travels)
-            self._contribute(push.payload, push.samples)
+            self._contribute(push.payload, push.samples if push.kind == "grad" else 1)
         self._throttle(start)
         done.pushed = P.Pushed(
             kind=push.kind,  # type: ignore[arg-type]

@@ -63,11 +63,12 @@ from typing import Any
 
 import torch
 
+from hetsync.algos.quantize import fragment_nbytes
 from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
 from hetsync.driver.paths import check_path, check_round, uses_collective
 from hetsync.driver.policycall import describe
 from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import HeldPush, Ledger
+from hetsync.ledger import HeldPush, Ledger, wire
 from hetsync.localmodel import LocalModel, weighted_average
 from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
@@ -78,6 +79,7 @@ from hetsync.policies.base import (
     Compute,
     Drop,
     Event,
+    Fragment,
     Multicast,
     Policy,
     Pull,
@@ -118,6 +120,8 @@ class _Worker:
     inflight_base: int = 0
     # p2p: (model, push-sum weight) copies received, not yet mixed
     inbox: list[tuple[torch.Tensor | None, float]] = field(default_factory=list)
+    # fragment pulls that have arrived, not yet merged: (fragment, its global values, keep, version)
+    held: list[tuple[Fragment, torch.Tensor | None, float, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -147,6 +151,8 @@ class _Transfer:
     then: Compute | None = None
     peer: int = -1  # send / ring: the receiving worker
     exchange: _Exchange | None = None
+    fragment: Fragment | None = None  # push / pull of one range of the model (Streaming DiLoCo)
+    keep: float = 0.0  # a fragment pull: the share of the worker's own values its merge keeps
 
 
 @dataclass
@@ -190,7 +196,9 @@ class Simulation:
         scenario, self.measured = resolve_measured(scenario, self.workload)
         self.sc = scenario
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
-        self.policy: Policy = make_policy(policy, policy_context(scenario, self.nbytes))
+        self.policy: Policy = make_policy(
+            policy, policy_context(scenario, self.nbytes, getattr(self.workload, "param_sizes", ()))
+        )
         self.label = self.policy.label
         self.p2p = self.policy.topology == "p2p"
         self.collective = uses_collective(self.path, self.policy)  # rounds all-reduced among the workers
@@ -337,6 +345,8 @@ class Simulation:
             w.model.mix(w.inbox)
             w.inbox = []
             led.math_time_s += time.perf_counter() - t0
+        if cmd.merge:
+            self._merge(w)
         if self.math:
             t0 = time.perf_counter()
             shard = self.shards[cmd.worker]
@@ -353,6 +363,23 @@ class Simulation:
             led.math_time_s += time.perf_counter() - t0
         w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.model.base_version
         self._schedule(self.now + duration, _COMPUTE, cmd.worker)
+
+    def _merge(self, w: _Worker) -> None:
+        """A step that merges: the fragment pulls that have arrived go into the worker's model."""
+        if not w.held:
+            raise PolicyError(f"{self.label}: worker {w.index} is told to merge, and no fragment pull has arrived")
+        t0 = time.perf_counter()
+        for fragment, values, keep, version in w.held:
+            w.model.merge_fragment(fragment.lo, fragment.hi, values, keep, version)
+        w.held = []
+        self.ledger.math_time_s += time.perf_counter() - t0
+
+    def _fragment_nbytes(self, fragment: Fragment) -> int:
+        """Bytes of ``fragment``'s transfer: its share of the model's, at its width."""
+        n = self.workload.n_params
+        if fragment.hi > n:
+            raise PolicyError(f"{self.label}: fragment [{fragment.lo}, {fragment.hi}) is beyond the model's {n} values")
+        return fragment_nbytes(self.nbytes, n, fragment.lo, fragment.hi, fragment.bits)
 
     def _compute_done(self, index: int) -> None:
         w = self.workers[index]
@@ -412,6 +439,19 @@ class Simulation:
         transfer that carries it to the server (path collective: none — its
         bytes go into the round's ring, and only the report travels)."""
         w = self.workers[cmd.worker]
+        fragment = cmd.fragment
+        if fragment is not None:  # one range of the delta, quantized as it travels
+            nbytes = self._fragment_nbytes(fragment)
+            t0 = time.perf_counter()
+            p = w.model.take_fragment(fragment.lo, fragment.hi)
+            p.payload = wire(p.payload, fragment.bits)
+            if self.math:
+                self.ledger.math_time_s += time.perf_counter() - t0
+            rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples, fragment=fragment)
+            push_id = self.ledger.hold(rec)
+            return _Transfer(
+                kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id, fragment=fragment
+            )
         t0 = time.perf_counter()
         try:
             p = w.model.take_push(cmd.kind)
@@ -435,6 +475,21 @@ class Simulation:
         """The model as it is now, on its way to ``cmd.worker`` from ``start_s``
         (path collective: no bytes — the worker reduces the round itself — and
         the round's ring it waits for)."""
+        if cmd.fragment is not None:  # one range of the global model, held by the worker until a step merges it
+            fragment = cmd.fragment
+            nbytes = self._fragment_nbytes(fragment)
+            theta, version = self.ledger.theta, self.ledger.version
+            return _Transfer(
+                kind="pull",
+                worker=cmd.worker,
+                start_s=start_s,
+                nbytes=nbytes,
+                snapshot=theta[fragment.lo : fragment.hi] if theta is not None else None,
+                version=version,
+                then=cmd.then,
+                fragment=fragment,
+                keep=cmd.keep,
+            )
         snapshot, version = self.ledger.send_model(cmd.worker)
         return _Transfer(
             kind="pull",
@@ -488,7 +543,11 @@ class Simulation:
         """``tr``'s pull is done: the worker holds the model it carried."""
         w = self.workers[tr.worker]
         now = self.now
-        overwritten = w.model.load(tr.snapshot, tr.version)
+        if tr.fragment is not None:  # held, not loaded: a step merges it (Compute.merge)
+            w.held.append((tr.fragment, tr.snapshot, tr.keep, tr.version))
+            overwritten = 0
+        else:
+            overwritten = w.model.load(tr.snapshot, tr.version)
         done = self.core.pulled(
             tr.worker,
             start_s=tr.start_s,
@@ -497,6 +556,7 @@ class Simulation:
             version=tr.version,
             nbytes=tr.nbytes,
             overwritten=overwritten,
+            fragment=tr.fragment,
         )
         self._report(done, served=tr.then is None)  # a pull with a step reports with the step (one message)
         if tr.then is not None:

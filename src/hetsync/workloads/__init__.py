@@ -96,6 +96,13 @@ def make_workload(name: str, **args: Any) -> Workload:
         return spec.build(**{**spec.defaults, **args})
     except BadInput as exc:
         raise BadInput(f"workload {name!r}: {exc}") from exc
+    except MemoryError as exc:
+        raise BadInput(f"workload {name!r} with {args}: its model does not fit in this machine's memory") from exc
+    except RuntimeError as exc:  # torch's allocator says so in a RuntimeError
+        if "allocate" not in str(exc):
+            raise
+        first = str(exc).splitlines()[0][:160]
+        raise BadInput(f"workload {name!r} with {args}: its model does not fit in memory ({first})") from exc
 
 
 def workload_function(ref: str) -> Callable[..., Any]:

@@ -545,6 +545,11 @@ class Workload:
         """Size of the flat float32 parameter vector in bytes."""
         return self._n_params * 4
 
+    @property
+    def param_sizes(self) -> tuple[int, ...]:
+        """Values of each trainable parameter tensor, in the flat vector's order (they add up to ``n_params``)."""
+        return tuple(p.numel() for p in self._params)
+
     def _load(self, params: Tensor) -> None:
         """Copy ``params`` into the template (validated)."""
         if not isinstance(params, Tensor) or params.shape != (self._n_params,):

@@ -1,0 +1,330 @@
+"""Sharded servers: the global model split into S shards held by S processes.
+
+On the parameter-server path one Python process receives every push and sends
+every model; at 12M–50M parameters that process, not the network, bounds an
+asynchronous policy (ASP, SSP, DSSP, ElasticBSP's pushes, WBSP's pushes),
+whose exchanges are not rounds the collective path can reduce. With
+``--servers S`` the flat model is cut into S contiguous ranges
+(:func:`shard_ranges`): rank 0 holds the first and still runs the policy, the
+ledger and every command (the control plane: small messages); ranks N+1 …
+N+S−1 (after the N workers) hold the others and only store, apply and send
+their range, as BytePS's summation servers and ps-lite's key ranges do:
+
+- a worker's push sends range 0 with its report to rank 0 and range k to
+  server k, from the thread that sends its reports, so every server sees
+  each worker's pushes in the order rank 0 does: the n-th push of worker w
+  is ``(w, n)`` everywhere (:meth:`ShardClient.apply` names them so);
+- when the policy applies pushes, rank 0 applies range 0 (the ledger) and
+  tells every server to apply the same pushes with the same weights,
+  learning rate and optimizer (its own copy over its range: the scenario's
+  optimizer for gradients, the policy's outer one for deltas — both act
+  element by element, so S optimizers over S ranges take the step one
+  would take over the whole);
+- a pull sends range 0 with the command, and rank 0 tells every server to
+  send its range to that worker; the worker, which posts those receives as
+  it reads the command (in command order), assembles the model;
+- to evaluate or save, rank 0 fetches every range: each server answers in
+  the order it was told to apply, so the model is the one at rank 0's version.
+
+What cannot be split is refused before any process starts
+(:func:`check_servers`): gradient clipping by the global norm (no server sees
+the whole gradient), delay compensation (the base models would be split
+too), peer-to-peer policies and the collective path (no server holds a
+model), checkpoints (each server's optimizer state is not saved yet), and a
+user's own training loop (its optimizer lives in the module).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from hetsync.errors import BadInput
+from hetsync.ledger import update_model
+
+MAX_SERVERS = 64
+HDR = 8  # float64 slots of a control message from rank 0 to a server
+S_RESET, S_APPLY, S_DROP, S_PULL, S_FETCH, S_EXIT = 1, 2, 3, 4, 5, 6
+KIND_CODES = {"grad": 1.0, "delta": 2.0}
+KIND_NAMES = {1: "grad", 2: "delta"}
+SLICE_WAIT_S = 60.0  # a push slice that has not come this long after rank 0 applied it: counted as zero
+
+
+def shard_ranges(n_params: int, servers: int) -> list[tuple[int, int]]:
+    """``servers`` contiguous ranges [lo, hi) covering ``n_params`` values,
+    their sizes differing by at most one (the first ones larger)."""
+    if not 1 <= servers <= n_params:
+        raise BadInput(f"servers must be between 1 and the model's {n_params} parameters, got {servers}")
+    base, extra = divmod(n_params, servers)
+    ranges, lo = [], 0
+    for k in range(servers):
+        hi = lo + base + (1 if k < extra else 0)
+        ranges.append((lo, hi))
+        lo = hi
+    return ranges
+
+
+def server_rank(k: int, workers: int) -> int:
+    """The process rank of server ``k`` (0: rank 0; the others follow the workers)."""
+    return 0 if k == 0 else workers + k
+
+
+def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str, checkpoints: bool) -> None:
+    """BadInput, in one line, when ``servers`` > 1 cannot carry this run (module docstring)."""
+    if not isinstance(servers, int) or isinstance(servers, bool) or not 1 <= servers <= MAX_SERVERS:
+        raise BadInput(f"--servers must be an integer in [1, {MAX_SERVERS}], got {servers!r}")
+    if servers == 1:
+        return
+    why = None
+    if path != "ps":
+        why = "the collective path holds no model on any server: drop --servers or use --path ps"
+    elif scenario.clip_norm is not None:
+        why = "clip_norm clips by the whole gradient's norm, which no shard sees: drop clip_norm or use --servers 1"
+    elif checkpoints:
+        why = "checkpoints are not written with sharded servers yet: drop --checkpoint-dir or use --servers 1"
+    else:
+        for policy in policies:
+            if policy.topology == "p2p":
+                why = f"{policy.label} is peer to peer: no server holds a model; drop --servers"
+            elif policy.needs_base_models():
+                why = f"{policy.label} compensates delays against models the shards would split: use --servers 1"
+            if why:
+                break
+    if why:
+        raise BadInput(f"--servers {servers}: {why}")
+
+
+def _header(kind: int, *values: float) -> torch.Tensor:
+    hdr = torch.zeros(HDR, dtype=torch.float64)
+    hdr[0] = kind
+    for i, v in enumerate(values, start=1):
+        hdr[i] = v
+    return hdr
+
+
+class ShardClient:
+    """Rank 0's side: the control messages to servers 1 … S−1."""
+
+    def __init__(self, ranges: list[tuple[int, int]], workers: int) -> None:
+        self.ranges = ranges
+        self.workers = workers
+        self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
+
+    @property
+    def others(self) -> range:
+        return range(1, len(self.ranges))
+
+    def _post(self, k: int, *tensors: torch.Tensor) -> None:
+        dst = server_rank(k, self.workers)
+        for t in tensors:
+            self._sends.append((dist.isend(t, dst=dst), tensors))
+        self.reap()
+
+    def reap(self, wait: bool = False) -> None:
+        keep = []
+        for work, tensors in self._sends:
+            if wait:
+                try:
+                    work.wait()
+                except Exception:  # (the server is gone: its next answer says so)
+                    continue
+            elif not work.is_completed():
+                keep.append((work, tensors))
+        self._sends = keep
+
+    def reset(self, run: int, version: int, theta: torch.Tensor, floors: Sequence[int]) -> None:
+        """A run starts from ``theta`` (the whole model) at ``version``; each
+        worker's pushes from now on are numbered from ``floors[w]``."""
+        for k in self.others:
+            lo, hi = self.ranges[k]
+            hdr = _header(S_RESET, run, version, len(floors))
+            self._post(k, hdr, torch.tensor(list(floors), dtype=torch.float64), theta[lo:hi].contiguous())
+
+    def apply(self, kind: str, lr: float, implicit_momentum: float, parts: Sequence[tuple[int, int, float]]) -> None:
+        """Apply the pushes ``parts`` ((worker, its push number, weight))."""
+        listed = torch.tensor([x for part in parts for x in part], dtype=torch.float64)
+        for k in self.others:
+            self._post(k, _header(S_APPLY, KIND_CODES[kind], lr, implicit_momentum, len(parts)), listed)
+
+    def drop(self, keys: Sequence[tuple[int, int]]) -> None:
+        listed = torch.tensor([x for key in keys for x in key], dtype=torch.float64)
+        for k in self.others:
+            self._post(k, _header(S_DROP, len(keys)), listed)
+
+    def pull(self, worker: int) -> None:
+        """Every server sends its range to ``worker`` (as its pull's rest)."""
+        for k in self.others:
+            self._post(k, _header(S_PULL, worker))
+
+    def fetch(self) -> list[torch.Tensor]:
+        """Every server's range as of the last command it was sent."""
+        for k in self.others:
+            self._post(k, _header(S_FETCH))
+        out = []
+        for k in self.others:
+            lo, hi = self.ranges[k]
+            buf = torch.empty(hi - lo)
+            dist.recv(buf, src=server_rank(k, self.workers))
+            out.append(buf)
+        return out
+
+    def exit(self) -> None:
+        for k in self.others:
+            self._post(k, _header(S_EXIT))
+        self.reap(wait=True)
+
+
+def split_push(payload: torch.Tensor, ranges: list[tuple[int, int]], workers: int) -> tuple[torch.Tensor, list[Any]]:
+    """A worker's push: range 0 (for rank 0, with the report) and the sends of the others, started."""
+    works = []
+    for k in range(1, len(ranges)):
+        lo, hi = ranges[k]
+        works.append((dist.isend(payload[lo:hi].contiguous(), dst=server_rank(k, workers)), payload))
+    lo, hi = ranges[0]
+    return payload[lo:hi].contiguous(), works
+
+
+class PendingModel:
+    """A pull's model while its ranges 1 … S−1 are on their way (receives
+    posted as the command was read); :meth:`whole` waits and assembles it."""
+
+    def __init__(self, first: torch.Tensor, ranges: list[tuple[int, int]], workers: int) -> None:
+        self.first = first
+        self.bufs = [torch.empty(hi - lo) for lo, hi in ranges[1:]]
+        self.works = [dist.irecv(buf, src=server_rank(k, workers)) for k, buf in enumerate(self.bufs, start=1)]
+
+    def whole(self) -> torch.Tensor:
+        for work in self.works:
+            work.wait()
+        return torch.cat([self.first, *self.bufs])
+
+
+class ShardServer:
+    """Server k (k ≥ 1): holds range k of the model, applies pushes to it
+    and sends it, as rank 0 says (module docstring)."""
+
+    def __init__(self, k: int, ranges: list[tuple[int, int]], workers: int, scenario: Any, specs: list[str]) -> None:
+        self.k = k
+        self.lo, self.hi = ranges[k]
+        self.workers = workers
+        self.sc = scenario
+        self.specs = specs
+        self.theta: torch.Tensor | None = None
+        self.stepper: Any = None
+        self.outer: Any = None
+        self.slices: dict[tuple[int, int], torch.Tensor] = {}
+        self.seq = [0] * workers  # the number the next push of each worker gets
+        self.floors = [0] * workers  # pushes numbered below a run's floor belong to an earlier run
+        self.dropped: set[tuple[int, int]] = set()  # pushes dropped before their slice came
+        self.cv = threading.Condition()
+        self._sends: list[tuple[Any, torch.Tensor]] = []
+
+    def serve(self) -> None:
+        for w in range(self.workers):
+            threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"shard-rx-{w}").start()
+        while True:
+            hdr = torch.empty(HDR, dtype=torch.float64)
+            dist.recv(hdr, src=0)
+            kind = int(hdr[0])
+            if kind == S_EXIT:
+                self._reap(wait=True)
+                return
+            if kind == S_RESET:
+                self._reset(int(hdr[1]), int(hdr[2]), int(hdr[3]))
+            elif kind == S_APPLY:
+                self._apply(KIND_NAMES[int(hdr[1])], float(hdr[2]), float(hdr[3]), int(hdr[4]))
+            elif kind == S_DROP:
+                for key in self._keys(int(hdr[1]), 2):
+                    self._take(key, wait=False)
+            elif kind == S_PULL:
+                assert self.theta is not None
+                self._sends.append((dist.isend(self.theta, dst=1 + int(hdr[1])), self.theta))
+            elif kind == S_FETCH:
+                assert self.theta is not None
+                dist.send(self.theta, dst=0)
+            else:
+                raise ValueError(f"server {self.k}: unknown control message {kind}")
+            self._reap()
+
+    def _receive(self, w: int) -> None:
+        """Worker ``w``'s push slices, numbered in the order they come."""
+        while True:
+            buf = torch.empty(self.hi - self.lo)
+            try:
+                dist.recv(buf, src=1 + w)
+            except Exception:  # the worker is gone; rank 0 sees it too
+                return
+            with self.cv:
+                n = self.seq[w]
+                self.seq[w] += 1
+                if n >= self.floors[w] and (w, n) not in self.dropped:
+                    self.slices[(w, n)] = buf
+                self.dropped.discard((w, n))
+                self.cv.notify_all()
+
+    def _keys(self, n: int, width: int) -> list[tuple[int, int]]:
+        buf = torch.empty(n * width, dtype=torch.float64)
+        dist.recv(buf, src=0)
+        values = [int(x) for x in buf.tolist()]
+        return [(values[i], values[i + 1]) for i in range(0, len(values), width)]
+
+    def _reset(self, run: int, version: int, n_floors: int) -> None:
+        from hetsync.driver import policy_context
+        from hetsync.optim import gradient_stepper, outer_stepper
+        from hetsync.policies import make_policy
+
+        floors = torch.empty(n_floors, dtype=torch.float64)
+        dist.recv(floors, src=0)
+        theta = torch.empty(self.hi - self.lo)
+        dist.recv(theta, src=0)
+        self.theta = theta
+        with self.cv:
+            self.floors = [int(x) for x in floors.tolist()]
+            self.slices = {key: s for key, s in self.slices.items() if key[1] >= self.floors[key[0]]}
+            self.dropped.clear()
+        policy = make_policy(self.specs[run], policy_context(self.sc))
+        self.stepper, self.outer = gradient_stepper(self.sc), outer_stepper(self.sc, policy)
+
+    def _take(self, key: tuple[int, int], *, wait: bool = True) -> torch.Tensor | None:
+        """The slice of push ``key``, once it has come (None: it did not, or ``wait`` is off and it has not yet)."""
+        deadline = time.monotonic() + SLICE_WAIT_S
+        with self.cv:
+            while wait and key not in self.slices and self.seq[key[0]] <= key[1]:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    print(f"server {self.k}: push {key} never came; applied as zero", file=sys.stderr, flush=True)
+                    return None
+                self.cv.wait(left)
+            if not wait and key not in self.slices and self.seq[key[0]] <= key[1]:
+                self.dropped.add(key)  # (dropped before it came)
+            return self.slices.pop(key, None)
+
+    def _apply(self, kind: str, lr: float, implicit_momentum: float, n: int) -> None:
+        buf = torch.empty(n * 3, dtype=torch.float64)
+        dist.recv(buf, src=0)
+        values = buf.tolist()
+        parts = [(self._take((int(values[i]), int(values[i + 1]))), values[i + 2]) for i in range(0, len(values), 3)]
+        assert self.theta is not None
+        new = update_model(
+            self.theta, [(p, kind, w) for p, w in parts], lr, self.stepper, self.outer, implicit_momentum
+        )
+        if new is not None:
+            self.theta = new
+
+    def _reap(self, wait: bool = False) -> None:
+        keep = []
+        for work, t in self._sends:
+            if wait:
+                try:
+                    work.wait()
+                except Exception:
+                    continue
+            elif not work.is_completed():
+                keep.append((work, t))
+        self._sends = keep

@@ -1,0 +1,96 @@
+"""Sharded servers (hetsync.runtime.shards): the model's ranges held by S
+server processes, rank 0 still deciding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hetsync.driver import policy_context
+from hetsync.errors import BadInput
+from hetsync.policies import make_policy
+from hetsync.runtime.shards import check_servers, server_rank, shard_ranges
+from hetsync.scenario import resolve_scenario
+
+
+@given(n=st.integers(1, 10_000), servers=st.integers(1, 64))
+def test_the_ranges_cover_the_model_in_order_and_differ_by_at_most_one(n, servers):
+    if servers > n:
+        with pytest.raises(BadInput, match="servers must be between 1 and the model's"):
+            shard_ranges(n, servers)
+        return
+    ranges = shard_ranges(n, servers)
+    assert len(ranges) == servers and ranges[0][0] == 0 and ranges[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    sizes = [hi - lo for lo, hi in ranges]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_servers_follow_the_workers():
+    assert [server_rank(k, 4) for k in range(3)] == [0, 5, 6]
+
+
+def _policies(sc, *specs):
+    return [make_policy(spec, policy_context(sc)) for spec in specs]
+
+
+@pytest.mark.parametrize(
+    ("servers", "scenario", "specs", "path", "checkpoints", "message"),
+    [
+        (0, "hetero-4", ["asp"], "ps", False, r"--servers must be an integer in \[1, 64\], got 0"),
+        (65, "hetero-4", ["asp"], "ps", False, r"--servers must be an integer in \[1, 64\], got 65"),
+        (2, "hetero-4", ["bsp"], "collective", False, "the collective path holds no model"),
+        (2, "elastic-4-signal", ["asp"], "ps", False, "clip_norm clips by the whole gradient's norm"),
+        (2, "hetero-4", ["asp"], "ps", True, "checkpoints are not written with sharded servers yet"),
+        (2, "p2p-bw", ["selmcast"], "ps", False, "is peer to peer: no server holds a model"),
+        (2, "hetero-4", ["asp:compensate=0.04"], "ps", False, "compensates delays against models the shards"),
+    ],
+)
+def test_what_shards_cannot_carry_is_refused_in_one_line(servers, scenario, specs, path, checkpoints, message):
+    sc = resolve_scenario(scenario, {})
+    with pytest.raises(BadInput, match=message) as e:
+        check_servers(servers, sc, _policies(sc, *specs), path=path, checkpoints=checkpoints)
+    assert "\n" not in str(e.value)
+    check_servers(1, sc, _policies(sc, *specs), path=path, checkpoints=checkpoints)  # one server: anything
+
+
+def test_hetsync_run_refuses_bad_servers_before_anything_starts(tmp_path, capsys):
+    from hetsync.cli import main
+
+    code = main(["run", "-s", "p2p-bw", "-p", "selmcast", "--nproc", "2", "--servers", "2", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--servers 2: selmcast" in err, err
+    assert not (tmp_path / "o" / "logs").exists()  # (no process was started)
+
+
+@pytest.mark.dist
+def test_sharded_servers_train_the_model_one_server_trains(tmp_path):
+    """BSP (momentum SGD, weight decay) and DiLoCo (inner AdamW, outer
+    Nesterov on the averaged deltas) on 2 workers, 24 steps each: through
+    rank 0 alone, or with the model in 3 ranges on 3 servers — the same
+    model, the same bytes. WBSP (pushes on the workers' uplink lanes beside
+    their steps) runs to its end with nobody lost."""
+    from hetsync.cli import main
+
+    models, runs = {}, {}
+    for servers in (1, 3):
+        out = tmp_path / f"s{servers}"
+        args = ["run", "-s", "elastic-4-signal", "--set", "clip_norm=null", "-p", "bsp,diloco:H=4,wbsp"]
+        args += ["--nproc", "2", "--servers", str(servers), "--no-plots", "--out", str(out)]
+        assert main([*args, "--set", "max_steps=24", "--set", "max_time_s=120"]) == 0
+        runs[servers] = {r["policy"]: r for r in json.loads((out / "summary.json").read_text())}
+        models[servers] = {
+            p: torch.load(next(out.glob(f"model-{p}*.pt")), weights_only=True) for p in ("bsp", "diloco")
+        }
+    for policy in ("bsp", "diloco"):
+        one, three = models[1][policy], models[3][policy]
+        assert max((one[k] - three[k]).abs().max().item() for k in one) <= 1e-6, policy
+        assert runs[3][policy]["servers"] == 3 and runs[1][policy]["servers"] == 1
+        assert runs[3][policy]["bytes_sent"] == runs[1][policy]["bytes_sent"]
+        assert runs[3][policy]["final_metric"] == pytest.approx(runs[1][policy]["final_metric"], abs=1e-6)
+    wbsp = runs[3]["wbsp"]
+    assert wbsp["workers_left"] == [] and wbsp["updates"] > 0 and wbsp["stop_reason"] == "max_steps", wbsp
