@@ -79,19 +79,24 @@ def _path_arg(p: argparse.ArgumentParser, default: str | None) -> None:
     )
 
 
+def _servers_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help="server processes holding the model's shards, 1..64: rank 0 and S-1 more after the workers; "
+        "pushes and pulls move every shard in parallel (asynchronous policies on large models; the simulator "
+        "models S server nodes, each with the server's link; default: 1)",
+    )
+
+
 def _runtime_args(p: argparse.ArgumentParser) -> None:
     """The options of real processes: ``run`` and ``compare --runtime dist``."""
     from hetsync import argcheck, limits
 
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     _path_arg(p, "ps")
-    p.add_argument(
-        "--servers",
-        type=int,
-        default=1,
-        help="server processes holding the model's shards, 1..64: rank 0 and S-1 more after the workers; "
-        "pushes and pulls move every shard in parallel (asynchronous policies on large models; default: 1)",
-    )
+    _servers_arg(p)
     p.add_argument(
         "--worker-timeout-s",
         type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
@@ -165,6 +170,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", type=out_dir, default="runs/simulate", help="output folder (default: runs/simulate)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots, report.html and trace.json")
     _path_arg(p, "ps")  # (the simulator models either path)
+    _servers_arg(p)  # (and sharded servers)
 
     p = sub.add_parser("run", help="run policies for real: N worker processes and a server (torch.distributed, gloo)")
     _scenario_args(p)
@@ -367,10 +373,10 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
 
             for spec in specs:
                 uses_collective(args.path, make_policy(spec, policy_context(scenario)))
-        if _launches(args):  # sharded servers: what they cannot carry is refused now
+        if _launches(args) or getattr(args, "servers", 1) != 1:  # sharded servers: what they cannot carry, now
             from hetsync.driver import policy_context
+            from hetsync.driver.shards import check_servers
             from hetsync.policies import make_policy
-            from hetsync.runtime.shards import check_servers
 
             policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
             checkpoints = getattr(args, "checkpoint_dir", None) is not None
@@ -592,7 +598,8 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     out = Path(args.out)
     con.print(
         f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}, "
-        f"policies {escape(', '.join(labels))}{' on path collective' if args.path == 'collective' else ''} "
+        f"policies {escape(', '.join(labels))}{' on path collective' if args.path == 'collective' else ''}"
+        f"{f' with {args.servers} sharded servers' if args.servers > 1 else ''} "
         f"→ {escape(str(out))}/"
     )
     _begin_out(con, args, out, also=_metric_plot(scenario))
@@ -610,7 +617,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
             bar.update(tasks[summary["label"]], completed=1.0)
 
         try:
-            runner.compare(scenario, specs, out, progress=tick, on_result=done, path=args.path)
+            runner.compare(scenario, specs, out, progress=tick, on_result=done, path=args.path, servers=args.servers)
         except KeyboardInterrupt:
             interrupted = True
     if interrupted:  # summary.json, not the callbacks, says which runs finished
@@ -824,7 +831,7 @@ def _refuse_runtime_options(args: argparse.Namespace) -> None:
     if getattr(args, "nproc", None) is not None:
         raise BadInput("--nproc applies to --runtime dist only (the simulator runs the scenario's workers)")
     for action in probe._actions:
-        if action.dest == "path":  # the simulator models either path
+        if action.dest in ("path", "servers"):  # the simulator models either path, and sharded servers
             continue
         if getattr(args, action.dest, action.default) != action.default:
             raise BadInput(f"{action.option_strings[0]} applies to --runtime dist only: add --runtime dist or drop it")

@@ -18,6 +18,7 @@ from hetsync import report
 from hetsync.driver import policy_context, policy_labels
 from hetsync.driver import policy_specs as policy_specs  # (hetsync.runner.policy_specs for its callers)
 from hetsync.driver.paths import check_path, uses_collective
+from hetsync.driver.shards import check_servers
 from hetsync.errors import BadInput
 from hetsync.outdir import partial_name, safe_name, write_json_atomic
 from hetsync.policies import make_policy, parse_policy_spec
@@ -55,10 +56,12 @@ def compare(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     workload: Workload | None = None,
     path: str = "ps",
+    servers: int = 1,
 ) -> list[dict[str, Any]]:
     """Simulate each policy spec on the scenario (on ``workload``, else the
-    scenario's) and the data ``path`` (hetsync.driver.paths; a policy that
-    cannot use it is refused before any run starts); returns the summary records."""
+    scenario's), the data ``path`` (hetsync.driver.paths; a policy that
+    cannot use it is refused before any run starts) and ``servers`` sharded
+    servers (hetsync.driver.shards; refused likewise); returns the summary records."""
     if not specs:
         raise BadInput("no policies to compare: pass --policies or list them under 'policies' in the scenario")
     for spec in specs:
@@ -67,6 +70,9 @@ def compare(
     if check_path(path) != "ps":
         for spec in specs:
             uses_collective(path, make_policy(spec, policy_context(scenario)))
+    if servers != 1:
+        policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
+        check_servers(servers, scenario, policies, path=path, checkpoints=False)
     out_dir.mkdir(parents=True, exist_ok=True)
     if workload is None:
         workload = make_workload(scenario.workload, **scenario.workload_args)
@@ -75,7 +81,9 @@ def compare(
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"
         tick = (lambda f, _l=label: progress(_l, f)) if progress is not None else None
         try:
-            result = Simulation(scenario, spec, trace_path=trace, progress=tick, workload=workload, path=path).run()
+            result = Simulation(
+                scenario, spec, trace_path=trace, progress=tick, workload=workload, path=path, servers=servers
+            ).run()
         except BaseException:  # Ctrl-C or a crash: the partial trace is not a run
             if trace.exists():
                 trace.replace(partial_name(trace))

@@ -5,7 +5,8 @@ every model; at 12M–50M parameters that process, not the network, bounds an
 asynchronous policy (ASP, SSP, DSSP, ElasticBSP's pushes, WBSP's pushes),
 whose exchanges are not rounds the collective path can reduce. With
 ``--servers S`` the flat model is cut into S contiguous ranges
-(:func:`shard_ranges`): rank 0 holds the first and still runs the policy, the
+(:func:`shard_ranges`, in :mod:`hetsync.driver.shards` with the refusals, shared
+with the simulator): rank 0 holds the first and still runs the policy, the
 ledger and every command (the control plane: small messages); ranks N+1 …
 N+S−1 (after the N workers) hold the others and only store, apply and send
 their range, as BytePS's summation servers and ps-lite's key ranges do:
@@ -45,59 +46,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.errors import BadInput
+from hetsync.driver.shards import MAX_SERVERS as MAX_SERVERS  # (moved to the driver core; imported from here too)
+from hetsync.driver.shards import check_servers as check_servers
+from hetsync.driver.shards import server_rank as server_rank
+from hetsync.driver.shards import shard_ranges as shard_ranges
 from hetsync.ledger import update_model
 
-MAX_SERVERS = 64
 HDR = 8  # float64 slots of a control message from rank 0 to a server
 S_RESET, S_APPLY, S_DROP, S_PULL, S_FETCH, S_EXIT = 1, 2, 3, 4, 5, 6
 KIND_CODES = {"grad": 1.0, "delta": 2.0}
 KIND_NAMES = {1: "grad", 2: "delta"}
 SLICE_WAIT_S = 60.0  # a push slice that has not come this long after rank 0 applied it: counted as zero
-
-
-def shard_ranges(n_params: int, servers: int) -> list[tuple[int, int]]:
-    """``servers`` contiguous ranges [lo, hi) covering ``n_params`` values,
-    their sizes differing by at most one (the first ones larger)."""
-    if not 1 <= servers <= n_params:
-        raise BadInput(f"servers must be between 1 and the model's {n_params} parameters, got {servers}")
-    base, extra = divmod(n_params, servers)
-    ranges, lo = [], 0
-    for k in range(servers):
-        hi = lo + base + (1 if k < extra else 0)
-        ranges.append((lo, hi))
-        lo = hi
-    return ranges
-
-
-def server_rank(k: int, workers: int) -> int:
-    """The process rank of server ``k`` (0: rank 0; the others follow the workers)."""
-    return 0 if k == 0 else workers + k
-
-
-def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str, checkpoints: bool) -> None:
-    """BadInput, in one line, when ``servers`` > 1 cannot carry this run (module docstring)."""
-    if not isinstance(servers, int) or isinstance(servers, bool) or not 1 <= servers <= MAX_SERVERS:
-        raise BadInput(f"--servers must be an integer in [1, {MAX_SERVERS}], got {servers!r}")
-    if servers == 1:
-        return
-    why = None
-    if path != "ps":
-        why = "the collective path holds no model on any server: drop --servers or use --path ps"
-    elif scenario.clip_norm is not None:
-        why = "clip_norm clips by the whole gradient's norm, which no shard sees: drop clip_norm or use --servers 1"
-    elif checkpoints:
-        why = "checkpoints are not written with sharded servers yet: drop --checkpoint-dir or use --servers 1"
-    else:
-        for policy in policies:
-            if policy.topology == "p2p":
-                why = f"{policy.label} is peer to peer: no server holds a model; drop --servers"
-            elif policy.needs_base_models():
-                why = f"{policy.label} compensates delays against models the shards would split: use --servers 1"
-            if why:
-                break
-    if why:
-        raise BadInput(f"--servers {servers}: {why}")
 
 
 def _header(kind: int, *values: float) -> torch.Tensor:

@@ -40,6 +40,22 @@ model), and a pull carries no model but completes when that ring has ended
 paths — every worker ends a round holding the model after the ``Apply`` — so
 only the timing and the bytes differ.
 
+Sharded servers (``servers`` S > 1, :mod:`hetsync.driver.shards`, as
+``hetsync run --servers S`` runs them): the model is cut into S contiguous
+ranges held by S server nodes — server 0 is node 0 (``SERVER``), server k ≥ 1
+node N + k after the N workers (the runtime's rank), each with the scenario's
+server link. A push is S flows, range k (its share of the model's bytes)
+from the worker's node into server k's, and has arrived when all S have; a
+pull is S flows out of the servers, done when all S are. The bytes counted
+are the model's, as with one server, and the math is the ledger's on the
+whole model (the S servers' S optimizers over S ranges take the step one
+takes over the whole). The server's messages (``server_s_per_message``)
+stay one queue, rank 0's: it still hears every report and sends every
+command, and each other server handles its range of a push or a pull in
+parallel with rank 0, so a message costs one service time, not S. What
+shards cannot carry is refused as the runtime refuses it (collective path,
+clip_norm, p2p, delay compensation).
+
 Batched math (the default): a step's gradient depends only on the worker's
 model when the step starts and on its batch, so the step is only registered
 with a :class:`~hetsync.sim.batch.GradientBatcher` when it starts, and the
@@ -67,6 +83,7 @@ from hetsync.algos.quantize import fragment_nbytes
 from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
 from hetsync.driver.paths import check_path, check_round, uses_collective
 from hetsync.driver.policycall import describe
+from hetsync.driver.shards import check_servers, server_rank, shard_ranges
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, Ledger, wire
 from hetsync.localmodel import LocalModel, weighted_average
@@ -94,7 +111,7 @@ from hetsync.steptime import resolve_measured
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload, make_workload
 
-SERVER = 0  # network node of the server; worker w is node w + 1
+SERVER = 0  # network node of the server; worker w is node w + 1; sharded server k >= 1 node N + k
 
 # heap priorities at equal times: link capacity changes, deliveries, step
 # ends, timers, and evaluation last so it sees every update of that instant.
@@ -153,6 +170,7 @@ class _Transfer:
     exchange: _Exchange | None = None
     fragment: Fragment | None = None  # push / pull of one range of the model (Streaming DiLoCo)
     keep: float = 0.0  # a fragment pull: the share of the worker's own values its merge keeps
+    parts: int = 0  # sharded servers: the transfer's flows not yet delivered (0: one flow)
 
 
 @dataclass
@@ -169,7 +187,9 @@ class Simulation:
     computes one gradient per call as each step starts instead of batching
     the steps in flight (see the module docstring). ``path``: the data path
     modelled, ``ps`` or ``collective`` (BadInput for a policy that cannot use
-    it; see the module docstring).
+    it; see the module docstring). ``servers``: the sharded servers holding
+    the model's ranges (1: the server alone; BadInput for what they cannot
+    carry; see the module docstring).
     """
 
     def __init__(
@@ -183,6 +203,7 @@ class Simulation:
         workload: Workload | None = None,
         batch_math: bool = True,
         path: str = "ps",
+        servers: int = 1,
     ) -> None:
         n = scenario.workers
         self.path = check_path(path)
@@ -202,12 +223,21 @@ class Simulation:
         self.label = self.policy.label
         self.p2p = self.policy.topology == "p2p"
         self.collective = uses_collective(self.path, self.policy)  # rounds all-reduced among the workers
+        check_servers(servers, scenario, [self.policy], path=self.path, checkpoints=False)
+        self.servers = servers
+        # sharded servers: each server's node and range of the model ([] : the server alone)
+        self._server_ranges = (
+            [(server_rank(k, n), r) for k, r in enumerate(shard_ranges(self.workload.n_params, servers))]
+            if servers > 1
+            else []
+        )
         self._round: _Exchange | None = None  # path collective: the last round's ring (ended or not)
         self.timing = TimingModel(scenario)
         bw = [b / self._link_factor(w, 0.0) for w, b in enumerate(scenario.bandwidth_Bps)]
+        more = (scenario.server_Bps,) * (servers - 1)  # sharded servers 1 … S−1: nodes N+1 … N+S−1
         self.net = Network(
-            uplink_Bps=(scenario.server_Bps, *bw),
-            downlink_Bps=(scenario.server_Bps, *bw),
+            uplink_Bps=(scenario.server_Bps, *bw, *more),
+            downlink_Bps=(scenario.server_Bps, *bw, *more),
             latency_s=scenario.latency_s,
         )
         self.trace = TraceWriter(trace_path)
@@ -515,11 +545,38 @@ class Simulation:
             if tr.kind == "send":
                 src, dst = node, tr.peer + 1
             else:
+                if self._server_ranges:
+                    self._shard_flows(tr)
+                    return
                 src, dst = (node, SERVER) if tr.kind == "push" else (SERVER, node)
         self.net.start_flow(self.now, src, dst, tr.nbytes, tr)
         self._net_dirty = True
 
+    def _shard_flows(self, tr: _Transfer) -> None:
+        """Sharded servers: push or pull ``tr`` as one flow per server whose
+        range it covers, each of that range's share of its bytes; done when
+        every one is delivered (``tr.parts`` counts them down)."""
+        node, n = tr.worker + 1, self.workload.n_params
+        fragment = tr.fragment
+        flows = []
+        for server, (lo, hi) in self._server_ranges:
+            if fragment is None:  # the range's share of the model's bytes (they add up to them)
+                nbytes = self.nbytes * hi // n - self.nbytes * lo // n
+            elif max(lo, fragment.lo) < min(hi, fragment.hi):
+                nbytes = fragment_nbytes(self.nbytes, n, max(lo, fragment.lo), min(hi, fragment.hi), fragment.bits)
+            else:
+                continue  # a fragment this server holds none of
+            flows.append((node, server, nbytes) if tr.kind == "push" else (server, node, nbytes))
+        tr.parts = len(flows)
+        for src, dst, nbytes in flows:
+            self.net.start_flow(self.now, src, dst, nbytes, tr)
+        self._net_dirty = True
+
     def _transfer_done(self, tr: _Transfer) -> None:
+        if tr.parts:  # sharded servers: one of its flows; done with the last
+            tr.parts -= 1
+            if tr.parts:
+                return
         w = self.workers[tr.worker]
         if tr.kind == "ring":
             self.ledger.bytes_sent += tr.nbytes  # (the runtime counts a ring's bytes when it ends)
@@ -837,6 +894,7 @@ class Simulation:
                 "outstanding_detail": self._outstanding_detail(),
                 "measured_step": self.measured.to_dict() if self.measured is not None else None,
                 "path": self.path if not self.p2p else None,
+                **({"servers": self.servers} if self.servers > 1 else {}),  # (one server: as before)
                 **self.core.p2p_summary(self.now),
             },
         )
