@@ -72,7 +72,7 @@ from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
-from hetsync.runtime.shards import ShardClient, shard_ranges
+from hetsync.runtime.shards import ShardClient, shard_ranges, unfinished
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
 from hetsync.trace import TraceWriter
@@ -194,16 +194,7 @@ class ServerProcess:
         return True
 
     def _reap_sends(self, wait: bool = False) -> None:
-        keep = []
-        for work, tensors in self._sends:
-            if wait:
-                try:
-                    work.wait()
-                except Exception:  # the receiver died; its receiver thread reports it
-                    continue
-            elif not work.is_completed():
-                keep.append((work, tensors))
-        self._sends = keep
+        self._sends = unfinished(self._sends, wait=wait)  # (a receiver that died: its receiver thread says so)
 
     def shutdown(self) -> None:
         for w in sorted(self.alive):

@@ -67,6 +67,22 @@ def _header(kind: int, *values: float) -> torch.Tensor:
     return hdr
 
 
+def unfinished(sends: list[tuple[Any, Any]], *, wait: bool = False) -> list[tuple[Any, Any]]:
+    """The (send, what it keeps alive) pairs still in flight; ``wait``: wait for
+    each first (a receiver that died ends its send with an error, which its
+    own receive reports), so none are."""
+    keep = []
+    for work, kept in sends:
+        if wait:
+            try:
+                work.wait()
+            except Exception:
+                continue
+        elif not work.is_completed():
+            keep.append((work, kept))
+    return keep
+
+
 class ShardClient:
     """Rank 0's side: the control messages to servers 1 … S−1."""
 
@@ -86,16 +102,7 @@ class ShardClient:
         self.reap()
 
     def reap(self, wait: bool = False) -> None:
-        keep = []
-        for work, tensors in self._sends:
-            if wait:
-                try:
-                    work.wait()
-                except Exception:  # (the server is gone: its next answer says so)
-                    continue
-            elif not work.is_completed():
-                keep.append((work, tensors))
-        self._sends = keep
+        self._sends = unfinished(self._sends, wait=wait)
 
     def reset(self, run: int, version: int, theta: torch.Tensor, floors: Sequence[int]) -> None:
         """A run starts from ``theta`` (the whole model) at ``version``; each
@@ -277,13 +284,4 @@ class ShardServer:
             self.theta = new
 
     def _reap(self, wait: bool = False) -> None:
-        keep = []
-        for work, t in self._sends:
-            if wait:
-                try:
-                    work.wait()
-                except Exception:
-                    continue
-            elif not work.is_completed():
-                keep.append((work, t))
-        self._sends = keep
+        self._sends = unfinished(self._sends, wait=wait)

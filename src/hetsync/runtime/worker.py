@@ -53,7 +53,7 @@ from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
-from hetsync.runtime.shards import PendingModel, shard_ranges, split_push
+from hetsync.runtime.shards import PendingModel, shard_ranges, split_push, unfinished
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
@@ -154,7 +154,7 @@ class WorkerProcess:
     def _write_sharded(self, msg: P.Command | P.Report, payload: torch.Tensor) -> None:
         assert self.ranges is not None
         first, sends = split_push(payload, self.ranges, self.sc.workers)
-        self._shard_sends = [(work, t) for work, t in self._shard_sends if not work.is_completed()] + sends  # type: ignore[attr-defined]
+        self._shard_sends = unfinished(self._shard_sends) + sends
         self._write(self.channel.pack_message(msg, first))
 
     @staticmethod
