@@ -21,11 +21,16 @@ demo: $(STAMP)
 	$(BIN)/hetsync compare --scenario default --out runs/demo
 	@echo "open runs/demo/report.html in a browser; load runs/demo/trace.json in ui.perfetto.dev to follow every step"
 
-# all of it: the in-process tests on every core, then the ones that start real
-# processes (marked dist) one at a time, so their timings see a machine at rest
+# all of it: the in-process tests on every core; then the ones that start real
+# processes (marked dist), two files at a time (a test's ranks spend much of
+# their time waiting: start-up, injected delays, time limits; a file's tests
+# stay on one worker, so a module-scoped run is made once); then the dist
+# tests whose assertions rest on measured times (marked serial) one at a
+# time, on a machine at rest
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not dist" -n auto
-	$(BIN)/python -m pytest -m dist
+	$(BIN)/python -m pytest -m "dist and not serial" -n 2 --dist loadfile
+	$(BIN)/python -m pytest -m "dist and serial"
 
 # everything but the tests that start real processes (marked dist), on every core
 test-fast: $(STAMP)

@@ -2,7 +2,9 @@
 agents, a `python -m hetsync` child, a process pool) is marked ``dist``:
 ``make test-fast`` leaves those out, ``make test`` runs them all. The marker
 is checked, not trusted: an unmarked test that starts a process fails and
-says so.
+says so. ``make test`` runs the dist tests two files at a time, then those
+also marked ``serial`` (their assertions rest on measured times) one at a
+time; ``serial`` without ``dist`` is refused at collection.
 
 Hypothesis runs derandomized by default, so CI and every clone try the same
 examples and a red run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws
@@ -30,6 +32,12 @@ def _refuse(nodeid: str):  # type: ignore[no-untyped-def]
         )
 
     return refuse
+
+
+def pytest_collection_modifyitems(items):  # type: ignore[no-untyped-def]
+    for item in items:
+        if item.get_closest_marker("serial") is not None and item.get_closest_marker("dist") is None:
+            raise pytest.UsageError(f"{item.nodeid} is marked serial but not dist: serial orders the dist tests only")
 
 
 @pytest.fixture(autouse=True)

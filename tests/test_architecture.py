@@ -11,6 +11,10 @@ is imported):
 - the cores (policies/, algos/, driver/) and the runtime import nothing from
   the command line, the reports, the runner or the benches: writing a
   report after a run is its caller's job;
+- the run summary's type and reader (summary.py) imports only the standard
+  library and hetsync.errors: the launcher, the runtime, the benches and the
+  reports all read summaries with it, and reading one loads no torch, no
+  plotting;
 - no import cycle among hetsync's modules.
 """
 
@@ -94,6 +98,14 @@ def test_core_imports_only_stdlib_and_numpy(path):
         if top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY or name == "__future__":
             continue
         assert name.startswith(ALLOWED_OWN), f"{path.name} imports {name}: the policy core may not"
+
+
+def test_the_run_summary_imports_only_the_standard_library():
+    for name in imports(SRC / "summary.py"):
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or name == "__future__":
+            continue
+        assert name == "hetsync.errors", f"summary.py imports {name}: it may import the standard library only"
 
 
 def test_the_rule_is_checked_on_something():

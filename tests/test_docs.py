@@ -563,7 +563,14 @@ def shortened(cmd: Command) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "plan", [pytest.param(p, marks=[pytest.mark.dist] if p.real else [], id=p.block.where) for p in RUNS]
+    "plan",
+    [
+        # (each command of a real block has TIMEOUT_S: a loaded machine takes minutes over advise --verify)
+        pytest.param(
+            p, marks=[pytest.mark.dist, pytest.mark.timeout(TIMEOUT_S * len(p.run))] if p.real else [], id=p.block.where
+        )
+        for p in RUNS
+    ],
 )
 def test_block_runs(plan, tmp_path, monkeypatch, capsys):
     """The block's commands run in order in a fresh folder, shortened, each exiting 0."""

@@ -54,11 +54,13 @@ def test_verify_launches_the_profiled_script_under_the_shortlist_on_the_emulated
     tiny = {k: t.shape for k, t in TinyNet().state_dict().items()}
     for row in v["runs"]:
         label = row["label"]
-        # predicted against measured, every column filled
-        for key in ("predicted_time_to_target_s", "measured_time_to_target_s", "time_to_target_error"):
-            assert row[key] is not None, (key, row)
-        assert row["predicted_samples_per_s"] > 0 and row["measured_samples_per_s"] > 0, row
+        # predicted against measured: every column filled, the time to target where the run reached it
+        # (3 s reach it on a machine at rest; a loaded one may not, and the row says so: None, no error figure)
         run = gathered[label]
+        assert row["predicted_time_to_target_s"] is not None, row
+        assert row["measured_time_to_target_s"] == run["time_to_target_s"], (row, run)
+        assert (row["time_to_target_error"] is None) == (run["time_to_target_s"] is None), row
+        assert row["predicted_samples_per_s"] > 0 and row["measured_samples_per_s"] > 0, row
         assert run["script"] == str(TINYNET) and run["driver"] == "dist" and run["workers"] == 2
         assert run["scenario"] == "hetero-4" and run["target_metric"] == "accuracy" and run["target_value"] == 0.9
         assert row["measured_samples_per_s"] == run["samples_per_s"]

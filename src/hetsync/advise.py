@@ -1210,15 +1210,14 @@ def _verify_runs(
     t0: float,
 ) -> Verification:
     """:func:`verify`'s real runs and their comparison with the prediction."""
-    import json
-
     from hetsync.runtime import launch
+    from hetsync.summary import read_summary
 
     sc = advice.scenario
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
     seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()
     configs = [forwarded] if not seed_list else [_seeded(forwarded, seed) for seed in seed_list]
-    summaries = []
+    summaries: list[Mapping[str, Mapping[str, Any]]] = []
     for config in configs:
         where = config.process.out
         code = launch.launch_run(
@@ -1231,7 +1230,7 @@ def _verify_runs(
         if code != 0:
             why = launch.launcher_reason(where) or launch.server_log_tail(where)
             raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
-        by_label = {r["label"]: r for r in json.loads((where / "summary.json").read_text())}
+        by_label = {r["label"]: r for r in read_summary(where / "summary.json")}
         summaries.append({spec: by_label.get(_label_of(advice, spec), {}) for spec in specs})
     rows = verified_rows(advice, specs, summaries)
     return Verification(rows=rows, folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput, DeadlockError, PolicyError
+from hetsync.summary import as_dicts, finished_runs, read_summary
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -652,8 +653,6 @@ def _interrupted(con: Any, args: argparse.Namespace, runs: list[dict[str, Any]],
 
 
 def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
-    import json
-
     from rich.markup import escape
     from rich.progress import Progress
 
@@ -709,7 +708,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
         return _interrupted(con, args, runs, labels, out)
     if code != 0:
         return _launch_failed(con, out, code)
-    runs = json.loads((out / "summary.json").read_text())
+    runs = as_dicts(read_summary(out / "summary.json"))
     written = _finish(con, args, runs, out, plots=False)
     _say(con, "wrote " + ", ".join(str(p) for p in written) + f" and {out}/logs/")
     return 0
@@ -769,8 +768,6 @@ def _launch_failed(con: Any, out: Path, code: int) -> int:
 
 def _cmd_launch(args: argparse.Namespace) -> int:
     """Your own training script (hetsync.loop) on N workers + the policy's rank, each rank its own process."""
-    import json
-
     from rich.markup import escape
     from rich.progress import Progress
 
@@ -807,9 +804,10 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     if code != 0:
         return _launch_failed(con, out, code)
     try:
-        runs = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
-        _say(con, f"the script finished without a summary in {out}/ (did it call hetsync.init?)", style="red")
+        runs = as_dicts(read_summary(out / "summary.json"))
+    except BadInput as e:  # missing, not JSON, or not runs as hetsync writes them
+        why = f"; {e}" if (out / "summary.json").is_file() else ""
+        _say(con, f"the script finished without a summary in {out}/ (did it call hetsync.init?){why}", style="red")
         return 1
     from hetsync import report
 
@@ -839,13 +837,7 @@ def _refuse_runtime_options(args: argparse.Namespace) -> None:
 
 def _finished_runs(out: Path) -> list[dict[str, Any]]:
     """The runs ``summary.json`` records (none if it is missing or unreadable)."""
-    import json
-
-    try:
-        runs = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
-        return []
-    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+    return as_dicts(finished_runs(out / "summary.json"))
 
 
 def _set_aside_partial_traces(out: Path, labels: Sequence[str], runs: list[dict[str, Any]]) -> None:
@@ -903,19 +895,14 @@ def _bad_input_message(out: Path) -> str | None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    import json
-
     from hetsync import outdir, report
     from hetsync.outdir import PARTIAL_SUFFIX, SUMMARY
 
     out: Path = args.dir
     if not out.is_dir():
         raise BadInput(f"{out} is not a folder: pass the --out folder of a compare, simulate or run")
-    try:
-        raw = json.loads((out / SUMMARY).read_text())
-    except (OSError, ValueError):
-        raw = None  # missing or unreadable: said below
-    runs = [] if raw is None else report.check_summary(raw, out / SUMMARY)  # a damaged record: one line, now
+    # missing: said below; not JSON or a damaged record: one line, now
+    runs = as_dicts(read_summary(out / SUMMARY)) if (out / SUMMARY).is_file() else []
     if not runs:
         partial = sorted(p.name for p in out.glob("trace-*.jsonl" + PARTIAL_SUFFIX))
         why = f"; partial traces of interrupted runs: {', '.join(partial)}" if partial else ""

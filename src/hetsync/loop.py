@@ -141,7 +141,8 @@ from hetsync.runtime import protocol as P
 from hetsync.runtime.collective import PATH_ENV, RoundReducer, check_path, uses_collective, workers_group
 from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
-from hetsync.runtime.worker import OUTBOX_MAX, Done, WorkerProcess
+from hetsync.runtime.shards import PendingModel
+from hetsync.runtime.worker import Done, WorkerProcess
 from hetsync.scenario import Scenario, resolve_scenario, scenario_from_dict
 
 KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
@@ -875,7 +876,6 @@ class _LoopWorker(WorkerProcess):
         self._reported = False
         self._grads_reduced = False
         self._callback_queued = False
-        self._last_order: P.StepOrder | None = None
         # running statistics go to the server twice per evaluation interval, and when the loop ends
         self._buffers_every_s = eval_interval_s(scenario) / 2 if flat.buffers else math.inf
         self._buffers_sent_s = 0.0
@@ -1018,38 +1018,24 @@ class _LoopWorker(WorkerProcess):
             raise RuntimeError(f"worker {self.w}: lost the server (rank 0): {item}") from item
         return item
 
-    def _advance(self, repeat: P.StepOrder | None = None) -> None:
-        """Execute commands until the next step is allowed (or the run ends).
-        ``repeat``: the continuous step the last one came from; it goes on at
-        once once the commands already here are done, until HaltCmd."""
-        while True:
-            self.free_since_s = self._now_s()
-            if repeat is not None and self.commands.empty():
-                self.outbox.wait_below(OUTBOX_MAX)  # backpressure (runtime.worker.serve)
-                self._pend(repeat, Done(), None)
-                return
-            cmd, payload = self._next()
-            if not isinstance(cmd, P.WorkCmd):
-                repeat = None
-            if isinstance(cmd, P.ExitCmd):
-                self.done = self._exited = True
-                return
-            if isinstance(cmd, P.ResetCmd):
-                assert payload is not None
-                self._reset(cmd, payload)
-                self._sync_module()
-                self._hyper_sent = None  # a run's server has not had them
-            elif isinstance(cmd, P.StopCmd):
-                self._bye()
-                self.done = True
-            elif self._zero_order(cmd):
-                self._zero_round()
-            elif isinstance(cmd, P.WorkCmd):
-                done, out = self._transfers(cmd, payload, free_since_s=self.free_since_s)
-                if cmd.step is not None:
-                    self._pend(cmd.step, done, out)
-                    return
-                self._send_report(done, out)
+    def _advance(self) -> None:
+        """Do the server's commands until the next step is allowed (the loop
+        computes it) or the run ends: the worker's side of the protocol is
+        WorkerProcess's (:meth:`~hetsync.runtime.worker.WorkerProcess.until_step`)."""
+        step = self.until_step()
+        if step is None:  # EXIT
+            self.done = self._exited = True
+            return
+        self._pend(*step)
+
+    def _reset(self, cmd: P.ResetCmd, pulled: torch.Tensor | PendingModel) -> None:
+        super()._reset(cmd, pulled)
+        self._sync_module()
+        self._hyper_sent = None  # a run's server has not had them
+
+    def _bye(self) -> None:
+        super()._bye()
+        self.done = True
 
     def _pend(self, step: P.StepOrder, done: Done, out: torch.Tensor | None) -> None:
         """The next step may start: the user's loop computes it."""
@@ -1067,19 +1053,17 @@ class _LoopWorker(WorkerProcess):
             self.step_check.step()
         if self._reported:
             self._reported = False
-            order = self._last_order
         elif self.pending is None:
             return
         else:
-            order = self._finish_step()
-        self._advance(order if order.continuous else None)
+            self._finish_step()
+        self._advance()  # (a continuous step goes on: the worker's state holds it)
 
-    def _finish_step(self) -> P.StepOrder:
+    def _finish_step(self) -> None:
         """Report the pending step as its command said (push, local step, into the round)."""
         assert self.pending is not None
         order, done, out, start, base = self.pending
         self.pending = None
-        self._last_order = order
         wait_for(self.flat.accelerators)
         measured_s = self._now_s() - start
         if order.local_lr is not None:  # a local step: the user's optimizer takes it
@@ -1096,7 +1080,6 @@ class _LoopWorker(WorkerProcess):
         self._send_report(done, out)
         if self._now_s() - self._buffers_sent_s >= self._buffers_every_s:
             self._send_buffers()
-        return order
 
     def _send_buffers(self) -> None:
         """The module's running statistics, for the model the server evaluates and saves."""
@@ -1124,7 +1107,7 @@ class _LoopWorker(WorkerProcess):
                 break
             if isinstance(cmd, P.StopCmd):  # the run ended before the server saw us leave
                 self._bye()
-            elif self._zero_order(cmd):
+            elif self.state.zero_order(cmd):
                 self._zero_round()  # parked: a round of the others'
             elif isinstance(cmd, P.WorkCmd) and (cmd.push is not None or cmd.pull is not None):
                 transfers = dataclasses.replace(cmd, step=None)  # (sent before the server knew)

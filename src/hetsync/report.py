@@ -53,6 +53,7 @@ from rich.text import Text
 from hetsync.console import terminal_console  # (re-exported: report.terminal_console for its callers)
 from hetsync.errors import BadInput
 from hetsync.outdir import safe_name  # (the output folder's file-name rule; report.safe_name for its callers)
+from hetsync.summary import check_summary  # (the summary's check; report.check_summary for its callers)
 from hetsync.trace import INTERVAL_KINDS, iter_records
 
 __all__ = [
@@ -101,94 +102,6 @@ _SHARE_INSIDE_MIN = 6.0  # percent: a narrower bar segment has its number beside
 
 # ---------------------------------------------------------------------------
 # names and small helpers
-
-
-# ---------------------------------------------------------------------------
-# what a summary record holds (docs/formats.md), checked before it is shown
-
-_TEXT_KEYS = (
-    *("policy", "scenario", "driver", "target_metric", "target_direction", "stop_reason", "trace", "topology"),
-    "path",
-)
-_INT_KEYS = (
-    *("seed", "workers", "steps", "applied_steps", "dropped_steps", "outstanding_steps", "updates", "bytes_sent"),
-    *("max_staleness", "max_kept_models", "uncompensated", "events", "batched_calls", "evals_skipped"),
-    *("multicasts", "allreduces"),
-)
-_NUMBER_KEYS = (
-    *("target_value", "target_accuracy", "time_to_target_s", "final_metric", "best_metric", "final_accuracy"),
-    *("best_accuracy", "wall_time_s", "compute_share", "comm_share", "wait_share", "samples_per_s"),
-    *("mean_staleness", "host_time_s", "math_time_s", "eval_time_s", "eval_share", "mean_receivers"),
-    *("mean_exchange_s", "mean_round_s", "diverged_at_s", "server_cpu_s"),
-)
-_OBJECT_KEYS = (
-    *("params", "final_metrics", "per_worker", "outstanding_detail", "measured_step", "resumed_from"),
-    "path_fallback",
-)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _record_problem(run: Any) -> str | None:
-    """What is wrong with one ``summary.json`` record (None: nothing). A key
-    may be missing or null (older summaries, values that do not apply); a
-    value that is there has the type docs/formats.md gives it."""
-    if not isinstance(run, dict):
-        return f"is {run!r}, not an object"
-    if not isinstance(run.get("label"), str) or not run["label"]:
-        return f"'label' is {run.get('label')!r}, not the run's name"
-    for keys, ok, kind in (
-        (_TEXT_KEYS, lambda v: isinstance(v, str), "text"),
-        (_INT_KEYS, lambda v: _is_number(v) and float(v).is_integer(), "an integer"),
-        (_NUMBER_KEYS, _is_number, "a number"),
-        (_OBJECT_KEYS, lambda v: isinstance(v, dict), "an object"),
-    ):
-        for key in keys:
-            value = run.get(key)
-            if value is not None and not ok(value):
-                return f"{key!r} is {value!r}, not {kind}"
-    for key in ("metric_curve", "accuracy_curve"):
-        curve = run.get(key)
-        if curve is None:
-            continue
-        if not isinstance(curve, list):
-            return f"{key!r} is {curve!r}, not a list of [t_s, value]"
-        for point in curve:
-            good = isinstance(point, list | tuple) and len(point) >= 2 and _is_number(point[0])
-            if not good or not all(v is None or _is_number(v) for v in point[1:]):
-                return f"{key!r} holds {point!r}, not [t_s, value]"
-    trace = run.get("trace")
-    if isinstance(trace, str) and (not trace or trace in (".", "..") or "/" in trace or "\\" in trace):
-        return f"'trace' is {trace!r}, not the name of a file beside the summary"
-    notes = run.get("notes")
-    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
-        return f"'notes' is {notes!r}, not a list of text"
-    left = run.get("workers_left")
-    if left is not None:
-        if not isinstance(left, list):
-            return f"'workers_left' is {left!r}, not a list"
-        for x in left:
-            if not (isinstance(x, dict) and _is_number(x.get("worker")) and _is_number(x.get("t"))):
-                return f"'workers_left' holds {x!r}, not {{worker, t, reason}}"
-    return None
-
-
-def check_summary(runs: Any, source: str | Path) -> list[dict[str, Any]]:
-    """``runs`` as read from the summary ``source``, checked: BadInput naming
-    the record and the key when it is not a list of run records as hetsync
-    writes them (docs/formats.md)."""
-    if not isinstance(runs, list):
-        raise BadInput(f"{source} holds a {type(runs).__name__}, not a list of runs: it is not a hetsync summary")
-    for i, run in enumerate(runs, 1):
-        problem = _record_problem(run)
-        if problem is not None:
-            label = run.get("label") if isinstance(run, dict) else None
-            name = f" ({label})" if isinstance(label, str) and label else ""
-            shown = problem if len(problem) <= 200 else problem[:200] + "…"
-            raise BadInput(f"{source}: run {i}{name}: {shown}; it is damaged or not a hetsync summary")
-    return runs
 
 
 def _label_colors(runs: Sequence[dict[str, Any]]) -> list[str]:

@@ -31,7 +31,6 @@ traces linked beside it), which ``hetsync report`` reads.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.scenario import Scenario
+from hetsync.summary import RunSummary, read_summary
 
 EMULATED_YAML = "emulated.yaml"
 BY = "hetsync advise --verify"
@@ -205,8 +205,8 @@ def _run_one(
             + f"its logs are in {out}/logs; to run it alone: {alone}"
         )
     try:
-        found = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
+        found: list[RunSummary] | None = read_summary(out / "summary.json")
+    except BadInput:  # missing, not JSON, or not runs as hetsync writes them
         found = None
     if not isinstance(found, list) or not found:
         raise RuntimeError(

@@ -210,15 +210,15 @@ def test_a_worker_killed_at_start_up_stops_the_run_at_once(run_in):
 
 @pytest.mark.slow
 def test_a_worker_stopped_at_start_up_stops_the_run_after_the_start_up_timeout(run_in):
-    run = run_in(2, "--startup-timeout-s", "10")
+    run = run_in(2, "--startup-timeout-s", "5")
     run.until(lambda: 2 in run.ranks)
     stopped_at = run.signal(signal.SIGSTOP, 2)
     ended_at = run.finish()
     assert run.code == 1, run.tail()
-    # the error names the 10-s bound that ended it; a hang would run to HANG_S. The margin is a
-    # loaded machine's (37 s seen at a load average of 10 on 2 cores), not the behaviour's
-    assert ended_at - stopped_at < 10 + 4 * AFTER_FAULT_S < HANG_S
-    assert "startup_timeout_s=10" in _error(run)
+    # the error names the 5-s bound that ended it; a hang would run to HANG_S. The margin is a
+    # loaded machine's (37 s seen with a 10-s bound at a load average of 10 on 2 cores), not the behaviour's
+    assert ended_at - stopped_at < 5 + 4 * AFTER_FAULT_S < HANG_S
+    assert "startup_timeout_s=5" in _error(run)
     assert run.leftovers() == []  # the stopped process too
 
 
@@ -372,7 +372,7 @@ def test_address_decoding():
 
 
 def test_a_default_run_listens_on_loopback_only(run_in):
-    run = run_in(2)
+    run = run_in(2, "--set", "max_time_s=1")  # (the run's length changes nothing of what listens)
     seen: set[tuple[str, int]] = set()
 
     def look() -> bool:

@@ -47,12 +47,21 @@ def ddp(out: Path, steps: int, nproc: int = 2) -> dict[str, torch.Tensor]:
     return torch.load(out / "ddp.pt", weights_only=True)
 
 
+DDP_STEPS = 20  # the StepLR halves the lr at 5, 10, 15: the server must follow the workers' schedule
+
+
+@pytest.fixture(scope="module")
+def ddp_reference(tmp_path_factory) -> dict[str, torch.Tensor]:
+    """DDP's model after DDP_STEPS steps of the script: one torchrun launch for every test that compares with it."""
+    return ddp(tmp_path_factory.mktemp("ddp"), DDP_STEPS)
+
+
 @pytest.mark.parametrize("path", ["ps", "collective"])
-def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path, path):
-    steps = 20  # the StepLR halves the lr at 5, 10, 15: the server must follow the workers' schedule
+def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path, path, ddp_reference):
+    steps = DDP_STEPS
     runs = launched(tmp_path, "bsp", steps, path=path)
     ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)  # a state_dict, loadable as is
-    reference = ddp(tmp_path, steps)
+    reference = ddp_reference
     assert sorted(ours) == sorted(reference)
     assert max((ours[k] - reference[k]).abs().max().item() for k in ours) <= 1e-5
     import sys
@@ -73,7 +82,7 @@ def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path, path):
     assert run["final_metrics"]["accuracy"] > 0.5
 
 
-def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(tmp_path):
+def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(tmp_path, ddp_reference):
     """BSP for 8 steps with checkpoints, then a new launch with resume=True to
     step 20: the server's AdamW moments, the model and the version come back
     from the checkpoint, the script fast-forwards its schedule by
@@ -82,7 +91,7 @@ def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(t
     ckpt = tmp_path / "ckpt"
     (run,) = launched(tmp_path, "bsp", 8, "-", str(ckpt))
     assert run["updates"] == 8 and (ckpt / "ckpt-bsp.pt").is_file()
-    (run,) = launched(tmp_path, "bsp", 20, "-", str(ckpt), "resume")
+    (run,) = launched(tmp_path, "bsp", DDP_STEPS, "-", str(ckpt), "resume")
     assert run["resumed_from"]["steps"] == 16 and run["resumed_from"]["version"] == 8
     assert run["resumed_from"]["trace"] == "continued"  # hetsync launch set the first run's trace aside
     records = [json.loads(line) for line in (tmp_path / run["trace"]).read_text().splitlines()]
@@ -90,8 +99,7 @@ def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(t
     assert sum(r["ev"] == "apply" for r in records) == 20
     assert run["updates"] == 20 and run["stop_reason"] == "no workers left"
     ours = torch.load(tmp_path / "model-bsp.pt", weights_only=True)
-    reference = ddp(tmp_path, 20)
-    assert max((ours[k] - reference[k]).abs().max().item() for k in ours) <= 1e-5
+    assert max((ours[k] - ddp_reference[k]).abs().max().item() for k in ours) <= 1e-5
 
 
 def test_the_saved_and_evaluated_model_holds_the_workers_batchnorm_statistics(tmp_path):

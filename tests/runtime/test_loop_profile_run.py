@@ -13,7 +13,7 @@ from hetsync.cli import main
 from hetsync.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.serial]  # (the fits of timed steps: make test runs them alone)
 
 CLUSTER = """\
 description: "2 workers, the second 20 ms slower per step; 1 MB/s links"

@@ -12,7 +12,10 @@ import pytest
 from hetsync.runtime.launch import launch, server_log_tail
 from hetsync.trace import read_trace
 
-pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
+pytestmark = [
+    pytest.mark.dist,  # starts real processes: make test-fast leaves it out
+    pytest.mark.serial,  # steps and transfers timed against each other and against the scenario's
+]
 
 
 def test_steps_go_on_while_a_push_or_a_pull_is_in_flight(tmp_path):

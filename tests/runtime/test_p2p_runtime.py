@@ -134,6 +134,7 @@ def test_push_sum_with_unequal_fan_in_equals_the_simulator(p2p_runs):
     assert ours.abs().max().item() > 0.1
 
 
+@pytest.mark.serial  # transfers timed against the links' rates
 def test_throttled_exchanges_follow_the_links(tmp_path):
     """Slow links (2 MB/s) on workers 0 and 1, fast ones (20 MB/s) on 2 and 3;
     a copy is 150 kB: 75 ms through a slow link, 7.5 ms through a fast one."""
@@ -173,6 +174,7 @@ def test_throttled_exchanges_follow_the_links(tmp_path):
     assert ring["comm_share"] > ring["compute_share"]  # the links dominate here
 
 
+@pytest.mark.serial  # how soon the death is noticed, and the run's length
 def test_killed_worker_does_not_hang_a_p2p_run(tmp_path):
     # 6 s: after the death is noticed (by 3.5 s) the two left have time for rings even on a loaded machine
     args = ["--scenario", "homogeneous-8", *overrides(max_time_s="6"), "--no-plots", "--out", str(tmp_path)]

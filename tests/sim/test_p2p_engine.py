@@ -132,7 +132,7 @@ def test_topologies_do_not_mix():
     sc = make_scenario(workers=2, max_steps=1)
     sim = Simulation(sc, "bsp", math=False)
     with pytest.raises(PolicyError, match="peer-to-peer command"):
-        sim._execute([Multicast(worker=0, receivers=(1,))])
+        sim.wiring.execute([Multicast(worker=0, receivers=(1,))])
 
 
 @pytest.mark.parametrize("spec", ["p2p-random:p=2", "selmcast:p=2", "selmcast:sync=ssp:p=2"])

@@ -36,18 +36,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import shlex
 import shutil
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hetsync.benches.common import Row, add_output_arguments, docs_dir, pct, split_list
 from hetsync.errors import BadInput
 from hetsync.scenario import add_override_argument, load_scenario, parse_override
+from hetsync.summary import read_summary
 
 NAME = "advise"
 
@@ -271,7 +272,9 @@ def verified_runs(result: Any, out: Path) -> list[dict[str, Any]]:
     from hetsync.advise import BASELINE
 
     v = result.verification
-    reals = [{r["label"]: r for r in json.loads((out / f / "summary.json").read_text())} for f in v.run_folders]
+    reals: list[dict[str, Mapping[str, Any]]] = [
+        {r["label"]: r for r in read_summary(out / f / "summary.json")} for f in v.run_folders
+    ]
     ranked = {r.label: r for r in result.ranked}
     rows = []
     for r in v.rows:

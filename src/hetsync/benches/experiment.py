@@ -65,6 +65,7 @@ from hetsync.benches.common import (
 )
 from hetsync.errors import BadInput
 from hetsync.scenario import Scenario, load_scenario, parse_override
+from hetsync.summary import as_dicts, read_summary
 
 Run = dict[str, Any]
 """One run's summary record (``hetsync compare``'s ``summary.json`` entry)."""
@@ -281,7 +282,6 @@ def run_real(
     their bytes over the worker's bandwidth; ``figures`` as for
     :meth:`Experiment.run_case`. Returns the runs' summaries; RuntimeError
     with the end of the server's log if the run failed."""
-    import json
 
     import yaml
 
@@ -302,7 +302,7 @@ def run_real(
     code = launch_run(config, int(raw["workers"]), timeout_s=timeout_s)
     if code != 0:
         raise RuntimeError(f"the runtime run failed (exit {code}):\n{server_log_tail(out)}")
-    runs: list[Run] = json.loads((out / "summary.json").read_text())
+    runs: list[Run] = as_dicts(read_summary(out / "summary.json"))
     add_figures(runs, out, sc, figures)
     return runs
 

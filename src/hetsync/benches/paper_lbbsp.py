@@ -15,7 +15,6 @@ plots ``img/lbbsp-*.png`` go under ``--out`` (and in ``--docs DIR``).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from functools import partial
@@ -29,6 +28,7 @@ from hetsync.benches.plots import compute_records, scenario_batches
 from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, load_scenario, scenario_from_dict
+from hetsync.summary import read_summary
 
 NAME = "paper-lbbsp"
 
@@ -204,7 +204,7 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
         folder = Path(res["folder"]) / f"seed-{first}"
         if (folder / "summary.json").is_file():
             made[f"{name}:curve"] = ex.img_name("lbbsp", name, report.metric_plot_name([res]))
-            runs = json.loads((folder / "summary.json").read_text())
+            runs = read_summary(folder / "summary.json")
             report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / made[f"{name}:curve"])
         sc = load_scenario(name, **{**res["overrides"], "seed": first})
         balancing = [r for r in res["runs"][str(first)] if r["policy"] in BALANCING and r.get("trace")]

@@ -37,6 +37,7 @@ from hetsync.policies import make_policy
 from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
 from hetsync.scenario import load_scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
+from hetsync.summary import as_dicts, read_summary
 from hetsync.trace import iter_records
 
 NAME = "runtime"
@@ -87,7 +88,7 @@ def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
     code = launch(nproc, [*args, "--out", str(out), "--no-plots"], out)
     if code != 0:
         raise RuntimeError(f"runtime run failed (status {code}):\n{server_log_tail(out)}")
-    return json.loads((out / "summary.json").read_text())
+    return as_dicts(read_summary(out / "summary.json"))
 
 
 def _run(args: argparse.Namespace, out: Path) -> list[Row]:

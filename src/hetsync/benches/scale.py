@@ -40,6 +40,7 @@ from pathlib import Path
 from hetsync.benches.common import Row
 from hetsync.console import terminal_console
 from hetsync.errors import BadInput
+from hetsync.summary import as_dicts, read_summary
 
 NAME = "scale"
 SCRIPT = Path(__file__).with_name("scale_loop.py")
@@ -113,7 +114,7 @@ def time_run(form: str, model: str, nproc: int, steps: int, batch: int, folder: 
     step_s = statistics.median(median_step_s(r["ends"]) for r in ranks)
     figures = {"step_s": step_s, "params": float(ranks[0]["params"]), "load": load}
     if form != "ddp":
-        (summary,) = json.loads((folder / "out" / "summary.json").read_text())
+        (summary,) = as_dicts(read_summary(folder / "out" / "summary.json"))
         figures["server_share"] = summary["server_cpu_s"] / summary["wall_time_s"]
     return figures
 

@@ -16,7 +16,6 @@ wall) and the bytes a push and a pull move at the busiest server process.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 from hetsync.benches.common import Row
 from hetsync.console import terminal_console
 from hetsync.errors import BadInput
+from hetsync.summary import as_dicts, read_summary
 
 NAME = "shards"
 MODELS = {"mlp-12": 160_000, "mlp-50": 666_667}  # digits-mlp hidden units: 75 parameters each
@@ -90,7 +90,7 @@ def one_run(form: str, hidden: int, args: argparse.Namespace, out: Path) -> dict
     code = launch_run(config, args.nproc, timeout_s=900)
     if code != 0:
         raise RuntimeError(f"{form} failed (status {code}); see {out}:\n{server_log_tail(out)}")
-    (summary,) = json.loads((out / "summary.json").read_text())
+    (summary,) = as_dicts(read_summary(out / "summary.json"))
     return {
         "samples_per_s": float(summary["samples_per_s"]),
         "server_share": summary["server_cpu_s"] / summary["wall_time_s"],

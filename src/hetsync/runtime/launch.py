@@ -70,6 +70,7 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     STORE_FD_ENV,
     RunConfig,
 )
+from hetsync.summary import finished_runs
 
 LOOPBACK = "127.0.0.1"
 OUT_ENV = "HETSYNC_OUT"  # the output folder, for a launched script (hetsync.loop's default)
@@ -543,12 +544,9 @@ def _failed_workers(agents: list[_Agent], out_dir: Path) -> list[dict[str, objec
 
 def _left_early(out_dir: Path) -> dict[int, str]:
     """Workers that left a run for another reason than their loop's end (``summary.json``)."""
-    try:
-        runs = json.loads((out_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    runs = finished_runs(out_dir / "summary.json")  # (none if it is missing or unreadable)
     early: dict[int, str] = {}
-    for run in runs if isinstance(runs, list) else []:
+    for run in runs:
         for gone in (run.get("workers_left") or []) if isinstance(run, dict) else []:
             if isinstance(gone, dict) and gone.get("reason") != LOOP_ENDED:
                 early.setdefault(int(gone.get("worker", -1)), str(gone.get("reason")))

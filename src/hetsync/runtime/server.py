@@ -44,10 +44,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.driver import DriverCore, eval_interval_s, policy_context
+from hetsync.driver import eval_interval_s, policy_context
 from hetsync.driver.policycall import describe
+from hetsync.driver.run import Run
 from hetsync.errors import BadInput, DeadlockError
-from hetsync.ledger import ExchangeStats, HeldPush, Ledger
+from hetsync.ledger import ExchangeStats, HeldPush
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
@@ -64,7 +65,7 @@ from hetsync.policies.base import (
     TimerFired,
     WorkerLeaving,
 )
-from hetsync.runtime import checkpoint_check, collective
+from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
@@ -305,25 +306,26 @@ class _Run:
         if server.ranges is not None and theta is not None:
             lo, hi = server.ranges[0]
             theta = theta[lo:hi].clone()  # rank 0's range: the ledger's model
-        self.ledger = Ledger(
+        self.wiring = Run(
+            sc,
             self.policy,
             server.workload,
             theta,
             self.trace,
+            plane=self,
+            path=server.opts.path,
             version=version,
-            stepper=server.gradient_stepper if server.gradient_stepper is not None else gradient_stepper(sc),
-            outer=outer_stepper(sc, self.policy),
-            global_batch=server.n * sc.batch_size,
+            stepper=server.gradient_stepper,
         )
+        self.ledger, self.core = self.wiring.ledger, self.wiring.core
         if self._restore is not None:
             # the server's optimizer state (momentum, Adam moments) goes on; its
             # schedule clock and the rest of the accounting with the ledger (execute)
             self.ledger.stepper.load_state_dict(self._restore.get("optimizer_state", {}))
             self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
-        self.core = DriverCore(self.policy, self.ledger, sc)
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         # the collective path (hetsync.runtime.collective): rounds reduced among the workers
-        self.collective = collective.uses_collective(server.opts.path, self.policy)
+        self.collective = self.wiring.collective
         if self.collective and server.opts.checkpoint_dir is not None and server.gradient_stepper is not None:
             raise BadInput(
                 "checkpoints are not written on the collective path in your own training loop yet: drop "
@@ -684,41 +686,49 @@ class _Run:
     def _execute(self, commands: list[Command]) -> None:
         if self.stopping:
             return
-        self._dispatch(commands)
+        self.wiring.execute(commands)
         if self.round_sent:  # (the policy's answer is all sent: the round's members are known)
             self._fill_round()
 
-    def _dispatch(self, commands: list[Command]) -> None:
-        for cmd in commands:
-            self.core.check(cmd)
-            if isinstance(cmd, (Compute, Pull, Push)):
-                self._command(cmd)
-            elif isinstance(cmd, (Multicast, AllReduce)):
-                assert self.p2p is not None  # (DriverCore.check: a peer-to-peer run)
-                if isinstance(cmd, Multicast):
-                    self.p2p.multicast(cmd, self.now())
-                else:
-                    self.p2p.allreduce(cmd, self.now())
-            elif isinstance(cmd, Apply):
-                if self.collective:
-                    collective.check_round(self.label, cmd.contributions, self.ledger.pushes)
-                    # the round's ring all-reduce over the group: 2(k−1) phases, each member sending M/k
-                    k = len(self.srv.alive | self.parked)
-                    self.ledger.bytes_sent += 2 * (k - 1) * k * -(-self.srv.nbytes // k)
-                    self.round_in.clear()  # (a delta round closes)
-                shard = self._shard_parts(cmd)
-                self.ledger.apply(cmd, self.now())
-                self.apply_lr = self.ledger.last_lr
-                if shard is not None and self.srv.shards is not None:
-                    kind, parts = shard
-                    self.srv.shards.apply(kind, self.ledger.last_lr or 0.0, cmd.implicit_momentum, parts)
-            elif isinstance(cmd, Drop):
-                self.ledger.drop(cmd, self.now())
-                if self.srv.shards is not None:
-                    self.srv.shards.drop([self.push_keys.pop(pid) for pid in cmd.push_ids if pid in self.push_keys])
-            elif isinstance(cmd, SetTimer):  # (DriverCore.check refused every other command)
-                self._timer_seq += 1
-                heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
+    # ------------------------------------------- the data plane (driver.run.DataPlane)
+    def compute(self, cmd: Compute) -> None:
+        self._command(cmd)
+
+    def push(self, cmd: Push) -> None:
+        self._command(cmd)
+
+    def pull(self, cmd: Pull) -> None:
+        self._command(cmd)
+
+    def multicast(self, cmd: Multicast) -> None:
+        assert self.p2p is not None  # (DriverCore.check: a peer-to-peer run)
+        self.p2p.multicast(cmd, self.now())
+
+    def allreduce(self, cmd: AllReduce) -> None:
+        assert self.p2p is not None
+        self.p2p.allreduce(cmd, self.now())
+
+    def apply(self, cmd: Apply) -> None:
+        if self.collective:  # (the run has checked it is the round's mean)
+            # the round's ring all-reduce over the group: 2(k−1) phases, each member sending M/k
+            k = len(self.srv.alive | self.parked)
+            self.ledger.bytes_sent += 2 * (k - 1) * k * -(-self.srv.nbytes // k)
+            self.round_in.clear()  # (a delta round closes)
+        shard = self._shard_parts(cmd)
+        self.ledger.apply(cmd, self.now())
+        self.apply_lr = self.ledger.last_lr
+        if shard is not None and self.srv.shards is not None:
+            kind, parts = shard
+            self.srv.shards.apply(kind, self.ledger.last_lr or 0.0, cmd.implicit_momentum, parts)
+
+    def drop(self, cmd: Drop) -> None:
+        self.ledger.drop(cmd, self.now())
+        if self.srv.shards is not None:
+            self.srv.shards.drop([self.push_keys.pop(pid) for pid in cmd.push_ids if pid in self.push_keys])
+
+    def set_timer(self, cmd: SetTimer) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
 
     def _command(self, cmd: Compute | Pull | Push) -> None:
         w = cmd.worker

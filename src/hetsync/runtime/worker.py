@@ -49,11 +49,13 @@ from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepp
 from hetsync.policies import make_policy
 from hetsync.policies.base import Policy
 from hetsync.runtime import protocol as P
+from hetsync.runtime import worker_state as ws
 from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.runtime.shards import PendingModel, shard_ranges, split_push, unfinished
+from hetsync.runtime.worker_state import WorkerState
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
@@ -101,7 +103,7 @@ class WorkerProcess:
         # the collective path (RESET says so): this worker's side of the rounds' all-reduces, and its
         # copies of the server's optimizers, which take each round's step here (hetsync.runtime.collective):
         # for gradient rounds (BSP) the scenario's optimizer, for delta rounds (local SGD, DiLoCo) the outer one
-        self.collective = False
+        self.state = WorkerState()  # the protocol's side of it: what each command asks (collective: off)
         self.reducer: RoundReducer | None = None
         self.replica: Stepper | None = None
         self.outer_replica: Stepper | None = None
@@ -179,47 +181,66 @@ class WorkerProcess:
         return model.whole() if isinstance(model, PendingModel) else model
 
     # ------------------------------------------------------------- loop
+    @property
+    def collective(self) -> bool:
+        """Whether this run's rounds are all-reduced among the workers (the collective path)."""
+        return self.state.collective
+
+    @collective.setter
+    def collective(self, on: bool) -> None:
+        self.state.collective = on
+
     def serve(self) -> None:
         if self.background:
             self.uplink = Lane("uplink", self.commands.put, self._now_s)
             self.downlink = Lane("downlink", self.commands.put, self._now_s)
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()
-        repeat: P.StepOrder | None = None  # a continuous step: again, until HaltCmd
+        while (step := self.until_step()) is not None:
+            self._compute(*step)
+            self._save_local_state()
+        self.flush()
+
+    def until_step(self) -> tuple[P.StepOrder, Done, torch.Tensor | None] | None:
+        """Do what the server's commands ask (:class:`~hetsync.runtime.worker_state.WorkerState`)
+        until one orders a step: returns it, with what its transfers did and
+        their payload (reported with the step); None once ``EXIT`` has come.
+        A continuous step goes on at once when no command is waiting."""
         while True:
             self.free_since_s = self._now_s()  # a command sent earlier waited for this moment
-            if repeat is not None and self.commands.empty():
+            again = self.state.again()
+            if again is not None and self.commands.empty():
                 # backpressure: a step nonstop waits while its reports queue up
                 # (the server reads at most REPORTS_QUEUED_MAX ahead of its loop)
                 self.outbox.wait_below(OUTBOX_MAX)
                 self._maybe_die()
-                self._command(P.WorkCmd(step=repeat), None)
-                self._save_local_state()
-                continue
-            item = self.commands.get()
-            if isinstance(item, BaseException):
-                raise item
-            cmd, payload = item
-            if not isinstance(cmd, P.WorkCmd):
-                repeat = None
-            if isinstance(cmd, P.ExitCmd):
-                self.flush()
-                return
-            if isinstance(cmd, P.ResetCmd):
-                assert payload is not None
-                self._reset(cmd, payload)
-            elif isinstance(cmd, P.StopCmd):
-                self._bye()
-            elif isinstance(cmd, P.SnapshotCmd):
-                self._snapshot(cmd)
-            elif self._zero_order(cmd):
-                self._zero_round()
-            elif isinstance(cmd, P.WorkCmd):
-                self._maybe_die()
-                self._command(cmd, payload)
-                if cmd.step is not None and cmd.step.continuous:
-                    repeat = cmd.step
-                if cmd.step is not None:
-                    self._save_local_state()
+                return again, Done(), None
+            cmd, payload = self._next()
+            match self.state.receive(cmd):
+                case ws.Exit():
+                    return None
+                case ws.Reset(cmd=reset):
+                    assert payload is not None
+                    self._reset(reset, payload)
+                case ws.Bye():
+                    self._bye()
+                case ws.Snapshot(cmd=snapshot):
+                    self._snapshot(snapshot)
+                case ws.ZeroRound():
+                    self._zero_round()
+                case ws.Transfers(cmd=work):
+                    self._maybe_die()
+                    self._send_report(*self._transfers(work, payload, free_since_s=self.free_since_s))
+                case ws.Step(cmd=work, step=step):
+                    self._maybe_die()
+                    done, out = self._transfers(work, payload, free_since_s=self.free_since_s)
+                    return step, done, out
+
+    def _next(self) -> tuple[P.Command, torch.Tensor | PendingModel | None]:
+        """The next command for the main thread, in order (the control thread reads them)."""
+        item = self.commands.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
     def _bye(self) -> None:
         """The run is over (``STOP``): nothing of it reports after this ``BYE``."""
@@ -399,10 +420,6 @@ class WorkerProcess:
         self.reducer.abandon()
         self.collective = False
 
-    def _zero_order(self, cmd: P.Command) -> bool:
-        """A collective run's order to join a round with zero weight (a step of batch 0; no report)."""
-        return self.collective and isinstance(cmd, P.WorkCmd) and cmd.step is not None and cmd.step.batch_size == 0
-
     def _zero_round(self) -> None:
         """Join a round with zero weight (this worker computes nothing in it)."""
         assert self.reducer is not None
@@ -496,17 +513,15 @@ class WorkerProcess:
         done, payload = self._transfers(cmd, model, free_since_s=lane.free_since_s)
         self._send_report(done, payload)
 
-    def _command(self, cmd: P.WorkCmd, model: torch.Tensor | PendingModel | None) -> None:
-        done, payload = self._transfers(cmd, model, free_since_s=self.free_since_s)
-        if cmd.step is not None:
-            start, base = self._begin_step()
-            x, y = self.shard.next_batch(cmd.step.batch_size)
-            t0 = time.perf_counter()
-            grad, _ = self.workload.gradient(self.model.local, x, y)
-            measured = time.perf_counter() - t0
-            after = self._end_step(cmd.step, done, grad, start, base, measured)
-            payload = after if after is not None else payload
-        self._send_report(done, payload)
+    def _compute(self, step: P.StepOrder, done: Done, payload: torch.Tensor | None) -> None:
+        """The step, on this worker's shard; reported with the transfers before it (``done``, ``payload``)."""
+        start, base = self._begin_step()
+        x, y = self.shard.next_batch(step.batch_size)
+        t0 = time.perf_counter()
+        grad, _ = self.workload.gradient(self.model.local, x, y)
+        measured = time.perf_counter() - t0
+        after = self._end_step(step, done, grad, start, base, measured)
+        self._send_report(done, after if after is not None else payload)
 
     def _transfers(
         self, cmd: P.WorkCmd, pulled: torch.Tensor | PendingModel | None, *, free_since_s: float

@@ -80,14 +80,15 @@ from typing import Any
 import torch
 
 from hetsync.algos.quantize import fragment_nbytes
-from hetsync.driver import DriverCore, TimingModel, eval_interval_s, policy_context
-from hetsync.driver.paths import check_path, check_round, uses_collective
+from hetsync.driver import TimingModel, eval_interval_s, policy_context
+from hetsync.driver.paths import check_path, uses_collective
 from hetsync.driver.policycall import describe
+from hetsync.driver.run import Run
 from hetsync.driver.shards import check_servers, server_rank, shard_ranges
 from hetsync.errors import DeadlockError, PolicyError
-from hetsync.ledger import HeldPush, Ledger, wire
+from hetsync.ledger import HeldPush, wire
 from hetsync.localmodel import LocalModel, weighted_average
-from hetsync.optim import gradient_stepper, local_steppers, outer_stepper
+from hetsync.optim import local_steppers
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -251,31 +252,12 @@ class Simulation:
         self.batcher = (
             GradientBatcher(self.workload) if math and batch_math and self.workload.batch_blocker is None else None
         )
-        self.ledger = Ledger(
-            self.policy,
-            self.workload,
-            theta,
-            self.trace,
-            stepper=gradient_stepper(scenario),
-            outer=outer_stepper(scenario, self.policy),
-            global_batch=n * scenario.batch_size,
-        )
+        self.wiring = Run(scenario, self.policy, self.workload, theta, self.trace, plane=self, path=self.path)
+        self.ledger, self.core = self.wiring.ledger, self.wiring.core
         self.workers = [
             _Worker(index=i, model=LocalModel(theta, stepper=stepper, push_sum=scenario.p2p_mixing == "push-sum"))
             for i, stepper in enumerate(local_steppers(scenario, self.policy, n))
         ]
-        self.core = DriverCore(self.policy, self.ledger, scenario)
-        # what _execute does with each command type (a subclass goes the isinstance way)
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            Compute: self._compute,
-            Push: self._push,
-            Pull: self._pull,
-            Apply: self._apply,
-            Drop: self._drop,
-            SetTimer: self._set_timer,
-            Multicast: self._multicast,
-            AllReduce: self._allreduce,
-        }
         self.computing = self.core.computing  # workers with a step in progress
         # the server's messages (a parameter server only): its time per message, served in order,
         # and whether commands and reports travel latency_s; both off = today's free control plane
@@ -327,21 +309,11 @@ class Simulation:
         w.since_s = self.now
 
     # ---------------------------------------------------------- commands
-    def _execute(self, commands: list[Command]) -> None:
-        handlers = self._handlers
-        for cmd in commands:
-            self.core.check(cmd)
-            handler = handlers.get(type(cmd))
-            if handler is not None:  # one of the commands themselves (not a subclass): by type
-                handler(cmd)
-            else:
-                self._execute_other(cmd)
-
-    def _apply(self, cmd: Apply) -> None:
+    # ------------------------------------------- the data plane (driver.run.DataPlane)
+    def apply(self, cmd: Apply) -> None:
         members = None
-        if self.collective:  # the round its workers all-reduce: the batch-weighted mean of their pushes
+        if self.collective:  # the round its workers all-reduce (the run has checked it is the round's mean)
             pushes = self.ledger.pushes
-            check_round(self.label, cmd.contributions, pushes)
             members = tuple(sorted({pushes[pid].worker for pid, _ in cmd.contributions if pid in pushes}))
         t0 = time.perf_counter()
         self.ledger.apply(cmd, self.now)
@@ -350,20 +322,13 @@ class Simulation:
         if members is not None:
             self._start_round(members)
 
-    def _drop(self, cmd: Drop) -> None:
+    def drop(self, cmd: Drop) -> None:
         self.ledger.drop(cmd, self.now)
 
-    def _set_timer(self, cmd: SetTimer) -> None:
+    def set_timer(self, cmd: SetTimer) -> None:
         self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
 
-    def _execute_other(self, cmd: Command) -> None:
-        """A command of a subclass of one of the command types (DriverCore.check refused any other)."""
-        for kind, handler in self._handlers.items():
-            if isinstance(cmd, kind):
-                handler(cmd)
-                return
-
-    def _compute(self, cmd: Compute) -> None:
+    def compute(self, cmd: Compute) -> None:
         w = self.workers[cmd.worker]
         led = self.ledger
         if not self.core.start_step(cmd):
@@ -450,14 +415,14 @@ class Simulation:
             if self.collective:  # into the round's all-reduce: the policy hears of it with the step's report
                 carried = self._hold_push(Push(worker=index, kind=cmd.push))
             else:
-                self._push(Push(worker=index, kind=cmd.push))
+                self.push(Push(worker=index, kind=cmd.push))
         if cmd.continuous:  # the next step starts at once, before the policy hears of this one
-            self._execute([cmd])
+            self.wiring.execute([cmd])
         self._report(done, served=cmd.push is None)
         if carried is not None:
             self._carried(carried)
 
-    def _push(self, cmd: Push) -> None:
+    def push(self, cmd: Push) -> None:
         tr = self._hold_push(cmd)
         if self.collective:
             self._carried(tr)
@@ -494,7 +459,7 @@ class Simulation:
         nbytes = 0 if self.collective else self.nbytes
         return _Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id)
 
-    def _pull(self, cmd: Pull) -> None:
+    def pull(self, cmd: Pull) -> None:
         tr = self._pull_transfer(cmd, self.now)
         if self.collective:
             self._await_round(tr)
@@ -617,14 +582,14 @@ class Simulation:
         )
         self._report(done, served=tr.then is None)  # a pull with a step reports with the step (one message)
         if tr.then is not None:
-            self._compute(tr.then)
+            self.compute(tr.then)
 
     def _deliver(self, event: Event) -> None:
         commands = self.core.hear(event)
         if self._messages:
             self._send(commands)
         else:
-            self._execute(commands)
+            self.wiring.execute(commands)
 
     # ------------------------------------------------ the server's messages
     def _report(self, event: Event, *, served: bool = True) -> None:
@@ -662,7 +627,7 @@ class Simulation:
                 self.core.check(cmd)
                 self._schedule(self._book_server() + travel_s, _SERVE, ("command", cmd))
             else:
-                self._execute([cmd])
+                self.wiring.execute([cmd])
 
     def _serve(self, what: str, item: Any) -> None:
         """A server message's next stage (a ``_SERVE`` heap entry)."""
@@ -679,12 +644,12 @@ class Simulation:
             else:
                 self._transfer(item)
         elif isinstance(item, Compute):
-            self._compute(item)
+            self.compute(item)
         else:
-            self._push(item)
+            self.push(item)
 
     # ----------------------------------------------------- peer to peer
-    def _multicast(self, cmd: Multicast) -> None:
+    def multicast(self, cmd: Multicast) -> None:
         w = self.workers[cmd.worker]
         ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
         self.core.stats.multicast(len(cmd.receivers))
@@ -717,7 +682,7 @@ class Simulation:
             self.core.exchange_done(ex.start_s, now)
         self._deliver(arrived)
 
-    def _allreduce(self, cmd: AllReduce) -> None:
+    def allreduce(self, cmd: AllReduce) -> None:
         self.core.stats.allreduce(len(cmd.workers))
         self._start_ring(_Exchange(start_s=self.now, workers=cmd.workers, left=0))
 
@@ -866,7 +831,7 @@ class Simulation:
             every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
             self._schedule_link_switches()
-            (self._send if self._messages else self._execute)(self.core.start_policy(0.0))
+            (self._send if self._messages else self.wiring.execute)(self.core.start_policy(0.0))
             if self._net_dirty:
                 self._schedule_net()
             self._loop(every)
