@@ -9,8 +9,11 @@ is imported):
   simulator, and the runtime's server and its peer-to-peer worker side do
   not import each other;
 - the cores (policies/, algos/, driver/) and the runtime import nothing from
-  the command line, the reports, the runner or the benches: writing a
-  report after a run is its caller's job;
+  the command line, the reports (report/), the advice (advise/: profile,
+  advise, verify), the runner or the benches: writing a report after a run
+  is its caller's job;
+- the reports import nothing from the advice: advise's page builds on the
+  comparison's, not the other way round;
 - the run summary's type and reader (summary.py) imports only the standard
   library and hetsync.errors: the launcher, the runtime, the benches and the
   reports all read summaries with it, and reading one loads no torch, no
@@ -30,7 +33,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "hetsync"
 ALLOWED_THIRD_PARTY = {"numpy"}
 ALLOWED_OWN = ("hetsync.policies", "hetsync.algos", "hetsync.errors")
 CORE_FILES = sorted((SRC / "policies").glob("*.py")) + sorted((SRC / "algos").glob("*.py"))
-CALLERS = ("hetsync.cli", "hetsync.report", "hetsync.runner", "hetsync.benches")
+CALLERS = ("hetsync.cli", "hetsync.report", "hetsync.advise", "hetsync.runner", "hetsync.benches")
 
 
 def module_name(path: Path) -> str:
@@ -147,6 +150,11 @@ def test_the_runtime_leaves_reports_to_its_callers():
     # a caller of the runtime, as hetsync.cli is, and imported by nothing
     assert _offending("runtime", CALLERS, except_files=("__main__.py",)) == []
     assert not any("hetsync.runtime.__main__" in imports(p) for p in MODULES.values())
+
+
+def test_the_reports_leave_the_advice_to_advise():
+    assert _offending("report", ("hetsync.advise",)) == []
+    assert len(files_under("report")) >= 5 and len(files_under("advise")) >= 8
 
 
 # ------------------------------------------------------------------------ cycles

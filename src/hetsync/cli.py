@@ -287,7 +287,7 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FILE",
-        help="fit the raw.json that `torchrun ... -m hetsync.profile_job` wrote on a real cluster (starts nothing)",
+        help="fit the raw.json that `torchrun ... -m hetsync.advise.profile_job` wrote on a real cluster (starts nothing)",
     )
     p.add_argument(
         "--script",
@@ -1009,7 +1009,7 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
     if script is None:
         ran = f"{result.scenario.workers} worker processes + 1 server"
         forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
-    else:  # a profiled script's cluster: the script itself, once per policy (hetsync.verify_script)
+    else:  # a profiled script's cluster: the script itself, once per policy (hetsync.advise.verify_script)
         emulate = script.get("emulate")
         played = (emulate.get("name", "it") if isinstance(emulate, dict) else emulate) if emulate else None
         ran = f"your script {script['path']} under hetsync launch on {result.scenario.workers} workers, " + (
@@ -1045,7 +1045,8 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
 def _cmd_profile(args: argparse.Namespace) -> int:
     import time
 
-    from hetsync import profile, report
+    from hetsync import report
+    from hetsync.advise import profile
     from hetsync.scenario import load_scenario
     from hetsync.steptime import batch_sizes_for
     from hetsync.workloads import make_workload

@@ -90,7 +90,9 @@ rank 0's side, as ``hetsync run``'s do; the loop's own state is the
 script's: a resumed loop starts again, fast-forwards its schedule
 (``sync.fast_forward(sched)``) and its step count by ``sync.first_step``,
 and ``sync.loader`` skips the samples drawn before; the workers' local
-optimizer state (local policies) starts afresh. Under plain torchrun a
+optimizer state (local policies) starts afresh. On the collective path your
+optimizer is the server's (it takes each round's step): each worker saves
+its state beside the checkpoint and a resumed run loads it. Under plain torchrun a
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank on its own (no torchrun agent), so
 the server sees the worker leave and carries on, as in ``hetsync run``.
@@ -138,6 +140,7 @@ from hetsync.optim import (
     wait_for,
 )
 from hetsync.runtime import protocol as P
+from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import PATH_ENV, RoundReducer, check_path, uses_collective, workers_group
 from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
@@ -271,7 +274,7 @@ def init(
 
     die_with_parent()
     torch.set_num_threads(1)
-    from hetsync.loop_profile import Profiler, settings_from_env
+    from hetsync.advise.loop_profile import Profiler, settings_from_env
 
     profiling = settings_from_env()  # under `hetsync profile --script`: time the loop, run no policy
     _form_group(rank, opts)
@@ -400,7 +403,7 @@ class Sync:
         self._evaluate = evaluate
         self._metrics = metrics
         self._worker: _LoopWorker | None = None
-        self._profiler: Any = None  # a hetsync.loop_profile.Profiler under `hetsync profile --script`
+        self._profiler: Any = None  # a hetsync.advise.loop_profile.Profiler under `hetsync profile --script`
         self._checks: WorkerChecks | None = None  # a worker's (init)
 
     @property
@@ -485,7 +488,18 @@ class Sync:
         if self.rank == 0:
             self._serve(flat, optimizer)  # never returns
         throttle, pace = self.opts.emulation(self.scenario)
-        self._worker = _LoopWorker(self.rank - 1, self.scenario, flat, optimizer, throttle=throttle, pace=pace)
+        self._worker = _LoopWorker(
+            self.rank - 1,
+            self.scenario,
+            flat,
+            optimizer,
+            throttle=throttle,
+            pace=pace,
+            spec=self.policy,
+            checkpoint_dir=self.opts.checkpoint_dir,
+            checkpoint_every_s=self.opts.checkpoint_every_s,
+            resume=self.opts.resume,
+        )
         self._worker.start()
         if self._checks is not None:  # hetsync owns the process group now, and each opt.step() is a step
             self._checks.refuse_collectives()
@@ -855,8 +869,22 @@ class _LoopWorker(WorkerProcess):
         *,
         throttle: bool,
         pace: bool = False,
+        spec: str | None = None,
+        checkpoint_dir: Path | None = None,
+        checkpoint_every_s: float = 10.0,
+        resume: bool = False,
     ) -> None:
-        super().__init__(worker, scenario, flat, throttle=throttle, pace=pace)  # type: ignore[arg-type]
+        super().__init__(
+            worker,
+            scenario,
+            flat,  # type: ignore[arg-type]
+            throttle=throttle,
+            pace=pace,
+            specs=[spec] if spec is not None else None,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every_s=checkpoint_every_s,
+            resume=resume,
+        )
         self.flat = flat
         self.opt = optimizer
         self.pending: tuple[P.StepOrder, Done, torch.Tensor | None, float, int] | None = None
@@ -886,7 +914,46 @@ class _LoopWorker(WorkerProcess):
         self.first_step, self.drawn_before = self.steps, drawn
 
     def _stepper(self, run: int) -> None:
+        """None: the user's optimizer takes local steps. On the collective path
+        it is the server's too (it takes each round's step), and with
+        checkpoints its state is kept beside them (:meth:`_snapshot`)."""
+        policy = self._policy(run)
+        self._state_path = None
+        if self.checkpoint_dir is not None and self.collective and policy is not None:
+            self._state_path = worker_state_path(self.checkpoint_dir, policy.label, self.w)
         return None
+
+    def _snapshot(self, cmd: P.SnapshotCmd) -> None:
+        """A checkpoint on the collective path: the user's optimizer state
+        (the server's, here: momentum, Adam moments, its step count), saved
+        beside the checkpoint, and the model to the server if asked. Commands
+        come in order here (no lanes): the round's pull came before, so the
+        model is at ``cmd.version`` (else the server keeps its last checkpoint)."""
+        version = self.model.base_version
+        if not self.collective or version != cmd.version:
+            return
+        self._rounds_saved = {"version": version, "optimizer": copy.deepcopy(self.opt.state_dict())}
+        self._save_local_state(every=False)
+        if cmd.send_model:
+            self._send(P.Snapshot(version=version), self.flat.flat())
+
+    def _load_local_state(self) -> None:
+        """A resumed collective run: the user's optimizer as the checkpoint
+        left it (none saved, or of another version: it starts afresh, as the
+        summary's ``resumed_from.fresh`` says)."""
+        path = self._state_path
+        if path is None or not path.exists():
+            return
+        try:
+            rounds = torch.load(path, weights_only=True).get("rounds")
+            if self.collective and rounds is not None and rounds["version"] == self.global_version:
+                # its moments and step counts; the settings (lr...) stay the script's: its schedule,
+                # fast-forwarded by sync.first_step, sets them (loading them too would decay them twice)
+                state = self.opt.state_dict()
+                self.opt.load_state_dict({**state, "state": rounds["optimizer"]["state"]})
+                self._rounds_saved = rounds
+        except Exception as e:  # damaged, or another model's: start afresh rather than fail the run
+            print(f"worker {self.w}: {path} not loaded ({str(e).splitlines()[0][:120]}); its optimizer starts afresh")
 
     def start(self) -> None:
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()
@@ -1109,6 +1176,8 @@ class _LoopWorker(WorkerProcess):
                 self._bye()
             elif self.state.zero_order(cmd):
                 self._zero_round()  # parked: a round of the others'
+            elif isinstance(cmd, P.SnapshotCmd):
+                self._snapshot(cmd)  # the run's last checkpoint (collective path): its model is this one's
             elif isinstance(cmd, P.WorkCmd) and (cmd.push is not None or cmd.pull is not None):
                 transfers = dataclasses.replace(cmd, step=None)  # (sent before the server knew)
                 self._send_report(*self._transfers(transfers, payload, free_since_s=self._now_s()))

@@ -300,7 +300,7 @@ def changed_setting(before: list[dict[str, Any]], optimizer: torch.optim.Optimiz
 class OptimizerView(torch.optim.Optimizer):
     """A user's optimizer seen through a wrapper whose ``step()`` does more
     (:class:`hetsync.loop.SyncOptimizer`,
-    :class:`hetsync.loop_profile.ProfilingOptimizer`). Everything else —
+    :class:`hetsync.advise.loop_profile.ProfilingOptimizer`). Everything else —
     ``param_groups``, ``state``, ``defaults``, ``zero_grad``, ``state_dict`` —
     *is* the wrapped optimizer's, not a copy, so ``torch.optim.lr_scheduler``
     works on either object. Subclasses define ``step``."""

@@ -2,7 +2,7 @@
 
 A script under :func:`hetsync.init` names its own policy (``hetsync.init("bsp",
 scenario=...)``). ``hetsync advise --verify`` launches that script, unchanged,
-once per verified policy (:mod:`hetsync.verify_script`); it sets this
+once per verified policy (:mod:`hetsync.advise.verify_script`); it sets this
 variable, a JSON object, on every rank::
 
     HETSYNC_RUN_AS='{"policy": "ssp:s=3", "scenario": "runs/adv/verify/emulated.yaml",

@@ -82,16 +82,21 @@ def test_bsp_in_your_loop_equals_ddp_with_adamw_and_a_schedule(tmp_path, path, d
     assert run["final_metrics"]["accuracy"] > 0.5
 
 
-def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(tmp_path, ddp_reference):
+@pytest.mark.parametrize("path", ["ps", "collective"])
+def test_a_loop_stopped_and_resumed_from_its_checkpoint_equals_ddp_run_through(tmp_path, ddp_reference, path):
     """BSP for 8 steps with checkpoints, then a new launch with resume=True to
-    step 20: the server's AdamW moments, the model and the version come back
-    from the checkpoint, the script fast-forwards its schedule by
-    ``sync.first_step`` and ``sync.loader`` skips the samples already drawn,
-    so the result is DDP's 20 uninterrupted steps."""
+    step 20: the server's AdamW moments (on the collective path each
+    worker's own AdamW's, saved beside the checkpoint), the model and the
+    version come back from the checkpoint, the script fast-forwards its
+    schedule by ``sync.first_step`` and ``sync.loader`` skips the samples
+    already drawn, so the result is DDP's 20 uninterrupted steps."""
     ckpt = tmp_path / "ckpt"
-    (run,) = launched(tmp_path, "bsp", 8, "-", str(ckpt))
+    (run,) = launched(tmp_path, "bsp", 8, "-", str(ckpt), path=path)
     assert run["updates"] == 8 and (ckpt / "ckpt-bsp.pt").is_file()
-    (run,) = launched(tmp_path, "bsp", DDP_STEPS, "-", str(ckpt), "resume")
+    if path == "collective":
+        assert sorted(f.name for f in ckpt.glob("*.worker-*.pt")) == [f"ckpt-bsp.worker-{w}.pt" for w in range(2)]
+    (run,) = launched(tmp_path, "bsp", DDP_STEPS, "-", str(ckpt), "resume", path=path)
+    assert run["resumed_from"].get("fresh", []) == [], run["resumed_from"]
     assert run["resumed_from"]["steps"] == 16 and run["resumed_from"]["version"] == 8
     assert run["resumed_from"]["trace"] == "continued"  # hetsync launch set the first run's trace aside
     records = [json.loads(line) for line in (tmp_path / run["trace"]).read_text().splitlines()]

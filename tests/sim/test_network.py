@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsync.algos.maxmin import maxmin_rates
-from hetsync.sim import network as network_module
 from hetsync.sim.network import Network
+from hetsync.sim.network import flows as network_module
 
 INF = math.inf
 C = 1e6  # bytes/s

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsync.algos.maxmin import progressive_fill
-from hetsync.sim import network as network_module
 from hetsync.sim.network import Network
+from hetsync.sim.network import flows as network_module
 from tests.sim.test_network import (
     FLOW_LAYOUTS,
     assert_same_deliveries,

@@ -160,7 +160,7 @@ def settings(args: argparse.Namespace) -> Settings:
 def profile_cluster(cluster: str, out: Path, s: Settings, *, host: str = "127.0.0.1") -> tuple[Any, Path, float]:
     """``hetsync profile --emulate CLUSTER -o OUT``: the fitted Profile, the
     cluster.yaml it wrote, and the seconds it took."""
-    from hetsync import profile
+    from hetsync.advise import profile
     from hetsync.steptime import batch_sizes_for
     from hetsync.workloads import make_workload
 

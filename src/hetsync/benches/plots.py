@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync import report
+from hetsync.report.plots import _label_colors
 from hetsync.trace import iter_records
 
 PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -68,7 +69,7 @@ def plot_run_bars(runs: list[dict[str, Any]], figures: list[tuple[str, str]], pa
     """A bar panel per figure (``(key, axis label)``), a bar per run (None as 0), in the runs' colours."""
     from matplotlib.figure import Figure
 
-    colors = report._label_colors(runs)
+    colors = _label_colors(runs)
     fig = Figure(figsize=(5.5 * len(figures), 3.6), layout="constrained")
     axes = fig.subplots(1, len(figures), squeeze=False)[0]
     y = range(len(runs))

@@ -47,9 +47,9 @@ import torch.distributed as dist
 from hetsync.driver import eval_interval_s, policy_context
 from hetsync.driver.policycall import describe
 from hetsync.driver.run import Run
-from hetsync.errors import BadInput, DeadlockError
+from hetsync.errors import DeadlockError
 from hetsync.ledger import ExchangeStats, HeldPush
-from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
+from hetsync.optim import Stepper, local_steppers
 from hetsync.policies import make_policy
 from hetsync.policies.base import (
     AllReduce,
@@ -326,11 +326,6 @@ class _Run:
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         # the collective path (hetsync.runtime.collective): rounds reduced among the workers
         self.collective = self.wiring.collective
-        if self.collective and server.opts.checkpoint_dir is not None and server.gradient_stepper is not None:
-            raise BadInput(
-                "checkpoints are not written on the collective path in your own training loop yet: drop "
-                "checkpoint_dir or use path='ps' (hetsync run --path collective writes them)"
-            )
         self.snapshot: dict[str, Any] | None = None  # collective: a checkpoint waiting for its model
         self.apply_lr: float | None = None  # collective: the learning rate of the round last applied
         self.round_sent: set[int] = set()  # collective: the workers given a step of the round being dispatched
@@ -398,8 +393,11 @@ class _Run:
                 self._record_evaluations(wait=True)
                 self.ledger.evaluate(wall, self.whole_model())  # (the workers have stopped: nobody waits for it)
             self._checkpoint(wall)
+            self._release_parked()
             self.core.ended(wall, self.stop_reason)
         finally:
+            if self.parked:  # (a run that failed or was stopped: they must not wait for ever)
+                self._release_parked()
             if self.evaluator is not None:
                 self.evaluator.close()
             self.trace.close(sync=True)
@@ -460,10 +458,15 @@ class _Run:
         for w in sorted(srv.alive):
             srv._send(w, P.StopCmd())
         self._await_all(P.Bye)
-        for w in sorted(self.parked):  # (collective: their loops ended long ago; the group is done with them)
-            srv._send(w, P.ExitCmd())
-        self.parked.clear()
         srv._reap_sends(wait=True)
+
+    def _release_parked(self) -> None:
+        """Collective: the workers whose loops ended long ago leave the group
+        (``EXIT``), once the run's last checkpoint has their model."""
+        for w in sorted(self.parked):
+            self.srv._send(w, P.ExitCmd())
+        self.parked.clear()
+        self.srv._reap_sends(wait=True)
 
     def _await_all(self, kind: type[P.ResetDone | P.Bye]) -> None:
         """Wait for a ``kind`` reply from every live worker; other reports
@@ -986,13 +989,15 @@ class _Run:
         that model, which completes the checkpoint (:meth:`_snapshotted`).
         ``wait``: until it has come (the run is ending), else it comes while
         the loop goes on (one at a time)."""
-        if (self.snapshot is not None and not wait) or not self.srv.alive:
+        alive = self.srv.alive
+        members = alive | self.parked  # (a loop that ended holds the round's model too, until EXIT)
+        if (self.snapshot is not None and not wait) or not members:
             return
         self.snapshot = self.checkpoint_state(now)
-        sender = min(self.srv.alive)
-        for w in sorted(self.srv.alive):
+        sender = min(alive) if alive else min(members)
+        for w in sorted(members):
             cmd = P.SnapshotCmd(version=self.ledger.version, send_model=w == sender)
-            if w == sender:
+            if w == sender and w in alive:
                 self.post(w, cmd)
             else:
                 self.srv._send(w, cmd)
@@ -1071,7 +1076,7 @@ class _Run:
     def _round_steppers_plain(self) -> bool:
         """Whether the optimizers a collective run's workers copy hold no state (plain SGD)."""
         kind = self.policy.collective_kind
-        return (outer_stepper(self.sc, self.policy) if kind == "delta" else gradient_stepper(self.sc)).plain
+        return (self.ledger.outer if kind == "delta" else self.ledger.stepper).plain
 
     def _resume(self, state: dict[str, Any]) -> None:
         """Go on with the checkpoint's books: a ``resume`` record, then the

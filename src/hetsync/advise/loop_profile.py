@@ -25,7 +25,7 @@ unchanged:
   worker count.
 - ``sync.finish()`` times every link (worker–server, worker–worker) with
   transfers around the model's size, the same code as ``hetsync profile``'s
-  built-in job (:mod:`hetsync.profile_job`), and rank 0 writes ``raw.json``
+  built-in job (:mod:`hetsync.advise.profile_job`), and rank 0 writes ``raw.json``
   with the steps, the transfers, the scenario the script passed to
   ``init``, the model's size, the user's optimizer as scenario keys
   (:func:`optimizer_keys`) and ``--workload``'s reference.
@@ -36,7 +36,7 @@ loop, ``model_bytes`` of the user's model, workers, seed, batch): the run's
 time limit, evaluation interval and target were for the user's model in that
 run. The simulator's job is the user's model where ``--workload
 module:function`` names it (with the script's target and optimizer), else
-the built-in digits-mlp as a stand-in (:func:`hetsync.profile.script_job`),
+the built-in digits-mlp as a stand-in (:func:`hetsync.advise.profile.script_job`),
 which advise says.
 
 Under plain torchrun, ``HETSYNC_PROFILE='{"out": "runs/prof"}' torchrun ...
@@ -59,9 +59,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from hetsync.advise.profile_job import RAW_JSON, emulated_step, link_sizes, links_and_gather, paced, raw_record
 from hetsync.errors import BadInput
 from hetsync.optim import OptimizerView, gpu_devices, wait_for
-from hetsync.profile_job import RAW_JSON, emulated_step, link_sizes, links_and_gather, paced, raw_record
 from hetsync.scenario import Scenario
 
 PROFILE_ENV = "HETSYNC_PROFILE"

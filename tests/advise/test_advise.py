@@ -364,7 +364,8 @@ def test_the_measured_time_to_target_is_the_median_over_real_seeds_a_miss_counti
 
 
 def test_each_real_seed_runs_in_its_own_folder_with_its_seed(tmp_path):
-    from hetsync.advise import Verification, _seeded, verify_args
+    from hetsync.advise import Verification, verify_args
+    from hetsync.advise.verification import _seeded
 
     config = verify_args("transient-4", ["max_time_s=4"], None, ["bsp"], tmp_path / "verify")
     # transient-4 is played with its modelled timing: paced and throttled
@@ -381,7 +382,7 @@ def test_each_real_seed_runs_in_its_own_folder_with_its_seed(tmp_path):
 
 
 # ------------------------------------------------ your own model (issue 26)
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 TINYNET = str(ROOT / "tests" / "userworkload" / "tinynet.py")
 
 

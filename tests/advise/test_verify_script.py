@@ -1,7 +1,7 @@
 """``hetsync advise --verify`` on a profiled script's cluster launches the
 user's script (issue 26, item 5, step 5): ``profile --script`` records the
 script in ``cluster.yaml``, and ``--verify`` runs it under the shortlisted
-policies on the cluster the profile emulated (:mod:`hetsync.verify_script`,
+policies on the cluster the profile emulated (:mod:`hetsync.advise.verify_script`,
 :mod:`hetsync.run_as`)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hetsync.run_as import RUN_AS_ENV, RunAs, impose
 from hetsync.scenario import load_scenario
 from tests.userworkload.tinynet import TinyNet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINYNET = ROOT / "tests" / "userworkload" / "tinynet.py"
 
 
@@ -215,7 +215,7 @@ def test_the_script_entry_keeps_the_cluster_the_profile_played_at_its_worker_cou
     """--emulate NAME or a path relative to where the profile ran: its cluster keys, per-worker
     values resolved for the profile's workers; a file gone since (a raw.json from elsewhere) stays
     its path, for --verify to refuse by name; nothing emulated: null."""
-    from hetsync.profile import script_entry
+    from hetsync.advise.profile import script_entry
 
     (tmp_path / "two.yaml").write_text("workers: 2\nmax_time_s: 9\ndelay_s: [0.0, 0.03]\nbatch_size: 8\n")
     raw = {"workers": 3, "cwd": str(tmp_path), "script": ["python", "train.py", "--epochs", "2"]}

@@ -319,7 +319,7 @@ def test_the_metric_plot_uses_a_log_axis_for_perplexity(tmp_path: Path, monkeypa
     from matplotlib.figure import Figure
 
     saved: list[Figure] = []
-    monkeypatch.setattr("hetsync.report._save", lambda fig, path: saved.append(fig) or Path(path))
+    monkeypatch.setattr("hetsync.report.plots._save", lambda fig, path: saved.append(fig) or Path(path))
     plot_accuracy([make_lm_run("bsp")], tmp_path / "p.png")
     plot_accuracy([make_run("bsp")], tmp_path / "a.png")
     (lm,), (acc,) = saved[0].axes, saved[1].axes
@@ -349,7 +349,7 @@ def test_html_page_is_self_contained_and_escapes_what_users_wrote(tmp_path: Path
 @pytest.fixture
 def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     saved: list[Any] = []
-    monkeypatch.setattr("hetsync.report._save", lambda fig, path: saved.append(fig) or Path(path))
+    monkeypatch.setattr("hetsync.report.plots._save", lambda fig, path: saved.append(fig) or Path(path))
     return saved
 
 
@@ -423,7 +423,7 @@ def test_varying_batches_are_written_on_the_compute_bars(figures: list[Any], tmp
 
 
 def test_p2p_updates_are_the_finished_exchanges(tmp_path: Path) -> None:
-    from hetsync.report import _collect
+    from hetsync.report.plots import _collect
 
     recs: list[dict[str, Any]] = [{"t": 0.0, "ev": "start", "workers": 3, "policy": "selmcast", "scenario": "s"}]
     for r in range(4):
@@ -451,8 +451,8 @@ def test_tables_say_what_max_stale_counts(tmp_path: Path) -> None:
 
 
 def test_html_page_points_to_trace_json_and_keeps_the_runs_order(tmp_path: Path) -> None:
-    from hetsync.perfetto import write_chrome_trace
     from hetsync.report import write_html
+    from hetsync.report.perfetto import write_chrome_trace
 
     runs = [make_run("zeta"), make_run("alpha")]
     for run in runs:
@@ -479,11 +479,12 @@ def test_one_column_spec_makes_every_page_of_the_table(tmp_path: Path, monkeypat
     import html
 
     from hetsync import report
+    from hetsync.report import table
 
     extra = report.Column("bytes_sent", "sent", lambda v: f"{v / 1e3:.1f} kB", footnote="sent: all transfers")
-    monkeypatch.setattr(report, "COLUMNS", (*report.COLUMNS, extra))
+    monkeypatch.setattr(table, "COLUMNS", (*table.COLUMNS, extra))
     runs = [make_run("bsp", tta=3.5), make_run("asp", tta=1.25)]
-    headers = report._grid(runs).headers
+    headers = table._grid(runs).headers
     assert headers[:2] == ["run", "TTA (s)"] and headers[-3:] == ["max stale†", "wall (s)", "sent‡"]
     text = _text(summary_table(runs))
     md = report.write_markdown(runs, tmp_path, tmp_path / "page.md", command="t").read_text()
@@ -512,7 +513,7 @@ def test_every_page_highlights_each_best_time_to_target(tmp_path: Path) -> None:
 
 
 def test_long_labels_wrap_after_commas_in_panel_titles():
-    from hetsync.report import _wrap_label
+    from hetsync.report.plots import _wrap_label
 
     label = "selmcast(sync=ssp,s=3,p=2,bandwidth=worst,window_s=0.05)"
     lines = _wrap_label(label, width=36).split("\n")

@@ -1,4 +1,4 @@
-"""The processes of ``hetsync profile``: ``torchrun ... -m hetsync.profile_job``.
+"""The processes of ``hetsync profile``: ``torchrun ... -m hetsync.advise.profile_job``.
 
 Rank 0 plays the server, ranks 1..N the workers (as in ``hetsync run``).
 Two phases, each started together after a barrier:
@@ -46,8 +46,8 @@ Two phases, each started together after a barrier:
    workers' links only).
 
 Rank 0 gathers everything and writes ``raw.json`` in ``--out``;
-:mod:`hetsync.profile` fits the scenario to it. The same module runs under
-a plain ``torchrun --nnodes ... -m hetsync.profile_job`` on a real cluster.
+:mod:`hetsync.advise.profile` fits the scenario to it. The same module runs under
+a plain ``torchrun --nnodes ... -m hetsync.advise.profile_job`` on a real cluster.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def link_sizes(model_bytes: int) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m hetsync.profile_job", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m hetsync.advise.profile_job", description=__doc__.splitlines()[0])
     p.add_argument("--scenario", required=True, help="the job: workload, batch size (built-in name or YAML)")
     p.add_argument("--emulate", default=None, help="a scenario whose slowdowns, noise and links to apply for real")
     p.add_argument("--batch-sizes", required=True, help="comma-separated batch sizes to time")
@@ -163,7 +163,7 @@ def raw_record(
     *,
     paced_emulation: bool = False,
 ) -> dict[str, Any]:
-    """``raw.json``'s common fields (what :func:`hetsync.profile.fit_profile` reads);
+    """``raw.json``'s common fields (what :func:`hetsync.advise.profile.fit_profile` reads);
     ``paced``: the emulated cluster's steps lasted its modelled step time."""
     return {
         "workers": n,

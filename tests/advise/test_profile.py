@@ -11,7 +11,7 @@ import statistics
 import numpy as np
 import pytest
 
-from hetsync import profile
+from hetsync.advise import profile
 from hetsync.cli import main
 from hetsync.scenario import load_scenario
 
@@ -213,7 +213,7 @@ def test_a_profiled_script_with_its_workload_named_simulates_that_model(tmp_path
     script's target (a metric of that model) and optimizer, and runs."""
     from pathlib import Path
 
-    script = Path(__file__).parent / "userworkload" / "tinynet.py"
+    script = Path(__file__).parents[1] / "userworkload" / "tinynet.py"
     ref, wl = profile.script_workload("tinynet:workload", script)  # a module beside the script
     assert ref == f"{script.resolve()}:workload" and wl.name == "tinynet"
     optimizer = {"lr": 0.01, "optimizer": {"name": "adamw", "weight_decay": 0.001}}
@@ -284,7 +284,7 @@ def test_the_servers_own_time_is_taken_out_of_the_message_latency_and_fitted_per
 
 
 def test_the_server_work_is_the_runtime_servers_own_for_a_push_and_its_reply(tmp_path):
-    from hetsync.profile_job import ServerWork
+    from hetsync.advise.profile_job import ServerWork
 
     job = load_scenario("hetero-4")
     work = ServerWork(job, job.workers, tmp_path / "server-trace.jsonl")
@@ -482,7 +482,7 @@ class _Timing:
 def test_a_paced_step_records_the_whole_step_as_measured_and_a_stretched_one_the_real_step():
     import time
 
-    from hetsync.profile_job import emulated_step
+    from hetsync.advise.profile_job import emulated_step
 
     timing = _Timing(0.02)
     start = time.perf_counter()

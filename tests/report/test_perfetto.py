@@ -1,4 +1,4 @@
-"""Tests of hetsync.perfetto: the Chrome trace-event export of real simulated runs."""
+"""Tests of hetsync.report.perfetto: the Chrome trace-event export of real simulated runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hetsync.perfetto import chrome_events, lanes, wait_gaps, write_chrome_trace
+from hetsync.report.perfetto import chrome_events, lanes, wait_gaps, write_chrome_trace
 from hetsync.runner import compare
 from hetsync.scenario import load_scenario
 

@@ -1,23 +1,10 @@
-"""Reports on finished runs: a terminal table and PNG charts.
+"""The comparison's PNG charts: the target metric against time, the time shares, the timelines.
 
-Everything here reads what the drivers wrote (see ``docs/formats.md``): the
-summary records of ``summary.json`` (a list of dicts) and the JSON-lines event
-traces. Nothing is simulated.
-
-* :func:`summary_table` builds a ``rich`` table, one row per run; its
-  columns (key, header, unit, format, footnote) are :data:`COLUMNS`, which
-  the markdown and HTML pages use too.
 * :func:`plot_metric` (the target metric against time; ``plot_accuracy`` is
   the same function), :func:`plot_shares` and :func:`plot_timeline` each
   write one PNG; :func:`write_report` writes all of them for a comparison.
-* :func:`metric_plot_name` names the metric plot's file: ``accuracy`` for
-  accuracy targets, the metric's name otherwise.
-* :func:`safe_name` turns a run label into a file-name fragment.
 * :func:`timeline_window` is the time window :func:`plot_timeline` shows by
   default; :func:`timeline_names` names each run's timeline file.
-* :func:`write_markdown` and :func:`write_html` write the comparison as a
-  page (the HTML one self-contained, with every plot inlined).
-  ``hetsync.perfetto`` writes the whole traces for ui.perfetto.dev.
 
 Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
 backend is touched. A run keeps the same colour in every chart: the colour
@@ -35,10 +22,10 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.axes import Axes
@@ -47,32 +34,22 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
-from rich.table import Table
-from rich.text import Text
 
-from hetsync.console import terminal_console  # (re-exported: report.terminal_console for its callers)
 from hetsync.errors import BadInput
-from hetsync.outdir import safe_name  # (the output folder's file-name rule; report.safe_name for its callers)
-from hetsync.summary import check_summary  # (the summary's check; report.check_summary for its callers)
+from hetsync.outdir import safe_name
+from hetsync.report.common import (
+    _MIN_METRICS,
+    _curve,
+    _direction,
+    _distinct,
+    _finite,
+    _fmt_seconds,
+    _metric,
+    _metrics,
+    _target_value,
+    metric_plot_name,
+)
 from hetsync.trace import INTERVAL_KINDS, iter_records
-
-__all__ = [
-    "COLUMNS",
-    "Column",
-    "check_summary",
-    "metric_plot_name",
-    "plot_accuracy",
-    "plot_metric",
-    "plot_shares",
-    "plot_timeline",
-    "safe_name",
-    "summary_table",
-    "terminal_console",
-    "timeline_names",
-    "timeline_window",
-    "write_report",
-    "write_html",
-]
 
 DPI = 130
 """Resolution of every PNG written here."""
@@ -96,138 +73,11 @@ _LABEL_COLORS = [h for h in map(to_hex, colormaps["tab10"].colors) if h != "#7f7
     "#008080",
     "#800000",
 ]
-_MISSING = "—"
 _SHARE_INSIDE_MIN = 6.0  # percent: a narrower bar segment has its number beside the bar
-
-
-# ---------------------------------------------------------------------------
-# names and small helpers
 
 
 def _label_colors(runs: Sequence[dict[str, Any]]) -> list[str]:
     return [_LABEL_COLORS[i % len(_LABEL_COLORS)] for i in range(len(runs))]
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _fmt_seconds(value: Any) -> str:
-    if not _finite(value):
-        return _MISSING
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def _fmt_share(value: Any) -> str:
-    return f"{100 * value:.1f}%" if _finite(value) else _MISSING
-
-
-def _fmt_rate(value: Any) -> str:
-    if not _finite(value):
-        return _MISSING
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
-
-
-def _fmt_int(value: Any) -> str:
-    return f"{int(value):,}" if _finite(value) else _MISSING
-
-
-def _fmt_accuracy(value: Any) -> str:
-    return f"{value:.3f}" if _finite(value) else _MISSING
-
-
-# ---------------------------------------------------------------------------
-# the target metric of a run (summaries from before metrics had only accuracy)
-
-_SHORT_METRIC = {"accuracy": "acc", "perplexity": "ppl"}
-_MIN_METRICS = frozenset({"loss", "perplexity"})  # the direction when an old record does not say
-
-
-def _metric(run: dict[str, Any]) -> str:
-    return str(run.get("target_metric") or "accuracy")
-
-
-def _target_value(run: dict[str, Any]) -> Any:
-    return run["target_value"] if "target_value" in run else run.get("target_accuracy")
-
-
-def _direction(run: dict[str, Any]) -> str:
-    direction = run.get("target_direction")
-    if direction in ("max", "min"):
-        return str(direction)
-    return "min" if _metric(run) in _MIN_METRICS else "max"
-
-
-def _final(run: dict[str, Any]) -> Any:
-    return run["final_metric"] if "final_metric" in run else run.get("final_accuracy")
-
-
-def _curve(run: dict[str, Any]) -> list[tuple[float, float]]:
-    """The run's (time, target metric) points; a diverged model's null values are left out."""
-    points = run.get("metric_curve") if "metric_curve" in run else run.get("accuracy_curve")
-    return [(float(t), float(v)) for t, v in points or [] if v is not None]
-
-
-def _metrics(runs: Sequence[dict[str, Any]]) -> list[str]:
-    """The runs' target metrics, each once, in order."""
-    return list(dict.fromkeys(_metric(r) for r in runs))
-
-
-def _fmt_metric(metric: str, value: Any) -> str:
-    if metric == "accuracy":
-        return _fmt_accuracy(value)
-    return f"{value:.4g}" if _finite(value) else _MISSING
-
-
-def _targets_text(runs: Sequence[dict[str, Any]]) -> str:
-    """``accuracy 0.93``, ``perplexity ≤ 40``: the runs' targets (≥ is implied
-    for a metric to maximize), each metric once with its distinct values."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for r in runs:
-        value = _target_value(r)
-        if value is not None:
-            values = groups.setdefault((_metric(r), _direction(r)), [])
-            if str(value) not in values:
-                values.append(str(value))
-    if not groups:
-        return "?"
-    return "; ".join(
-        f"{metric} {'≤ ' if direction == 'min' else ''}{', '.join(values)}"
-        for (metric, direction), values in groups.items()
-    )
-
-
-def _final_header(runs: Sequence[dict[str, Any]]) -> str:
-    metrics = _metrics(runs)
-    if len(metrics) != 1:
-        return "final"
-    return f"final {_SHORT_METRIC.get(metrics[0], metrics[0])}"
-
-
-def _final_cell(runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
-    if _final(run) is None and run.get("diverged_at_s") is not None:
-        return "diverged"
-    cell = _fmt_metric(_metric(run), _final(run))
-    if len(_metrics(runs)) > 1 and cell != _MISSING:  # mixed metrics: each value says which
-        return f"{_SHORT_METRIC.get(_metric(run), _metric(run))} {cell}"
-    return cell
-
-
-def metric_plot_name(runs: Sequence[dict[str, Any]]) -> str:
-    """The stem of the metric plot's file: ``accuracy`` for accuracy targets,
-    else the target metric (as :func:`safe_name` writes it); ``metrics`` for
-    runs with different target metrics."""
-    metrics = _metrics(runs) or ["accuracy"]
-    return safe_name(metrics[0]) if len(metrics) == 1 else "metrics"
-
-
-def _distinct(runs: Sequence[dict[str, Any]], key: str) -> str:
-    values = list(dict.fromkeys(str(r.get(key)) for r in runs if r.get(key) is not None))
-    return ", ".join(values) if values else "?"
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
@@ -236,152 +86,6 @@ def _save(fig: Figure, path: str | Path) -> Path:
     FigureCanvasAgg(fig)
     fig.savefig(out, dpi=DPI)
     return out
-
-
-# ---------------------------------------------------------------------------
-# table
-
-
-FOOTNOTE_MARKS = "†‡§¶"  # the footnoted columns' marks, in the columns' order
-CAPTION = f"{_MISSING} = not reached / not applicable; shares are of N × wall time"
-LEFT_CAPTION = "; a worker that left counts until it left"  # (its own loop ended, or it died)
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of the comparison table, the same in the terminal table
-    (rich), the markdown page and the HTML report.
-
-    ``key`` is the summary field it shows, ``fmt`` turns that field's value
-    into the cell, ``unit`` goes into the header (``TTA (s)``), ``footnote``
-    (if any) is written under the table, marked in the header (``†``, then
-    ``‡``, ... in the columns' order), and ``best`` highlights the smallest
-    value (bold green)."""
-
-    key: str
-    title: str
-    fmt: Callable[[Any], str] = str
-    unit: str = ""
-    footnote: str = ""
-    best: bool = False
-    align: Literal["left", "right"] = "right"
-
-    def header(self, runs: Sequence[dict[str, Any]]) -> str:
-        """The header without its footnote mark."""
-        return f"{self.title} ({self.unit})" if self.unit else self.title
-
-    def cell(self, runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
-        return self.fmt(run.get(self.key))
-
-
-@dataclass(frozen=True)
-class _FinalColumn(Column):
-    """The target metric at the last evaluation: its header names the metric
-    (``final acc``, ``final ppl``); with mixed metrics each cell says which."""
-
-    def header(self, runs: Sequence[dict[str, Any]]) -> str:
-        return _final_header(runs)
-
-    def cell(self, runs: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
-        return _final_cell(runs, run)
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("label", "run", lambda v: "?" if v is None else str(v), align="left"),
-    Column("time_to_target_s", "TTA", _fmt_seconds, unit="s", best=True),
-    _FinalColumn("final_metric", "final"),
-    Column("compute_share", "compute", _fmt_share),
-    Column("comm_share", "comm", _fmt_share),
-    Column("wait_share", "wait", _fmt_share),
-    Column("samples_per_s", "samples/s", _fmt_rate),
-    Column("steps", "steps", _fmt_int),
-    Column("updates", "updates", _fmt_int),
-    Column("dropped_steps", "dropped", _fmt_int),
-    Column(
-        "max_staleness",
-        "max stale",
-        _fmt_int,
-        footnote="max stale: how many model versions (updates) old a contribution was when applied; "
-        "SSP's bound s counts steps, not versions, so max stale can exceed s",
-    ),
-    Column("wall_time_s", "wall", _fmt_seconds, unit="s"),
-)
-"""The comparison's columns, in order: the one definition every page uses."""
-
-
-@dataclass(frozen=True)
-class _Grid:
-    """The table's text: a header per column (with its footnote mark), a row
-    of cells per run, the cells to highlight as ``(row, column)``, and each
-    column's footnote as written under the table ("" for none)."""
-
-    columns: tuple[Column, ...]
-    headers: list[str]
-    rows: list[list[str]]
-    best: frozenset[tuple[int, int]]
-    footnotes: list[str]
-    caption: str = CAPTION
-
-    @property
-    def notes(self) -> list[str]:
-        return [note for note in self.footnotes if note]
-
-
-def _grid(runs: Sequence[dict[str, Any]]) -> _Grid:
-    columns = COLUMNS
-    marks = iter(FOOTNOTE_MARKS)
-    footnotes = [f"{next(marks)} {c.footnote}" if c.footnote else "" for c in columns]
-    best = set()
-    for j, column in enumerate(columns):
-        if column.best:
-            values = [r.get(column.key) for r in runs]
-            low = min((v for v in values if _finite(v)), default=None)
-            best |= {(i, j) for i, v in enumerate(values) if low is not None and v == low}
-    return _Grid(
-        columns=tuple(columns),
-        headers=[c.header(runs) + note[:1] for c, note in zip(columns, footnotes, strict=True)],
-        rows=[[c.cell(runs, r) for c in columns] for r in runs],
-        best=frozenset(best),
-        footnotes=footnotes,
-        caption=CAPTION + (LEFT_CAPTION if any(r.get("workers_left") for r in runs) else ""),
-    )
-
-
-_NO_RUNS = _grid([])
-STALE_HEADER, STALE_NOTE = next(
-    (h, note) for h, note in zip(_NO_RUNS.headers, _NO_RUNS.footnotes, strict=True) if h.startswith("max stale")
-)
-"""The max stale column's header and its footnote, as every page writes them."""
-
-
-def summary_table(runs: list[dict[str, Any]]) -> Table:
-    """Return a table with one row per run summary record.
-
-    The best (smallest) time to target is bold green; ``—`` marks a value
-    that does not apply, e.g. a run that never reached the target. Every
-    string is taken literally (never read as rich markup): labels and
-    scenario names come from users' files.
-    """
-    grid = _grid(runs)
-    table = Table(
-        title=Text(
-            f"{_distinct(runs, 'scenario')} · {_distinct(runs, 'workers')} workers · target {_targets_text(runs)}"
-        ),
-        caption="\n".join([grid.caption, *grid.notes]),
-        header_style="bold",
-    )
-    for column, header in zip(grid.columns, grid.headers, strict=True):
-        if column.align == "left":  # the run's label folds onto more lines when the terminal is narrow
-            table.add_column(Text(header), overflow="fold")
-        else:  # ... so that no number is cut short
-            table.add_column(Text(header), justify="right", no_wrap=True)
-    for i, cells in enumerate(grid.rows):
-        texts = [Text(c) for c in cells]
-        for j, text in enumerate(texts):
-            if (i, j) in grid.best:
-                text.stylize("bold green")
-        table.add_row(*texts)
-    return table
 
 
 # ---------------------------------------------------------------------------
@@ -915,7 +619,7 @@ def _draw_updates(ax: Axes, applies: list[float], window: tuple[float, float]) -
 
 
 # ---------------------------------------------------------------------------
-# everything
+# every plot of a comparison
 
 
 def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
@@ -952,153 +656,3 @@ def timeline_names(runs: Sequence[dict[str, Any]]) -> list[str]:
         used.add(name)
         names.append(name)
     return names
-
-
-def _runs_heading(runs: Sequence[dict[str, Any]]) -> str:
-    """The runs' labels, or how many runs when the labels would fill lines (the table names them)."""
-    return ", ".join(str(r.get("label")) for r in runs) if len(runs) <= 4 else f"{len(runs)} runs"
-
-
-def _p2p_note(runs: Sequence[dict[str, Any]]) -> str | None:
-    """What a reader must know to compare peer-to-peer runs with the others."""
-    p2p = [str(r.get("label")) for r in runs if r.get("topology") == "p2p"]
-    if not p2p:
-        return None
-    return (
-        f"Peer to peer ({', '.join(p2p)}): no server; the accuracy is that of the average of the workers' models, "
-        "and updates count finished exchanges (a multicast when its last copy arrives)."
-    )
-
-
-def write_outputs(runs: list[dict[str, Any]], out_dir: Path, *, command: str, draw: bool = True) -> list[Path]:
-    """Everything a comparison writes beside ``summary.json`` and the traces:
-    the plots (``draw``; false: already drawn, as the runtime's server does),
-    ``trace.json`` for ui.perfetto.dev, and ``report.html``. Returns the files."""
-    from hetsync.perfetto import write_chrome_trace
-
-    written = write_report(runs, out_dir) if draw else sorted(out_dir.glob("*.png"))
-    written += [p for p in [write_chrome_trace(runs, out_dir, out_dir / "trace.json")] if p is not None]
-    written.append(write_html(runs, out_dir, out_dir / "report.html", command=command))
-    return written
-
-
-_MD_ALIGN = {"left": "|---", "right": "|---:"}
-
-
-def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, command: str) -> Path:
-    """The comparison as a markdown page: the command, the table, and the
-    metric and shares plots copied into ``<path's folder>/img/``."""
-    import shutil
-    import time
-
-    scenario = _distinct(runs, "scenario")
-    driver = "real processes (torch.distributed, gloo)" if runs and runs[0].get("driver") == "dist" else "the simulator"
-    stem = path.stem
-    img = path.parent / "img"
-    img.mkdir(parents=True, exist_ok=True)
-    lines = [
-        f"# {scenario}: {', '.join(str(r.get('label')) for r in runs)}",
-        "",
-        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')}, on {driver}; "
-        f"{runs[0].get('workers') if runs else '?'} workers, target {_targets_text(runs)}.",
-        "",
-    ]
-    grid = _grid(runs)
-    lines += ["| " + " | ".join(grid.headers) + " |", "".join(_MD_ALIGN[c.align] for c in grid.columns) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in grid.rows]
-    lines += ["", ". ".join([grid.caption, *grid.notes]) + ".", ""]
-    p2p = _p2p_note(runs)
-    if p2p:
-        lines += [p2p, ""]
-    for name in (metric_plot_name(runs), "shares"):
-        src = Path(out_dir) / f"{name}.png"
-        if src.exists():
-            shutil.copyfile(src, img / f"{stem}-{name}.png")
-            lines += [f"![{name}](img/{stem}-{name}.png)", ""]
-    path.write_text("\n".join(lines))
-    return path
-
-
-_HTML_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1280px; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { padding: 0.25em 0.4em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; white-space: normal; }
-.wide { overflow-x: auto; }
-td.best { color: #007a3d; font-weight: bold; }
-caption { caption-side: bottom; color: #666; font-size: 0.9em; text-align: left; }
-img { max-width: 100%; display: block; margin: 1em 0; }
-.note { color: #8a5a00; }
-code { background: #f4f4f4; padding: 0 0.25em; }
-"""
-
-
-def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path, *, command: str) -> Path:
-    """The comparison as one self-contained HTML page: the command, the
-    table (best time to target highlighted), what happened during the runs
-    (workers that left, notes) and every PNG of ``out_dir`` that
-    :func:`write_report` writes, inlined, so the file can be mailed alone."""
-    import base64
-    import html
-    import time
-
-    out, page = Path(out_dir), Path(path)
-    esc = html.escape
-    scenario = _distinct(runs, "scenario")
-    driver = "real processes (torch.distributed, gloo)" if runs and runs[0].get("driver") == "dist" else "the simulator"
-    grid = _grid(runs)
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>hetsync · {esc(scenario)}</title><style>{_HTML_STYLE}</style></head><body>",
-        f"<h1>{esc(scenario)}: {esc(_runs_heading(runs))}</h1>",
-        f"<p>Generated by <code>{esc(command)}</code> on {time.strftime('%Y-%m-%d')}, on {driver}; "
-        f"{esc(_distinct(runs, 'workers'))} workers, target {esc(_targets_text(runs))}.</p>",
-        f"<div class='wide'><table><caption>{'<br>'.join(esc(t) for t in [grid.caption, *grid.notes])}</caption>",
-        "<tr>"
-        + "".join(
-            f'<th title="{esc(note)}">{esc(h)}</th>' if note else f"<th>{esc(h)}</th>"
-            for h, note in zip(grid.headers, grid.footnotes, strict=True)
-        )
-        + "</tr>",
-    ]
-    for i, cells in enumerate(grid.rows):
-        # a long run label may break after its commas, so the table fits a laptop's window
-        texts = [esc(c).replace(",", ",<wbr>") if j == 0 else esc(c) for j, c in enumerate(cells)]
-        tds = [f'<td class="best">{t}</td>' if (i, j) in grid.best else f"<td>{t}</td>" for j, t in enumerate(texts)]
-        parts.append("<tr>" + "".join(tds) + "</tr>")
-    parts.append("</table></div>")
-    events = [
-        f"{r.get('label')}: worker {x.get('worker')} left at {_fmt_seconds(x.get('t'))} s ({x.get('reason')})"
-        for r in runs
-        for x in r.get("workers_left") or []
-    ] + [f"{r.get('label')}: {note}" for r in runs for note in r.get("notes") or []]
-    if events:
-        parts.append("<ul>" + "".join(f'<li class="note">{esc(e)}</li>' for e in events) + "</ul>")
-    p2p = _p2p_note(runs)
-    if p2p:
-        parts.append(f"<p>{esc(p2p)}</p>")
-    if (out / "trace.json").is_file():
-        parts.append(
-            "<p>Every event of every run, to its end: <code>trace.json</code> beside this page. Open it in "
-            "ui.perfetto.dev (<em>Open trace file</em>) or chrome://tracing (<em>Load</em>): one process per run, "
-            "one thread per worker (compute and wait) with its transfers on the <em>net</em> threads below it, "
-            "and the server's updates and the test metric on top.</p>"
-        )
-
-    def img(png: Path) -> str:
-        data = base64.b64encode(png.read_bytes()).decode("ascii")
-        return f'<img alt="{esc(png.stem)}" src="data:image/png;base64,{data}">'
-
-    plots = [p for p in (out / f"{metric_plot_name(runs)}.png", out / "shares.png") if p.exists()]
-    parts += [img(png) for png in plots]
-    named = [out / f"timeline-{name}.png" for name in timeline_names(runs)]  # in the table's order
-    timelines = [p for p in named if p.exists()]
-    timelines += sorted(set(out.glob("timeline-*.png")) - set(timelines))
-    if timelines:
-        parts.append("<h2>Timelines of the first dozen steps</h2>")
-        parts += [img(png) for png in timelines]
-    parts.append("</body></html>")
-    page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    return page

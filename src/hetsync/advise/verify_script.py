@@ -2,7 +2,7 @@
 script** runs the shortlist, not a built-in workload.
 
 ``hetsync profile --script train.py`` writes into ``cluster.yaml`` what it
-ran (its ``script`` key, :func:`hetsync.profile.script_entry`): the script's
+ran (its ``script`` key, :func:`hetsync.advise.profile.script_entry`): the script's
 path, its arguments, the folder it ran from and the cluster it played
 (``--emulate``'s, else the scenario the script passes to ``hetsync.init``;
 its cluster keys only, the per-worker values resolved). ``advise --verify``
@@ -108,7 +108,7 @@ def run_shortlist(
     if cluster is not None:
         import yaml
 
-        from hetsync.profile import cluster_mapping
+        from hetsync.advise.profile import cluster_mapping
 
         emulated = folder.resolve() / EMULATED_YAML
         # (a scenario file needs a stop condition: the job's, which the runs impose anyway)

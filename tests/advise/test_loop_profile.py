@@ -1,4 +1,4 @@
-"""hetsync.loop_profile without processes: the settings a profiling run
+"""hetsync.advise.loop_profile without processes: the settings a profiling run
 reads from its environment, and the optimizer wrapper that times the loop."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from hetsync.advise.loop_profile import WARMUP_ROUNDS, ProfileSettings, ProfilingOptimizer, step_sizes
 from hetsync.errors import BadInput
-from hetsync.loop_profile import WARMUP_ROUNDS, ProfileSettings, ProfilingOptimizer, step_sizes
 from hetsync.scenario import load_scenario
 
 
@@ -82,7 +82,7 @@ def test_done_after_compute_s_and_further_steps_are_not_timed():
 
 
 def test_workers_whose_loop_ended_before_the_profile_time_are_named():
-    from hetsync.profile import loops_ended_early
+    from hetsync.advise.profile import loops_ended_early
 
     raw = {
         "per_rank": [
@@ -100,8 +100,8 @@ def test_the_profile_plays_the_scripts_own_scenario_unless_emulate_names_another
     scenario the script passes to hetsync.init is emulated (its delays,
     noise, links); ``--emulate`` plays another cluster, mapped to the run's
     worker count; a script that names no scenario runs as it is."""
+    from hetsync.advise.loop_profile import Profiler
     from hetsync.loop import _scenario
-    from hetsync.loop_profile import Profiler
 
     script = _scenario("hetero-4", 3, {"batch_size": 32})  # examples/own_loop_cnn.py's, on 3 workers
     own = Profiler(1, script, ProfileSettings(out=str(tmp_path)), tmp_path).emulated
@@ -113,7 +113,7 @@ def test_the_profile_plays_the_scripts_own_scenario_unless_emulate_names_another
 
 
 def test_the_users_optimizer_becomes_the_simulators_for_the_users_model():
-    from hetsync.loop_profile import optimizer_keys
+    from hetsync.advise.loop_profile import optimizer_keys
     from hetsync.recipe import parse_optimizer
 
     model = nn.Linear(2, 2)

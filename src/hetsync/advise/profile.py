@@ -1,7 +1,7 @@
 """``hetsync profile``: measure a cluster with a short real job and write the
 scenario the simulator runs.
 
-The job (:mod:`hetsync.profile_job`, N worker processes and a server under
+The job (:mod:`hetsync.advise.profile_job`, N worker processes and a server under
 one torchrun agent) writes the raw
 measurements; everything here is pure fitting on them, then output:
 
@@ -24,11 +24,11 @@ measurements; everything here is pure fitting on them, then output:
 - :func:`build_scenario` writes the job's own keys (workload, batch, target,
   policies) with the measured timing keys into a scenario mapping that
   ``hetsync compare`` and ``hetsync advise`` run as it is; for a profiled
-  script (:mod:`hetsync.loop_profile`), the cluster only and the
+  script (:mod:`hetsync.advise.loop_profile`), the cluster only and the
   simulator's job (:func:`script_job`, said in the header by
   :func:`script_header`), and under ``script:`` what ran (:func:`script_entry`:
   the script, its arguments, its folder and the cluster it played), which
-  ``advise --verify`` launches (:mod:`hetsync.verify_script`).
+  ``advise --verify`` launches (:mod:`hetsync.advise.verify_script`).
 - :func:`write_page` writes ``profile.md``, ``profile.html`` and
   ``profile.png`` (the step-time distributions and the step times over time).
 
@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from hetsync.advise.profile_job import link_sizes  # noqa: F401  (also part of this module's API)
 from hetsync.errors import BadInput
-from hetsync.profile_job import link_sizes  # noqa: F401  (also part of this module's API)
 
 SCENARIO_YAML = "cluster.yaml"
 PROFILE_JSON = "profile.json"
@@ -944,7 +944,7 @@ def build_scenario(job: Any, prof: Profile, *, description: str) -> dict[str, An
         # an emulated cluster whose steps lasted its modelled time: real processes replay this fit the same way
         raw["runtime_timing"] = "modelled"
     entry = script_entry(prof.raw) if prof.raw.get("job") is not None else None
-    if entry is not None:  # what advise --verify launches (hetsync.verify_script)
+    if entry is not None:  # what advise --verify launches (hetsync.advise.verify_script)
         raw["script"] = entry
     return raw
 
@@ -997,14 +997,16 @@ def run_job(nproc: int, job_args: Sequence[str], out: Path, *, host: str, limit_
     """Run the job (``nproc`` workers and a server) under one torchrun agent,
     as ``hetsync run`` starts its processes; returns its ``raw.json``.
     Everything it started is stopped when it returns, fails or is interrupted."""
-    from hetsync.profile_job import RAW_JSON
+    from hetsync.advise.profile_job import RAW_JSON
     from hetsync.runtime import launch
 
     raw_path = out / RAW_JSON
     raw_path.unlink(missing_ok=True)
     log_path = out / LOG
     try:
-        code = launch.launch_module("hetsync.profile_job", nproc + 1, job_args, log_path, host=host, limit_s=limit_s)
+        code = launch.launch_module(
+            "hetsync.advise.profile_job", nproc + 1, job_args, log_path, host=host, limit_s=limit_s
+        )
     except TimeoutError:
         raise RuntimeError(f"the profiling job did not finish within {limit_s:.0f} s; see {log_path}") from None
     if code != 0 or not raw_path.is_file():
@@ -1058,10 +1060,10 @@ def run_script(
     workload: str | None = None,
 ) -> dict[str, Any]:
     """Run the user's training script (:func:`hetsync.init`) on ``nproc``
-    workers + rank 0 in profiling mode (:mod:`hetsync.loop_profile`) and
+    workers + rank 0 in profiling mode (:mod:`hetsync.advise.loop_profile`) and
     return its ``raw.json``; its ranks' logs go to ``out/logs``."""
-    from hetsync.loop_profile import PROFILE_ENV, ProfileSettings
-    from hetsync.profile_job import RAW_JSON
+    from hetsync.advise.loop_profile import PROFILE_ENV, ProfileSettings
+    from hetsync.advise.profile_job import RAW_JSON
     from hetsync.runtime import launch
 
     settings = ProfileSettings(
@@ -1195,7 +1197,9 @@ def read_raw(path: Path, nproc: int | None) -> dict[str, Any]:
         raise BadInput(f"--from-raw {path}: cannot read it as JSON ({e.__class__.__name__})") from None
     ok = isinstance(raw, dict) and isinstance(raw.get("workers"), int) and isinstance(raw.get("per_rank"), list)
     if not ok or len(raw["per_rank"]) != raw["workers"] + 1:
-        raise BadInput(f"--from-raw {path}: not a raw.json of hetsync.profile_job (workers, per_rank: one per rank)")
+        raise BadInput(
+            f"--from-raw {path}: not a raw.json of hetsync.advise.profile_job (workers, per_rank: one per rank)"
+        )
     if nproc is not None and nproc != raw["workers"]:
         raise BadInput(
             f"--from-raw {path} profiled {raw['workers']} workers, not --nproc {nproc}: leave --nproc out "
@@ -1447,7 +1451,7 @@ def write_page(prof: Profile, out: Path, *, scenario_path: Path, command: str, p
             + "</table>"
         )
 
-    from hetsync.report import _HTML_STYLE
+    from hetsync.report.pages import _HTML_STYLE
 
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     parts = [
