@@ -29,8 +29,8 @@ demo: $(STAMP)
 # time, on a machine at rest
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not dist" -n auto
-	$(BIN)/python -m pytest -m "dist and not serial" -n 2 --dist loadfile
-	$(BIN)/python -m pytest -m "dist and serial"
+	$(BIN)/python -m pytest -m "dist and not serial" -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -m "dist and serial" --durations=8
 
 # everything but the tests that start real processes (marked dist), on every core
 test-fast: $(STAMP)
