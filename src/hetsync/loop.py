@@ -937,23 +937,13 @@ class _LoopWorker(WorkerProcess):
         if cmd.send_model:
             self._send(P.Snapshot(version=version), self.flat.flat())
 
-    def _load_local_state(self) -> None:
-        """A resumed collective run: the user's optimizer as the checkpoint
-        left it (none saved, or of another version: it starts afresh, as the
-        summary's ``resumed_from.fresh`` says)."""
-        path = self._state_path
-        if path is None or not path.exists():
-            return
-        try:
-            rounds = torch.load(path, weights_only=True).get("rounds")
-            if self.collective and rounds is not None and rounds["version"] == self.global_version:
-                # its moments and step counts; the settings (lr...) stay the script's: its schedule,
-                # fast-forwarded by sync.first_step, sets them (loading them too would decay them twice)
-                state = self.opt.state_dict()
-                self.opt.load_state_dict({**state, "state": rounds["optimizer"]["state"]})
-                self._rounds_saved = rounds
-        except Exception as e:  # damaged, or another model's: start afresh rather than fail the run
-            print(f"worker {self.w}: {path} not loaded ({str(e).splitlines()[0][:120]}); its optimizer starts afresh")
+    def _load_rounds(self, rounds: dict[str, Any]) -> None:
+        """A resumed collective run: the user's optimizer's moments and step
+        counts as the checkpoint left them; its settings (lr...) stay the
+        script's: its schedule, fast-forwarded by sync.first_step, sets them
+        (loading them too would decay them twice)."""
+        state = self.opt.state_dict()
+        self.opt.load_state_dict({**state, "state": rounds["optimizer"]["state"]})
 
     def start(self) -> None:
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()

@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -491,13 +492,17 @@ class WorkerProcess:
                 stepper.load_state_dict(saved["stepper"])
             rounds = saved.get("rounds")
             if self.collective and rounds is not None and rounds["version"] == self.global_version:
-                assert self.replica is not None  # (the copies of the server's optimizers, as of the checkpoint)
-                self.replica.load_state_dict(rounds["replica"])
-                if self.outer_replica is not None:
-                    self.outer_replica.load_state_dict(rounds["outer_replica"])
+                self._load_rounds(rounds)
                 self._rounds_saved = rounds
         except Exception as e:  # damaged, or another model's: start afresh rather than fail the run
             print(f"worker {self.w}: {path} not loaded ({str(e).splitlines()[0][:120]}); its optimizer starts afresh")
+
+    def _load_rounds(self, rounds: dict[str, Any]) -> None:
+        """The collective path: the copies of the server's optimizers, as of the checkpoint (:meth:`_snapshot`)."""
+        assert self.replica is not None
+        self.replica.load_state_dict(rounds["replica"])
+        if self.outer_replica is not None:
+            self.outer_replica.load_state_dict(rounds["outer_replica"])
 
     def _maybe_die(self) -> None:
         """Fault injection for tests and demos: an abrupt death, like kill -9,
