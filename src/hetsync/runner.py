@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from hetsync import report
 from hetsync.driver import policy_context, policy_labels
 from hetsync.driver import policy_specs as policy_specs  # (hetsync.runner.policy_specs for its callers)
 from hetsync.driver.paths import check_path, uses_collective
@@ -38,6 +37,8 @@ def reporter(
     naming it), then the table on the terminal."""
 
     def finish(runs: list[dict[str, Any]]) -> None:
+        from hetsync import report  # (here: matplotlib costs each rank that never reports 1 s of CPU)
+
         if plots and command is not None:
             report.write_outputs(runs, out_dir, command=command)
         elif plots:

@@ -57,6 +57,9 @@ def _all_stats() -> dict[int, tuple[str, int, int, int]]:
 def _rank_of(pid: int) -> int | None:
     """The rank of a runtime process (not of a torchrun agent)."""
     try:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+        if name.startswith("hetsync-rank-"):  # forked by the zygote (hetsync.runtime.zygote)
+            return int(name.removeprefix("hetsync-rank-"))
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:

@@ -70,6 +70,7 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     STORE_FD_ENV,
     RunConfig,
 )
+from hetsync.runtime.zygote import FORK_ENV, Forked, Zygote, ZygoteFailed
 from hetsync.summary import finished_runs
 
 LOOPBACK = "127.0.0.1"
@@ -254,15 +255,37 @@ def launch(
     store = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     port = int(store.getsockname()[1])
     agents: list[_Agent] = []
+    zygote = None
+    if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
+        zygote = Zygote(env, logs / "zygote.log", pass_fds=(store.fileno(),), cwd=cwd, label=str(out_dir))
+    forking = zygote is not None
     try:
         for rank in range(world):
-            log = (logs / f"rank-{rank}.log").open("w")
+            log_path = logs / f"rank-{rank}.log"
+            log = log_path.open("w")
             rank_env = {**env, **rank_environment(rank, world, host, port)}
             fds: tuple[int, ...] = ()
             if rank == 0:  # it hosts the store on this socket, which it inherits
                 fds = (store.fileno(),)
                 rank_env[STORE_FD_ENV] = str(fds[0])
-            proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds, cwd=cwd)
+            proc: subprocess.Popen[bytes] | Forked | None = None
+            if forking:
+                assert zygote is not None
+                try:
+                    proc = zygote.fork(
+                        runtime_args,
+                        log_path,
+                        rank_env,
+                        script=script,
+                        cwd=cwd,
+                        keep_fd=fds[0] if fds else None,
+                        timeout_s=startup_s,
+                    )
+                except ZygoteFailed as e:
+                    print(f"hetsync: {e}; starting the ranks as fresh interpreters", file=log, flush=True)
+                    forking = False
+            if proc is None:
+                proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds, cwd=cwd)
             store.close()  # (rank 0 holds it now: the port closes when rank 0 ends)
             agents.append(_Agent(rank, proc, log, agent=False))
         startup_limit_s = 2 * startup_s + STARTUP_SLACK_S
@@ -272,6 +295,8 @@ def launch(
     finally:
         store.close()
         _stop(agents)
+        if zygote is not None:
+            zygote.close()
         started.unlink(missing_ok=True)
 
 
@@ -337,7 +362,7 @@ class _Agent:
     a torchrun agent and the processes it started."""
 
     rank: int
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | Forked
     log: IO[str]
     children: dict[int, int] = field(default_factory=dict)  # pid: start time (a pid can be reused)
     agent: bool = True
