@@ -435,10 +435,10 @@ def simulate(
             return results
     finally:
         _torch_threads(threads)
-    import multiprocessing
+    from hetsync.forkserver import fresh_process_context
 
-    # spawn: the parent holds torch's thread pools and rich's refresh thread, which fork would copy half-made
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+    # not fork: the parent holds torch's thread pools and rich's refresh thread, which fork would copy half-made
+    pool = ProcessPoolExecutor(jobs, mp_context=fresh_process_context(), initializer=_init_worker)
     if on_pool is not None:
         on_pool(jobs)
     try:

@@ -56,7 +56,6 @@ import functools
 import hashlib
 import importlib
 import math
-import multiprocessing
 import os
 import resource
 import sys
@@ -69,6 +68,7 @@ from typing import Any
 
 from hetsync.benches.common import Row, split_list
 from hetsync.errors import BadInput
+from hetsync.forkserver import fresh_process_context
 
 NAME = "sim"
 
@@ -431,8 +431,8 @@ def _floor_rows(where: str, floor: dict[str, Any]) -> list[Row]:
 
 
 def _in_fresh_process_call(call: Any, *args: Any) -> dict[str, Any]:
-    """``call(*args)`` in a new interpreter (torch's state, threads and caches its own)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    """``call(*args)`` in a new process (torch's state, threads and caches its own)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=fresh_process_context()) as pool:
         result: dict[str, Any] = pool.submit(call, *args).result()
         return result
 
@@ -440,7 +440,7 @@ def _in_fresh_process_call(call: Any, *args: Any) -> dict[str, Any]:
 def _in_fresh_process(*args: Any, source: str | None = None) -> dict[str, Any]:
     """:func:`_measure` in a new interpreter, so its peak memory is its own;
     ``source``: of the hetsync in that ``src`` folder (``--before``)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=fresh_process_context()) as pool:
         if source is None:
             return pool.submit(_measure, *args).result()
         return pool.submit(_measure_from, source, *args).result()
