@@ -50,6 +50,11 @@ def nproc(text: str) -> int:
     return _int(text, 1, limits.MAX_NPROC, " (worker processes on this machine; use torchrun for more)")
 
 
+def restarts(text: str) -> int:
+    """``--max-restarts``: how many times a dead server's job is restarted."""
+    return _int(text, 0, 1000, "")
+
+
 def seconds(low: float, high: float, *, low_open: bool = False) -> Callable[[str], float]:
     """A finite number of seconds in [low, high] (``(low, high]`` with ``low_open``)."""
 

@@ -123,6 +123,13 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
         help=f"seconds between checkpoints, >= {limits.MIN_CHECKPOINT_EVERY_S:g} (default: 10)",
     )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --checkpoint-dir")
+    p.add_argument(
+        "--max-restarts",
+        type=argcheck.restarts,
+        default=0,
+        help="if the server (rank 0) dies, restart the job from its last checkpoint up to this many times "
+        "(needs --checkpoint-dir; default: 0)",
+    )
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
     p.add_argument(
         "--pace",
@@ -201,6 +208,13 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", type=out_dir, default="runs/loop", help="output folder (default: runs/loop)")
     p.add_argument("--host", type=argcheck.host, default="127.0.0.1", help="rendezvous address (default: loopback)")
     _path_arg(p, None)
+    p.add_argument(
+        "--max-restarts",
+        type=argcheck.restarts,
+        default=0,
+        help="if rank 0 dies, start the script again up to this many times; hetsync.init goes on from its "
+        "checkpoint_dir's checkpoint where there is one (default: 0)",
+    )
     p.add_argument("script", help="the Python training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -693,7 +707,12 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
             bar.update(tasks[label], completed=fraction, status=escape(status))
 
         try:
-            code = launch.launch_run(config, nproc, host=getattr(args, "host", launch.LOOPBACK), on_progress=tick)
+
+            def restarted(attempt: int, why: str) -> None:
+                _say(con, f"{why}: restart {attempt} of {config.process.max_restarts}, from the checkpoints")
+
+            host = getattr(args, "host", launch.LOOPBACK)
+            code = launch.launch_run(config, nproc, host=host, on_progress=tick, on_restart=restarted)
         except KeyboardInterrupt:  # the launcher has stopped every process it started
             interrupted, code = True, EXIT_INTERRUPTED
         if code == 0:
@@ -737,6 +756,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             pace=args.pace,
             path=args.path,
             servers=args.servers,
+            max_restarts=args.max_restarts,
         ),
         plots=not args.no_plots,
     )
@@ -773,6 +793,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
 
     from hetsync.console import terminal_console
     from hetsync.runtime import launch  # (it imports no torch, nor hetsync.report matplotlib: the ranks start at once)
+    from hetsync.runtime.config import RESUME_ENV
 
     script = Path(args.script)
     if not script.is_file():
@@ -793,9 +814,23 @@ def _cmd_launch(args: argparse.Namespace) -> int:
 
         try:
             env = {} if args.path is None else {"HETSYNC_PATH": args.path}  # (hetsync.runtime.collective.PATH_ENV)
-            code = launch.launch(
-                args.nproc, args.script_args, out, host=args.host, on_progress=tick, script=str(script), env=env
-            )
+
+            def attempt(k: int) -> int:  # k > 0: the server died; hetsync.init resumes from its checkpoint_dir
+                again = {RESUME_ENV: "1"} if k else {}
+                return launch.launch(
+                    args.nproc,
+                    args.script_args,
+                    out,
+                    host=args.host,
+                    on_progress=tick,
+                    script=str(script),
+                    env={**env, **again},
+                )
+
+            def restarted(k: int, why: str) -> None:
+                _say(con, f"{why}: restart {k} of {args.max_restarts}, from the script's checkpoint_dir if it has one")
+
+            code = launch.with_restarts(attempt, out, args.max_restarts, restarted)
         except KeyboardInterrupt:
             _say(con, f"interrupted; what the run wrote is in {out}/", style="red")
             return EXIT_INTERRUPTED

@@ -142,6 +142,7 @@ from hetsync.optim import (
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import PATH_ENV, RoundReducer, check_path, uses_collective, workers_group
+from hetsync.runtime.config import RESUME_ENV
 from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.shards import PendingModel
@@ -256,6 +257,12 @@ def init(
         )
     folder = Path(out if out is not None else launched or "runs/loop")
     checkpoints = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if not resume and checkpoints is not None and os.environ.get(RESUME_ENV) == "1":
+        # hetsync launch --max-restarts started the job again after its server died: go on from the
+        # checkpoint where there is one (one machine: every rank sees the same folder), else afresh
+        from hetsync.runtime.checkpoint_check import checkpoint_path
+
+        resume = checkpoint_path(checkpoints, policy_labels(sc, [policy])[0]).is_file()
     if resume and rank == 0:  # (the checkpoint is rank 0's: workers on other machines do not see it)
         _check_resumable(checkpoints, policy_labels(sc, [policy])[0])
     from hetsync.runtime.process import ProcessOptions, _form_group

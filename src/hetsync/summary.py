@@ -136,6 +136,7 @@ class RunSummary(_Named, total=False):
     mean_round_s: float | None
     diverged_at_s: float | None
     resumed_from: dict[str, Any] | None
+    restarts: list[dict[str, Any]] | None  # hetsync run --max-restarts: the server died, the job went on
 
 
 KEYS: frozenset[str] = RunSummary.__required_keys__ | RunSummary.__optional_keys__
@@ -191,6 +192,7 @@ _LISTS: dict[str, tuple[str, _Check]] = {
     "accuracy_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "workers_left": ("a list of {worker, t, reason}", (_is_worker_left, "{worker, t, reason}")),
     "notes": ("a list of text", _TEXT),
+    "restarts": ("a list of {after_s, reason}", (lambda v: isinstance(v, dict) and "reason" in v, "{after_s, reason}")),
 }
 _CHECKS: dict[str, _Check] = {
     **dict.fromkeys(("policy", "scenario", "driver", "target_metric", "target_direction", "trace"), _TEXT),

@@ -35,6 +35,7 @@ PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills a rank (h
 # set by hetsync run: the ranks meet at a store rank 0 hosts (no torchrun agent's), and rank 0's is on
 # the listening socket whose fd STORE_FD_ENV gives, bound to --host
 OWN_STORE_ENV = "HETSYNC_OWN_STORE"
+RESUME_ENV = "HETSYNC_RESUME"  # "1": a restarted job (hetsync launch --max-restarts) goes on from its checkpoint
 STORE_FD_ENV = "HETSYNC_STORE_FD"
 STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a rank's start-up timer, in its log
 RDZV_BACKEND = "hetsync-static"  # the rendezvous of a torchrun agent started by hetsync (hetsync.runtime.agent)
@@ -69,6 +70,9 @@ class ProcessOptions:
     path: str = "ps"
     # server processes holding the model's shards (hetsync.runtime.shards): 1 is rank 0 alone
     servers: int = 1
+    # when the server (rank 0) dies: restart the job from its checkpoints this many times at most
+    # (hetsync.runtime.launch.launch_run; torchrun's --max-restarts)
+    max_restarts: int = 0
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -84,6 +88,13 @@ class ProcessOptions:
             raise BadInput(f"path must be ps or collective, got {self.path!r}")
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or not 1 <= self.servers <= 64:
             raise BadInput(f"servers must be an integer in [1, 64], got {self.servers!r}")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise BadInput(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
+        if self.max_restarts > 0 and self.checkpoint_dir is None:
+            raise BadInput(
+                f"max_restarts {self.max_restarts} needs a checkpoint_dir (--checkpoint-dir): a restarted server "
+                "goes on from its last checkpoint"
+            )
 
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where

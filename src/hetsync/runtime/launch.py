@@ -43,16 +43,18 @@ process ended, and the summary keeps the run's results.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -82,7 +84,8 @@ POLL_S = 0.2
 # a worker of a launched script says how it failed in this line of its log (hetsync.loop_checks)
 WORKER_FAILED = "hetsync: worker {worker} (rank {rank}) failed: {error}"
 _WORKER_FAILED = re.compile(r"hetsync: worker \d+ \(rank \d+\) failed: (.*)")
-LOOP_ENDED = "its training loop ended"  # the server's reason for a worker that left well (runtime.server)
+LOOP_ENDED = "its training loop ended"
+SERVER_DIED = "rank 0 (the server)"  # how the launcher's reason begins when the server died (launch_run restarts)  # the server's reason for a worker that left well (runtime.server)
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -172,6 +175,8 @@ def launch_module(
     torchrun agent (loopback rendezvous), output to ``log_path``; returns the
     agent's exit status. Everything it started is stopped when it returns,
     fails, is interrupted or runs past ``limit_s`` (TimeoutError)."""
+    if os.environ.get(FORK_ENV, "1") != "0" and module != "hetsync.runtime.ddp":  # (DDP runs as its users run it)
+        return _launch_forked(module, nproc, args, log_path, host=host, limit_s=limit_s)
     cmd = agent_command(0, 1, host, free_port(host), list(args), nproc_per_node=nproc, module=module)
     with log_path.open("w") as log:
         agent = _Agent(0, _spawn(cmd, log, _environment(host)), log)
@@ -187,6 +192,39 @@ def launch_module(
             _stop([agent])
 
 
+def _launch_forked(
+    module: str, nproc: int, args: Sequence[str], log_path: Path, *, host: str, limit_s: float | None
+) -> int:
+    """:func:`launch_module`'s job without torchrun's agent: ``nproc`` ranks
+    forked by a zygote (:mod:`hetsync.runtime.zygote`), rank 0 hosting the
+    store as ``init_process_group``'s ``env://`` does, all writing to
+    ``log_path``; the first rank to fail ends the job with its status."""
+    env = _environment(host)
+    port = free_port(host)
+    agents: list[_Agent] = []
+    log = log_path.open("w")
+    zygote = Zygote(env, log_path.with_name(log_path.name + ".zygote"), label=str(log_path.parent.resolve()))
+    t0 = time.monotonic()
+    try:
+        for rank in range(nproc):
+            rank_env = {**env, **rank_environment(rank, nproc, host, port)}
+            del rank_env[OWN_STORE_ENV]  # (plain env://: rank 0 binds the port itself)
+            proc = zygote.fork(args, log_path, rank_env, module=module, timeout_s=limit_s or 600.0)
+            agents.append(_Agent(rank, proc, log, agent=False))
+        while True:
+            codes = [a.proc.poll() for a in agents]
+            failed = [c for c in codes if c not in (None, 0)]
+            if failed or all(c == 0 for c in codes):
+                return failed[0] if failed else 0
+            if limit_s is not None and time.monotonic() - t0 > limit_s:
+                raise TimeoutError(f"{module} did not finish within {limit_s:.0f} s; see {log_path}")
+            time.sleep(POLL_S)
+    finally:
+        _stop(agents)
+        zygote.close()
+        log.close()
+
+
 def launch_run(
     config: RunConfig,
     nproc: int,
@@ -194,22 +232,89 @@ def launch_run(
     host: str = LOOPBACK,
     on_progress=None,  # type: ignore[no-untyped-def]
     timeout_s: float | None = None,
+    on_restart: Callable[[int, str], None] | None = None,
 ) -> int:
     """``hetsync run``: ``nproc`` workers and a server, every rank given the
-    run config, written to ``OUT/run-config.json``; returns as :func:`launch`."""
+    run config, written to ``OUT/run-config.json``; returns as :func:`launch`.
+
+    If the server dies (killed, crashed: not a refusal, not a failure it
+    reported), the job is started again with ``--resume`` from the
+    checkpoints, up to ``config.process.max_restarts`` times (torchrun's
+    restart policy: every rank again; ``on_restart(attempt, reason)`` is
+    told first, the attempt's ``logs/`` kept as ``logs-attempt-K``); the
+    summary's runs that went on from a checkpoint list the ``restarts``. Without
+    restarts left, the runs the server did not finish get a summary built
+    from their traces (:func:`hetsync.salvage.salvage`), marked interrupted."""
     out = config.process.out
     out.mkdir(parents=True, exist_ok=True)
-    path = config.write(out / CONFIG_NAME)
-    return launch(
-        nproc,
-        ["--config", str(path)],
-        out,
-        host=host,
-        on_progress=on_progress,
-        timeout_s=timeout_s,
-        startup_timeout_s=config.process.startup_timeout_s,
-        servers=config.process.servers,
-    )
+
+    def attempt(k: int) -> int:
+        resumed = (
+            config if k == 0 else dataclasses.replace(config, process=dataclasses.replace(config.process, resume=True))
+        )
+        path = resumed.write(out / CONFIG_NAME)
+        return launch(
+            nproc,
+            ["--config", str(path)],
+            out,
+            host=host,
+            on_progress=on_progress,
+            timeout_s=timeout_s,
+            startup_timeout_s=config.process.startup_timeout_s,
+            servers=config.process.servers,
+        )
+
+    return with_restarts(attempt, out, config.process.max_restarts, on_restart)
+
+
+def with_restarts(
+    attempt: Callable[[int], int], out: Path, max_restarts: int, on_restart: Callable[[int, str], None] | None = None
+) -> int:
+    """``attempt(0)``, then ``attempt(k)`` again (k = 1, 2, …: it resumes
+    from the checkpoints) each time the server died, ``max_restarts`` times
+    at most; each earlier attempt's ``logs/`` kept as ``logs-attempt-K``, and
+    ``on_restart(k, reason)`` told. Returns the last attempt's status; the
+    runs of ``out/summary.json`` that went on from a checkpoint list the
+    ``restarts``. If the server died with no restart left, the runs it had
+    not finished get a summary from their traces (:func:`hetsync.salvage.salvage`)."""
+    from hetsync import salvage
+
+    restarts: list[dict[str, object]] = []
+    t0 = time.monotonic()
+    while True:
+        code = attempt(len(restarts))
+        reason = launcher_reason(out) if code != 0 else None
+        if reason is None or not reason.startswith(SERVER_DIED):
+            break
+        if len(restarts) >= max_restarts:
+            salvage.salvage(out)
+            break
+        kept = out / f"logs-attempt-{len(restarts)}"  # this attempt's logs stay (the next one writes logs/ anew)
+        shutil.rmtree(kept, ignore_errors=True)
+        (out / "logs").rename(kept)
+        reason = reason.replace(str(out / "logs"), str(kept))
+        restarts.append({"after_s": round(time.monotonic() - t0, 3), "reason": reason})
+        if on_restart is not None:
+            on_restart(len(restarts), reason)
+    if restarts and code == 0:
+        _record_restarts(out / "summary.json", restarts)
+    return code
+
+
+def _record_restarts(summary_path: Path, restarts: list[dict[str, object]]) -> None:
+    """Each run that went on from its checkpoint lists the job's restarts
+    (one run across them); one that started after them does not."""
+    from hetsync.outdir import write_json_atomic
+
+    try:
+        runs = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(runs, list):
+        for run in runs:
+            if isinstance(run, dict) and run.get("resumed_from") is not None:
+                run["restarts"] = restarts
+        write_json_atomic(summary_path, runs)
 
 
 def launch(
@@ -257,7 +362,7 @@ def launch(
     agents: list[_Agent] = []
     zygote = None
     if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
-        zygote = Zygote(env, logs / "zygote.log", pass_fds=(store.fileno(),), cwd=cwd, label=str(out_dir))
+        zygote = Zygote(env, logs / "zygote.log", pass_fds=(store.fileno(),), cwd=cwd, label=str(out_dir.resolve()))
     forking = zygote is not None
     try:
         for rank in range(world):
@@ -326,7 +431,7 @@ def _supervise(
             failed = _failed_workers(agents, out_dir) if judge_workers and code == 0 else []
             return _workers_failed(out_dir, failed) if failed else code
         if agents[0].proc.poll() is not None and not status.exists():
-            return _failed(out_dir, f"rank 0 (the server) {agents[0].ended(out_dir)} before the run finished")
+            return _failed(out_dir, f"{SERVER_DIED} {agents[0].ended(out_dir)} before the run finished")
         if not formed:
             formed = started.exists()
             # a runtime that refused its input (exit 2) is not a fault: the
