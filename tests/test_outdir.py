@@ -225,3 +225,15 @@ def test_a_refused_command_leaves_an_earlier_run_as_it_was(tmp_path, finished, a
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("hetsync: error: ")
     assert tree(out) == before
+
+
+def test_the_logs_of_a_restarted_jobs_earlier_attempt_are_hetsyncs_and_set_aside_with_the_rest(tmp_path):
+    out = tmp_path / "run"
+    earlier_run(out, names=("summary.json", "logs/rank-0.log", "logs-attempt-0/rank-0.log"))
+    (out / "logs-mine").mkdir()
+    (out / "logs-mine" / "notes.txt").write_text("mine")  # a folder of the user's: not hetsync's name
+    rep = begin(out)
+    assert rep.set_aside == 4  # the three files and the manifest
+    assert not (out / "logs-attempt-0").exists() and (out / PREVIOUS / "logs-attempt-0" / "rank-0.log").is_file()
+    assert (out / "logs-mine" / "notes.txt").read_text() == "mine"
+    assert outdir.hetsync_writes("logs-attempt-3/rank-1.log") and not outdir.hetsync_writes("logs-mine/x.log")

@@ -1080,6 +1080,7 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
 def _cmd_profile(args: argparse.Namespace) -> int:
     import time
 
+    from hetsync import limits as L
     from hetsync import report
     from hetsync.advise import profile
     from hetsync.scenario import load_scenario
@@ -1118,8 +1119,11 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             sizes = sorted({int(b) for b in args.batch_sizes.split(",") if b.strip()})
         except ValueError:
             raise BadInput(f"--batch-sizes must be comma-separated whole numbers, got {args.batch_sizes!r}") from None
-        if not sizes or sizes[0] < 1:
-            raise BadInput(f"--batch-sizes must be comma-separated whole numbers >= 1, got {args.batch_sizes!r}")
+        if not sizes or sizes[0] < 1 or sizes[-1] > L.MAX_BATCH_SIZE:
+            raise BadInput(
+                f"--batch-sizes must be comma-separated whole numbers in 1..{L.MAX_BATCH_SIZE:,} (a scenario's "
+                f"batch_size bound), got {args.batch_sizes!r}"
+            )
     elif args.script is None:
         sizes = list(batch_sizes_for(job.batch_size))
     else:

@@ -74,6 +74,7 @@ FILES = (
     "profile.html",
     "profile.png",
     "profile.log",
+    "profile.log.zygote",  # (what the profile job's zygote said: hetsync.runtime.zygote)
     "raw.json",
     "server-trace.jsonl",
     MANIFEST,
@@ -93,6 +94,9 @@ named by the caller: ``begin(also=...)``)."""
 LOGS = "logs"
 DIRS = (LOGS, "verify", PREVIOUS, FAILED)
 """Folders whose every file hetsync may write."""
+ATTEMPT_LOGS = "logs-attempt-*"
+"""The logs of a job's earlier attempts, kept when its server died and it
+was restarted (``--max-restarts``: :func:`hetsync.runtime.launch.with_restarts`)."""
 PARTIAL_SUFFIX = ".partial"
 MAX_FILES = 100_000
 """A folder holding more files than this is not a run folder: refused."""
@@ -122,7 +126,7 @@ def hetsync_writes(rel: str, also: Iterable[str] = ()) -> bool:
     match, ``also`` (names the caller adds), or anything under :data:`DIRS`."""
     head, _, rest = rel.partition("/")
     if rest:
-        return head in DIRS
+        return head in DIRS or fnmatch.fnmatch(head, ATTEMPT_LOGS)
     return rel in FILES or rel in set(also) or any(fnmatch.fnmatch(rel, p) for p in PATTERNS)
 
 

@@ -417,6 +417,7 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
         (["--emulate", "hetero-4", "--nproc", "0"], "--nproc"),
         (["--batch-sizes", "a,b"], "--batch-sizes"),
         (["--batch-sizes", "0,8"], "--batch-sizes"),
+        (["--batch-sizes", "99999999999"], "in 1..1,000,000"),  # (it grew past 6 GB, issue 30 item 5)
         (["--link-reps", "0"], "--link-reps"),
         (["--emulate", "no-such-cluster"], "no-such-cluster"),
         (["--from-raw", "TMP/raw.json", "--nproc", "5"], "profiled 3 workers, not --nproc 5"),
