@@ -14,7 +14,9 @@ end the whole run; an agent per rank (what this launcher used to start) costs
 each rank a second interpreter importing torch before its own starts — most
 of the start-up on a small machine. Started directly, a dead worker takes
 only itself down, and the server carries on with the others. This module
-imports no torch, so the ranks start at once. (On several machines the usual
+imports no torch; the ranks are forked by one interpreter that imports it
+once for them all (:mod:`hetsync.runtime.zygote`; ``HETSYNC_FORK=0``: each
+rank a fresh interpreter). (On several machines the usual
 torchrun command line works: see the README. Plain DDP, :func:`launch_module`,
 still runs under one torchrun agent.)
 
@@ -84,8 +86,8 @@ POLL_S = 0.2
 # a worker of a launched script says how it failed in this line of its log (hetsync.loop_checks)
 WORKER_FAILED = "hetsync: worker {worker} (rank {rank}) failed: {error}"
 _WORKER_FAILED = re.compile(r"hetsync: worker \d+ \(rank \d+\) failed: (.*)")
-LOOP_ENDED = "its training loop ended"
-SERVER_DIED = "rank 0 (the server)"  # how the launcher's reason begins when the server died (launch_run restarts)  # the server's reason for a worker that left well (runtime.server)
+LOOP_ENDED = "its training loop ended"  # the server's reason for a worker that left well (runtime.server)
+SERVER_DIED = "rank 0 (the server)"  # how the launcher's reason begins when the server died (with_restarts)
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -171,9 +173,10 @@ def launch_module(
     host: str = LOOPBACK,
     limit_s: float | None = None,
 ) -> int:
-    """``python -m module args`` on ``nproc`` local processes under one
-    torchrun agent (loopback rendezvous), output to ``log_path``; returns the
-    agent's exit status. Everything it started is stopped when it returns,
+    """``python -m module args`` on ``nproc`` local processes (forked by a
+    zygote: :func:`_launch_forked`; plain DDP, and everything with
+    ``HETSYNC_FORK=0``, under one torchrun agent), loopback rendezvous,
+    output to ``log_path``; returns the exit status. Everything it started is stopped when it returns,
     fails, is interrupted or runs past ``limit_s`` (TimeoutError)."""
     if os.environ.get(FORK_ENV, "1") != "0" and module != "hetsync.runtime.ddp":  # (DDP runs as its users run it)
         return _launch_forked(module, nproc, args, log_path, host=host, limit_s=limit_s)
