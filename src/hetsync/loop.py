@@ -228,7 +228,7 @@ def init(
     # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
     policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
     sc = _scenario(scenario, world - 1, overrides)
-    policy_labels(sc, [policy], driver="dist")  # a bad spec fails on every rank before any traffic
+    (label,) = policy_labels(sc, [policy], driver="dist")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
         path = os.environ.get(PATH_ENV, "ps")
     path = check_path(path)
@@ -262,9 +262,9 @@ def init(
         # checkpoint where there is one (one machine: every rank sees the same folder), else afresh
         from hetsync.runtime.checkpoint_check import checkpoint_path
 
-        resume = checkpoint_path(checkpoints, policy_labels(sc, [policy])[0]).is_file()
+        resume = checkpoint_path(checkpoints, label).is_file()
     if resume and rank == 0:  # (the checkpoint is rank 0's: workers on other machines do not see it)
-        _check_resumable(checkpoints, policy_labels(sc, [policy])[0])
+        _check_resumable(checkpoints, label)
     from hetsync.runtime.process import ProcessOptions, _form_group
 
     opts = ProcessOptions(

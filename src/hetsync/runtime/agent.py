@@ -39,16 +39,19 @@ from hetsync.runtime.config import RDZV_BACKEND as BACKEND
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """Be killed (SIGKILL) when the process named by ``HETSYNC_PARENT_PID``
-    dies; exit at once if it already has. Nothing without the variable."""
-    parent = os.environ.get(PARENT_PID_ENV)
+def die_with_parent(parent: int | None = None) -> None:
+    """Be killed (SIGKILL) when process ``parent`` (default: the one named by
+    ``HETSYNC_PARENT_PID``) dies; exit at once if it already has. Nothing
+    without either."""
     if parent is None:
-        return
+        named = os.environ.get(PARENT_PID_ENV)
+        if named is None:
+            return
+        parent = int(named)
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != int(parent):  # it died before the request took effect
+    if os.getppid() != parent:  # it died before the request took effect
         os._exit(1)
 
 

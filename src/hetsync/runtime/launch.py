@@ -308,16 +308,16 @@ def _record_restarts(summary_path: Path, restarts: list[dict[str, object]]) -> N
     """Each run that went on from its checkpoint lists the job's restarts
     (one run across them); one that started after them does not."""
     from hetsync.outdir import write_json_atomic
+    from hetsync.summary import read_summary
 
     try:
-        runs = json.loads(summary_path.read_text())
-    except (OSError, ValueError):
+        runs = [dict(run) for run in read_summary(summary_path)]
+    except BadInput:  # (missing, or not a summary of hetsync's: not ours to rewrite)
         return
-    if isinstance(runs, list):
-        for run in runs:
-            if isinstance(run, dict) and run.get("resumed_from") is not None:
-                run["restarts"] = restarts
-        write_json_atomic(summary_path, runs)
+    for run in runs:
+        if run.get("resumed_from") is not None:
+            run["restarts"] = restarts
+    write_json_atomic(summary_path, runs)
 
 
 def launch(

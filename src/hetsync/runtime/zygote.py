@@ -65,7 +65,6 @@ PRELOAD = (
 POLL_S = 0.05
 MAX_FD = 1 << 16
 PR_SET_NAME = 15
-PR_SET_PDEATHSIG = 1
 
 
 def main() -> None:
@@ -128,7 +127,9 @@ def _reaped(children: set[int]) -> list[tuple[int, int]]:
 def _become(request: dict, parent: int) -> NoReturn:
     """In the forked child of zygote ``parent``: turn into the rank
     ``request`` describes, run it and exit (:func:`_leave`)."""
-    _die_with_parent(parent)
+    from hetsync.runtime.agent import die_with_parent
+
+    die_with_parent(parent)  # whatever the program does (a rank of hetsync's asks again as it joins)
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -161,17 +162,6 @@ def _become(request: dict, parent: int) -> NoReturn:
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     os._exit(_leave(_run(request)))
-
-
-def _die_with_parent(parent: int) -> None:
-    """Be killed when the zygote dies, whatever the program does (a rank
-    of hetsync's asks again as it joins: :func:`hetsync.runtime.agent.die_with_parent`)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:  # it died before the request took effect
-        os._exit(1)
 
 
 def _name(name: str) -> None:
