@@ -964,7 +964,9 @@ class _LoopWorker(WorkerProcess):
             return
         params = self.flat.params
         full = self.sc.workers * self.sc.batch_size  # (a full round's Σb: its mean comes out of the reduce as is)
-        self.reducer = RoundReducer([p.numel() for p in params], group=workers_group(), expected_weight=full)
+        self.reducer = RoundReducer(
+            [p.numel() for p in params], group=workers_group(), expected_weight=full, broken=self.group_broken
+        )
         for i, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
 
@@ -1039,10 +1041,22 @@ class _LoopWorker(WorkerProcess):
         return 0
 
     def _fetch(self) -> tuple[torch.Tensor | None, float]:
-        if not self.collective:
-            return super()._fetch()
         with self.model_lock:  # (not during a round's step)
+            if not self.collective:
+                return super()._fetch()
             return self.flat.flat(), 1.0
+
+    def _leave_collective(self) -> None:
+        """The group broke: from now on the model is the server's to send, and
+        until its next pull the one this worker holds is the module's (its
+        rounds were steps of the user's optimizer on the module, never of the
+        local copy, which is the run's first model): the server's fall-back
+        fetches it from a worker and goes on from it, not from the start.
+        (Called with the model lock held or from the loop's own thread; the
+        local model is set before the path changes, for the control thread's
+        ``FETCH``.)"""
+        self.model.local = self._in_module = self.flat.flat()
+        super()._leave_collective()
 
     def _hyper(self) -> tuple[float, ...] | None:
         """The settings the last step ran at, if the server has not had them yet

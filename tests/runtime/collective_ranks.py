@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from hetsync.errors import BadInput
-from hetsync.runtime.collective import RoundReducer, form_workers_group, workers_group
+from hetsync.runtime.collective import WAIT_SLICE_S, GroupBroken, RoundReducer, form_workers_group, workers_group
 
 SIZES = [5, 3, 7, 2]  # four "parameters"; a 6-element cap makes four buckets (one larger than it)
 
@@ -32,6 +34,7 @@ def main() -> int:
     form_workers_group(world)
     workers = list(range(world - 1))
     if rank == 0:  # (in no round: the workers' group holds ranks 1..N only)
+        dist.barrier()
         dist.barrier()
         dist.destroy_process_group()
         return 0
@@ -71,6 +74,27 @@ def main() -> int:
         raise AssertionError("a second gradient for one parameter in one round was taken")
     reducer.flush()
     reducer.mean()  # (every worker finishes the round: the group stays in step)
+    # round 4: the last worker has given the round up, alive (gloo fails no one's wait): once the
+    # others know the group is broken (the server said so) their wait ends, within a slice or two
+    last = workers[-1]
+    if w != last:
+        reducer.broken = threading.Event()
+        reducer.begin(batches[w])
+        reducer.add_flat(torch.cat(grads_of(w, 4)))
+        reducer.broken.set()
+        t0 = time.monotonic()
+        try:
+            reducer.mean()
+        except GroupBroken:
+            waited_s = time.monotonic() - t0
+            assert waited_s < 30 * WAIT_SLICE_S, waited_s
+        else:
+            raise AssertionError("a round the group will not finish was waited for to its end")
+        reducer.abandon()
+    dist.barrier()  # (all ranks: the others have given up their round before the last one joins it)
+    if w == last:  # its part of round 4, late: the others' abandoned collectives end, the group is clean
+        reducer.begin(0)
+        reducer.mean()
     dist.barrier()
     dist.destroy_process_group()
     print(f"rank {rank}: ok", flush=True)

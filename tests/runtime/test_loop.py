@@ -192,7 +192,9 @@ def test_a_worker_that_dies_leaves_and_the_others_finish(tmp_path, path):
     assert run["per_worker"]["steps"][0] == run["per_worker"]["steps"][2] == 12
     if path == "collective":
         assert run["path"] == "collective" and run["path_fallback"]["worker"] == 1, run["path_fallback"]
-    assert run["final_metrics"]["accuracy"] > 0.4
+    # (the survivors go on from the model they hold: from the run's first one, as the collective path's
+    # fall-back once did, they ended at 0.545)
+    assert run["final_metrics"]["accuracy"] > 0.6
 
 
 def test_init_outside_torchrun_says_how_to_launch(monkeypatch):

@@ -50,6 +50,8 @@ pieces (:func:`plan_buckets`, :func:`check_round`).
 
 from __future__ import annotations
 
+import datetime
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +82,37 @@ def workers_group() -> Any:
     if _group is None:
         raise RuntimeError("the collective path needs the workers' group: form_workers_group() was not called")
     return _group
+
+
+class GroupBroken(RuntimeError):
+    """The workers' group is known to be broken (the server saw a member die)
+    while this worker still waited for a round's collective."""
+
+
+WAIT_SLICE_S = 0.25  # how often a wait for a round looks whether the group is known broken
+
+
+def wait_round(work: Any, broken: threading.Event | None) -> None:
+    """Wait for one bucket's all-reduce. A member's death usually fails the
+    collective on every survivor at once, but not always: a survivor whose
+    part of the ring no longer touches the dead member may wait on a peer
+    that has already given the round up. So the wait goes in slices, and
+    ends with :class:`GroupBroken` once ``broken`` is set."""
+    if broken is None:
+        work.wait()
+        return
+    while True:
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=WAIT_SLICE_S))
+            return
+        except RuntimeError:
+            if work.is_completed():  # it failed: gloo's own error
+                raise
+            if broken.is_set():
+                raise GroupBroken(
+                    "the workers' group (gloo) is broken: the server saw a member leave, and this round's "
+                    "all-reduce will not end"
+                ) from None
 
 
 def plan_buckets(sizes: Sequence[int], cap_elements: int) -> list[list[int]]:
@@ -123,9 +156,18 @@ class RoundReducer:
     then :meth:`mean` for Σbᵢgᵢ/Σbᵢ as one flat tensor in parameter order."""
 
     def __init__(
-        self, sizes: Sequence[int], *, group: Any = None, cap_bytes: int = BUCKET_BYTES, expected_weight: float = 1.0
+        self,
+        sizes: Sequence[int],
+        *,
+        group: Any = None,
+        cap_bytes: int = BUCKET_BYTES,
+        expected_weight: float = 1.0,
+        broken: threading.Event | None = None,
     ) -> None:
         self.sizes = list(sizes)
+        # set (by whoever learns it: the worker's control thread) when the group is known broken: a wait
+        # for a round ends then even if gloo's collective does not fail for this member (GroupBroken)
+        self.broken = broken
         # Σbᵢ of a full round (the run's global batch): gradients go in as bᵢ·gᵢ/B, so a round whose
         # weights do add up to B is the mean as it comes out of the all-reduce (no pass to divide it)
         if not expected_weight > 0:
@@ -200,10 +242,13 @@ class RoundReducer:
                 self.add(i, None)
 
     def abandon(self) -> None:
-        """The group is broken (a member died): forget the round; nothing more is reduced."""
+        """The group is broken (a member died): forget the round; nothing more
+        is reduced. Each bucket gets a new buffer: a collective left pending
+        may still write into the old one, which the model must not see."""
         self.active = False
         for b in self.buckets:
             b.work = None
+            b.buf = torch.zeros_like(b.buf)
 
     def mean(self) -> torch.Tensor:
         """Wait for the round's all-reduce; Σbᵢgᵢ/Σbᵢ as one flat tensor in
@@ -223,7 +268,7 @@ class RoundReducer:
         into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed)."""
         self.flush()
         for b in self.buckets:
-            b.work.wait()
+            wait_round(b.work, self.broken)
         self.active = False
         total = float(self.buckets[-1].buf[-1])
         return total, (self.expected / total if total > 0 else 0.0)

@@ -52,7 +52,7 @@ from hetsync.policies.base import Policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime import worker_state as ws
 from hetsync.runtime.checkpoint_check import worker_state_path
-from hetsync.runtime.collective import RoundReducer, workers_group
+from hetsync.runtime.collective import GroupBroken, RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
 from hetsync.runtime.shards import PendingModel, shard_ranges, split_push, unfinished
@@ -121,6 +121,9 @@ class WorkerProcess:
         self._shard_sends: list[tuple[object, torch.Tensor]] = []
         self.commands: queue.Queue[tuple[P.Command, torch.Tensor | PendingModel | None] | BaseException] = queue.Queue()
         self.model_lock = threading.Lock()  # the lanes and the steps change the model
+        # collective path: set by the control thread when the server has left it (a member died), so that
+        # a wait for a round that gloo does not fail here ends too (collective.wait_round)
+        self.group_broken = threading.Event()
         self.busy = BusyClock()
         # every message to the server leaves from one thread, in order: a step
         # never waits for the server to take its report
@@ -268,6 +271,8 @@ class WorkerProcess:
                 )
                 if isinstance(cmd, P.MulticastCmd | P.ExpectCmd | P.AllReduceCmd):
                     self._maybe_die()  # a death in the middle of an exchange
+                if self.collective and _brings_model(cmd, first):
+                    self.group_broken.set()  # the server has fallen back to path ps
                 match cmd:
                     case P.MulticastCmd(exchange=e, receivers=receivers):
                         self.comm.multicast(e, receivers)
@@ -329,7 +334,7 @@ class WorkerProcess:
     def _start_rounds(self, run: int) -> None:
         """A collective run starts: the reducer (built once) and fresh copies of the server's optimizers."""
         if self.reducer is None:
-            self.reducer = RoundReducer([self.workload.n_params], group=workers_group())
+            self.reducer = RoundReducer([self.workload.n_params], group=workers_group(), broken=self.group_broken)
         policy = self._policy(run)
         self.round_kind = policy.collective_kind if policy is not None else "grad"
         # a full round's Σ weights (see RoundReducer): each gradient weighs its batch, each delta 1
@@ -651,7 +656,16 @@ class Done:
     pushed: P.Pushed | None = None
 
 
+def _brings_model(cmd: P.Command, payload: torch.Tensor | None) -> bool:
+    """Whether ``cmd`` is a pull that carries the model (on the collective path
+    only the server's fall-back to path ps sends one)."""
+    return isinstance(cmd, P.WorkCmd) and cmd.pull is not None and cmd.pull.apply_lr is None and payload is not None
+
+
 def _group_failure(e: BaseException) -> bool:
-    """Whether ``e`` is gloo's word that a peer of a collective is gone."""
+    """Whether ``e`` is gloo's word that a peer of a collective is gone, or
+    the server's (:class:`~hetsync.runtime.collective.GroupBroken`)."""
+    if isinstance(e, GroupBroken):
+        return True
     text = str(e).lower()
     return "gloo" in text or "connection" in text or "pair" in text

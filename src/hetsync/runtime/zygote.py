@@ -212,16 +212,19 @@ def _leave(code: int) -> int:
     import gc
     import io
     import threading
+    import warnings
 
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is not None:
         shutdown()
     atexit._run_exitfuncs()
-    for obj in gc.get_objects():
-        if isinstance(obj, io.BufferedWriter | io.BufferedRandom | io.TextIOWrapper):
-            with contextlib.suppress(Exception):
-                if not obj.closed:
-                    obj.flush()
+    with warnings.catch_warnings():  # (isinstance on a deprecated module attribute warns: not the program's)
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            if isinstance(obj, io.BufferedWriter | io.BufferedRandom | io.TextIOWrapper):
+                with contextlib.suppress(Exception):
+                    if not obj.closed:
+                        obj.flush()
     if code < 0:  # ended by a signal (Ctrl-C): end the same way
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
