@@ -7,13 +7,13 @@ import json
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsync.driver import policy_context
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy
-from hetsync.runtime.shards import check_servers, server_rank, shard_ranges
+from hetsync.runtime.shards import check_servers, join_states, server_rank, shard_ranges, slice_state
 from hetsync.scenario import resolve_scenario
 
 
@@ -39,23 +39,22 @@ def _policies(sc, *specs):
 
 
 @pytest.mark.parametrize(
-    ("servers", "scenario", "specs", "path", "checkpoints", "message"),
+    ("servers", "scenario", "specs", "path", "message"),
     [
-        (0, "hetero-4", ["asp"], "ps", False, r"--servers must be an integer in \[1, 64\], got 0"),
-        (65, "hetero-4", ["asp"], "ps", False, r"--servers must be an integer in \[1, 64\], got 65"),
-        (2, "hetero-4", ["bsp"], "collective", False, "the collective path holds no model"),
-        (2, "elastic-4-signal", ["asp"], "ps", False, "clip_norm clips by the whole gradient's norm"),
-        (2, "hetero-4", ["asp"], "ps", True, "checkpoints are not written with sharded servers yet"),
-        (2, "p2p-bw", ["selmcast"], "ps", False, "is peer to peer: no server holds a model"),
-        (2, "hetero-4", ["asp:compensate=0.04"], "ps", False, "compensates delays against models the shards"),
+        (0, "hetero-4", ["asp"], "ps", r"--servers must be an integer in \[1, 64\], got 0"),
+        (65, "hetero-4", ["asp"], "ps", r"--servers must be an integer in \[1, 64\], got 65"),
+        (2, "hetero-4", ["bsp"], "collective", "the collective path holds no model"),
+        (2, "elastic-4-signal", ["asp"], "ps", "clip_norm clips by the whole gradient's norm"),
+        (2, "p2p-bw", ["selmcast"], "ps", "is peer to peer: no server holds a model"),
+        (2, "hetero-4", ["asp:compensate=0.04"], "ps", "compensates delays against models the shards"),
     ],
 )
-def test_what_shards_cannot_carry_is_refused_in_one_line(servers, scenario, specs, path, checkpoints, message):
+def test_what_shards_cannot_carry_is_refused_in_one_line(servers, scenario, specs, path, message):
     sc = resolve_scenario(scenario, {})
     with pytest.raises(BadInput, match=message) as e:
-        check_servers(servers, sc, _policies(sc, *specs), path=path, checkpoints=checkpoints)
+        check_servers(servers, sc, _policies(sc, *specs), path=path)
     assert "\n" not in str(e.value)
-    check_servers(1, sc, _policies(sc, *specs), path=path, checkpoints=checkpoints)  # one server: anything
+    check_servers(1, sc, _policies(sc, *specs), path=path)  # one server: anything
 
 
 def test_hetsync_run_refuses_bad_servers_before_anything_starts(tmp_path, capsys):
@@ -94,3 +93,63 @@ def test_sharded_servers_train_the_model_one_server_trains(tmp_path):
         assert runs[3][policy]["final_metric"] == pytest.approx(runs[1][policy]["final_metric"], abs=1e-6)
     wbsp = runs[3]["wbsp"]
     assert wbsp["workers_left"] == [] and wbsp["updates"] > 0 and wbsp["stop_reason"] == "max_steps", wbsp
+
+
+@pytest.mark.parametrize(
+    "make", [lambda p: torch.optim.SGD([p], lr=0.1, momentum=0.9), lambda p: torch.optim.AdamW([p])]
+)
+@settings(deadline=None)  # (the first optimizer step imports torch's compiler: a second)
+@given(n=st.integers(1, 40), servers=st.integers(1, 6))
+def test_an_optimizer_state_cut_into_ranges_joins_back_whole(make, n, servers):
+    """A checkpoint of a sharded run holds the whole model's optimizer state:
+    the ranges' states joined end to end; a resumed run cuts it again, into
+    as many ranges as it has servers."""
+    servers = min(servers, n)
+    p = torch.nn.Parameter(torch.randn(n))
+    opt = make(p)
+    for _ in range(2):
+        p.grad = torch.randn(n)
+        opt.step()
+    whole = opt.state_dict()
+    ranges = shard_ranges(n, servers)
+    parts = [slice_state(whole, lo, hi, n) for lo, hi in ranges]
+    joined = join_states(parts, [hi - lo for lo, hi in ranges])
+    assert joined["param_groups"] == whole["param_groups"]
+    for name, value in whole["state"][0].items():
+        assert torch.equal(joined["state"][0][name], value), name
+    for (lo, hi), part in zip(ranges, parts, strict=True):  # each range's part is what an optimizer over it holds
+        for name, value in part["state"][0].items():
+            want = whole["state"][0][name]
+            assert torch.equal(value, want[lo:hi] if want.dim() else want), name
+    assert join_states([{}, {}], [1, 1]) == {} and slice_state({}, 0, 1, 2) == {}
+
+
+@pytest.mark.dist
+def test_a_sharded_run_resumed_from_its_checkpoint_ends_where_an_uninterrupted_one_does(tmp_path):
+    """BSP with momentum SGD and DiLoCo (Nesterov outer optimizer) on 2
+    workers, 3 servers: 20 rounds with checkpoints, then resumed — with 2
+    servers — to 40: the model an uninterrupted 40-round run ends with. The
+    checkpoint holds the whole model and the whole optimizer states, joined
+    from the servers' ranges, as one server's would."""
+    from hetsync.cli import main
+
+    base = ["run", "-s", "elastic-4-signal", "--set", "clip_norm=null", "-p", "bsp,diloco:H=4", "--nproc", "2"]
+    base += ["--no-plots", "--set", "max_time_s=120"]
+
+    def run(out, servers, steps, *extra):
+        assert main([*base, "--servers", str(servers), "--out", str(out), "--set", f"max_steps={steps}", *extra]) == 0
+        summary = {r["policy"]: r for r in json.loads((out / "summary.json").read_text())}
+        return summary, {p: torch.load(next(out.glob(f"model-{p}*.pt")), weights_only=True) for p in summary}
+
+    whole, models_whole = run(tmp_path / "whole", 2, 40)
+    ckpt = ["--checkpoint-dir", str(tmp_path / "ckpt")]
+    first, _ = run(tmp_path / "cut", 3, 20, *ckpt)
+    saved = torch.load(tmp_path / "ckpt" / "ckpt-bsp.pt", weights_only=True)
+    n = sum(t.numel() for t in models_whole["bsp"].values())
+    assert saved["theta"].numel() == n and saved["optimizer_state"]["state"][0]["momentum_buffer"].numel() == n
+    resumed, models_resumed = run(tmp_path / "cut", 2, 40, *ckpt, "--resume")
+    for policy in ("bsp", "diloco"):
+        assert resumed[policy]["resumed_from"]["version"] == first[policy]["updates"] > 0, resumed[policy]
+        assert resumed[policy]["updates"] == whole[policy]["updates"]
+        a, b = models_whole[policy], models_resumed[policy]
+        assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, policy

@@ -40,13 +40,11 @@ def server_rank(k: int, workers: int) -> int:
     return 0 if k == 0 else workers + k
 
 
-def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str, checkpoints: bool) -> None:
+def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str) -> None:
     """BadInput, in one line, when ``servers`` > 1 cannot carry this run:
     gradient clipping by the global norm (no server sees the whole
     gradient), delay compensation (the base models would be split too),
-    peer-to-peer policies and the collective path (no server holds a model),
-    checkpoints (each server's optimizer state is not saved yet; the
-    simulator passes ``checkpoints=False``)."""
+    peer-to-peer policies and the collective path (no server holds a model)."""
     if not isinstance(servers, int) or isinstance(servers, bool) or not 1 <= servers <= MAX_SERVERS:
         raise BadInput(f"--servers must be an integer in [1, {MAX_SERVERS}], got {servers!r}")
     if servers == 1:
@@ -56,8 +54,6 @@ def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path:
         why = "the collective path holds no model on any server: drop --servers or use --path ps"
     elif scenario.clip_norm is not None:
         why = "clip_norm clips by the whole gradient's norm, which no shard sees: drop clip_norm or use --servers 1"
-    elif checkpoints:
-        why = "checkpoints are not written with sharded servers yet: drop --checkpoint-dir or use --servers 1"
     else:
         for policy in policies:
             if policy.topology == "p2p":

@@ -79,7 +79,7 @@ def run_process(
         from hetsync.runtime.shards import check_servers
 
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
-        check_servers(opts.servers, scenario, policies, path=opts.path, checkpoints=opts.checkpoint_dir is not None)
+        check_servers(opts.servers, scenario, policies, path=opts.path)
     warm_up()  # (before any run's clock starts)
     _form_group(rank, opts)
     if rank == 0:

@@ -73,7 +73,7 @@ from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
-from hetsync.runtime.shards import ShardClient, shard_ranges, unfinished
+from hetsync.runtime.shards import ShardClient, join_states, shard_ranges, slice_state, unfinished
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
 from hetsync.trace import TraceWriter
@@ -319,10 +319,15 @@ class _Run:
         )
         self.ledger, self.core = self.wiring.ledger, self.wiring.core
         if self._restore is not None:
-            # the server's optimizer state (momentum, Adam moments) goes on; its
-            # schedule clock and the rest of the accounting with the ledger (execute)
-            self.ledger.stepper.load_state_dict(self._restore.get("optimizer_state", {}))
-            self.ledger.outer.load_state_dict(self._restore.get("outer_optimizer_state", {}))
+            # the server's optimizer state (momentum, Adam moments) goes on (sharded: rank 0's range of
+            # it; the servers get theirs as the run starts); its schedule clock and the rest of the
+            # accounting with the ledger (execute)
+            states = [self._restore.get(k, {}) for k in ("optimizer_state", "outer_optimizer_state")]
+            if server.ranges is not None:
+                n = server.ranges[-1][1]
+                states = [slice_state(st, *server.ranges[0], n) for st in states]
+            self.ledger.stepper.load_state_dict(states[0])
+            self.ledger.outer.load_state_dict(states[1])
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         # the collective path (hetsync.runtime.collective): rounds reduced among the workers
         self.collective = self.wiring.collective
@@ -435,6 +440,9 @@ class _Run:
         if srv.shards is not None:
             assert self.start_model is not None
             srv.shards.reset(self.run_index, self.ledger.version, self.start_model, srv.push_seq)
+            if self._restore is not None:
+                restore = self._restore
+                srv.shards.load_states(restore.get("optimizer_state", {}), restore.get("outer_optimizer_state", {}))
         for w in sorted(srv.alive):
             reset = P.ResetCmd(
                 epoch_s=self.epoch,
@@ -1040,8 +1048,14 @@ class _Run:
                 "comm_s": [before + x for before, x in zip(self._p2p_comm_before, since, strict=True)],
                 "stats": dataclasses.asdict(self.core.stats),
             }
+        optimizer_state, outer_state = led.stepper.state_dict(), led.outer.state_dict()
+        if self.srv.shards is not None:  # the whole model's, as an unsharded run's checkpoint holds
+            sizes = [hi - lo for lo, hi in self.srv.ranges or []]
+            theirs = self.srv.shards.states()
+            optimizer_state = join_states([optimizer_state, *(st for st, _ in theirs)], sizes)
+            outer_state = join_states([outer_state, *(st for _, st in theirs)], sizes)
         return {
-            "theta": led.theta,
+            "theta": self.whole_model(),
             "version": led.version,
             "elapsed_s": now,
             "steps": led.applied_steps,
@@ -1049,8 +1063,8 @@ class _Run:
             "policy": self.label,
             "scenario": self.sc.name,
             "policy_state": self.policy.state_dict(),
-            "optimizer_state": led.stepper.state_dict(),
-            "outer_optimizer_state": led.outer.state_dict(),
+            "optimizer_state": optimizer_state,
+            "outer_optimizer_state": outer_state,
             "applied_samples": led.applied_samples,
             "ledger": led.state_dict(),
             "peers": [{key: getattr(p, key) for key in _Peer.CHECKPOINTED} for p in self.peers],

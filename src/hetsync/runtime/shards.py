@@ -31,8 +31,14 @@ What cannot be split is refused before any process starts
 (:func:`check_servers`): gradient clipping by the global norm (no server sees
 the whole gradient), delay compensation (the base models would be split
 too), peer-to-peer policies and the collective path (no server holds a
-model), checkpoints (each server's optimizer state is not saved yet), and a
-user's own training loop (its optimizer lives in the module).
+model), and a user's own training loop (its optimizer lives in the module).
+
+A checkpoint holds the whole model and the whole optimizer states, as an
+unsharded run's does: rank 0 fetches every range and every server's
+optimizer states (:meth:`ShardClient.states`) and joins them
+(:func:`join_states`: the optimizers act element by element); a resumed run
+hands each server its ranges of both (:meth:`ShardClient.load_states`), so
+it may even resume with another number of servers.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from hetsync.driver.shards import shard_ranges as shard_ranges
 from hetsync.ledger import update_model
 
 HDR = 8  # float64 slots of a control message from rank 0 to a server
-S_RESET, S_APPLY, S_DROP, S_PULL, S_FETCH, S_EXIT = 1, 2, 3, 4, 5, 6
+S_RESET, S_APPLY, S_DROP, S_PULL, S_FETCH, S_EXIT, S_STATE, S_LOAD = 1, 2, 3, 4, 5, 6, 7, 8
 KIND_CODES = {"grad": 1.0, "delta": 2.0}
 KIND_NAMES = {1: "grad", 2: "delta"}
 SLICE_WAIT_S = 60.0  # a push slice that has not come this long after rank 0 applied it: counted as zero
@@ -65,6 +71,44 @@ def _header(kind: int, *values: float) -> torch.Tensor:
     for i, v in enumerate(values, start=1):
         hdr[i] = v
     return hdr
+
+
+def _per_element(value: Any, n: int) -> bool:
+    """Whether an optimizer's state entry holds one value per element of an
+    ``n``-element flat model (momentum, Adam's moments), not a scalar (its step)."""
+    return isinstance(value, torch.Tensor) and value.dim() >= 1 and value.numel() == n
+
+
+def join_states(parts: Sequence[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
+    """One optimizer state over the whole flat model from the states of the
+    optimizers over its ranges (``sizes``, in order): the optimizers act
+    element by element, so each per-element entry is its ranges' end to end
+    and the rest (the step count, the settings) is the same everywhere — the
+    first range's. {} while none has any."""
+    if not any(parts):
+        return {}
+    first = parts[0]
+    joined = {**first, "state": {}}
+    for key, entry in first.get("state", {}).items():
+        joined["state"][key] = {
+            name: torch.cat([part["state"][key][name] for part in parts]) if _per_element(value, sizes[0]) else value
+            for name, value in entry.items()
+        }
+    return joined
+
+
+def slice_state(state: dict[str, Any], lo: int, hi: int, n: int) -> dict[str, Any]:
+    """The part of an optimizer state over an ``n``-element flat model that an
+    optimizer over its range [lo, hi) holds (:func:`join_states` undone)."""
+    if not state:
+        return {}
+    return {
+        **state,
+        "state": {
+            key: {name: value[lo:hi].clone() if _per_element(value, n) else value for name, value in entry.items()}
+            for key, entry in state.get("state", {}).items()
+        },
+    }
 
 
 def unfinished(sends: list[tuple[Any, Any]], *, wait: bool = False) -> list[tuple[Any, Any]]:
@@ -140,6 +184,28 @@ class ShardClient:
             out.append(buf)
         return out
 
+    def states(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every server's optimizer states (the scenario's, the policy's outer
+        one) over its range, as of the last command it was sent."""
+        for k in self.others:
+            self._post(k, _header(S_STATE))
+        out = []
+        for k in self.others:
+            got: list[Any] = [None, None]
+            dist.recv_object_list(got, src=server_rank(k, self.workers))
+            out.append((got[0], got[1]))
+        return out
+
+    def load_states(self, optimizer_state: dict[str, Any], outer_state: dict[str, Any]) -> None:
+        """A resumed run: every server's optimizers go on from their ranges of
+        the checkpoint's (whole-model) states (after :meth:`reset`)."""
+        n = self.ranges[-1][1]
+        for k in self.others:
+            lo, hi = self.ranges[k]
+            self._post(k, _header(S_LOAD))
+            parts = [slice_state(optimizer_state, lo, hi, n), slice_state(outer_state, lo, hi, n)]
+            dist.send_object_list(parts, dst=server_rank(k, self.workers))
+
     def exit(self) -> None:
         for k in self.others:
             self._post(k, _header(S_EXIT))
@@ -214,6 +280,13 @@ class ShardServer:
             elif kind == S_FETCH:
                 assert self.theta is not None
                 dist.send(self.theta, dst=0)
+            elif kind == S_STATE:
+                dist.send_object_list([self.stepper.state_dict(), self.outer.state_dict()], dst=0)
+            elif kind == S_LOAD:
+                got: list[Any] = [None, None]
+                dist.recv_object_list(got, src=0)
+                self.stepper.load_state_dict(got[0])
+                self.outer.load_state_dict(got[1])
             else:
                 raise ValueError(f"server {self.k}: unknown control message {kind}")
             self._reap()
