@@ -243,6 +243,13 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--policies", "-p", default=None, help="restrict to these, e.g. ssp,asp,lb-bsp:variant=cpu (bsp always runs)"
     )
+    p.add_argument(
+        "--paths",
+        default="ps,collective",
+        help="the data-plane paths to weigh: ps (through rank 0) and collective (all-reduced among the workers, "
+        "as DDP does) for the policies whose exchanges are rounds; the ranking names the path (bsp@collective) "
+        "(default: ps,collective; ps is always weighed: BSP there is the reference)",
+    )
     p.add_argument("--out", "-o", type=out_dir, default="runs/advise", help="output folder (default: runs/advise)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="processes to simulate in (default: one per core)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and advice.html")
@@ -976,8 +983,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     only = [s.strip() for s in args.policies.split(",") if s.strip()] if args.policies else None
     if args.policies is not None and not only:
         raise BadInput("--policies is empty: name at least one policy, e.g. --policies ssp,asp")
+    paths = advise.parse_paths(args.paths)
     if only is not None:
-        advise.candidates(scenario, only)  # bad names and specs are refused before the folder is touched
+        advise.candidates(scenario, only, paths=paths)  # bad names and specs are refused before the folder is touched
     if args.verify:
         advise.check_verifiable(scenario)
     out = Path(args.out)
@@ -999,7 +1007,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         def ran(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done)
 
-        result = advise.advise(scenario, out, seeds=args.seeds, only=only, jobs=args.jobs, on_start=start, on_run=ran)
+        result = advise.advise(
+            scenario, out, seeds=args.seeds, only=only, jobs=args.jobs, on_start=start, on_run=ran, paths=paths
+        )
     con.print(advise.ranking_table(result))
     if result.workload_note is not None:  # the ranking is of a built-in's learning, not the user's model's
         _say(con, result.workload_note, style="yellow")
@@ -1037,7 +1047,7 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
     from hetsync import advise
 
     specs = result.shortlist()
-    labels = {r.candidate.spec: r.label for r in result.ranked}
+    labels = {r.candidate.choice: r.label for r in result.ranked}
     folder = out / advise.VERIFY_DIR
     script = result.scenario.script
     if script is None:

@@ -34,12 +34,12 @@ model_bytes: 1000000
 
 # ------------------------------------------------------------ candidates
 def specs_of(cands):
-    return [c.spec for c in cands]
+    return [c.spec for c in cands if c.path == "ps"]
 
 
 def test_default_grid_covers_every_policy_within_25():
     sc = load_scenario("default")
-    cands, skipped = advise.candidates(sc)
+    cands, skipped = advise.candidates(sc, paths=("ps",))
     assert cands[0].spec == "bsp"
     assert 15 <= len(cands) <= 26
     assert len({c.label for c in cands}) == len(cands)
@@ -54,6 +54,57 @@ def test_default_grid_covers_every_policy_within_25():
     # a CPU cluster: no GPU-curve LB-BSP, and it says why; no simulator-only policy
     assert [s for s, _ in skipped] == ["streaming-diloco:inner_lr=0.01", "lb-bsp:variant=gpu"]
     assert "simulator only" in skipped[0][1] and "cpu" in skipped[1][1]
+
+
+def test_a_policy_whose_exchanges_are_rounds_is_weighed_on_the_collective_path_too():
+    """The ranking names the path as well as the policy: every candidate
+    whose rounds the collective path can reduce comes again on it, right
+    after itself; the reference stays BSP on the parameter-server path."""
+    from hetsync.driver import policy_context
+    from hetsync.policies import make_policy
+
+    sc = load_scenario("default")
+    ps, _ = advise.candidates(sc, paths=("ps",))
+    both, _ = advise.candidates(sc)
+    assert [c for c in both if c.path == "ps"] == ps
+    assert len({c.label for c in both}) == len({c.choice for c in both}) == len(both)
+    for i, c in enumerate(both):
+        if c.path == "collective":
+            twin = both[i - 1]
+            assert (twin.spec, twin.path, c.label, c.run_label) == (
+                c.spec,
+                "ps",
+                f"{twin.label}@collective",
+                twin.label,
+            )
+            assert advise.split_choice(c.choice) == (c.spec, "collective")
+    can = {c.spec for c in ps if make_policy(c.spec, policy_context(sc)).collective}
+    assert {c.spec for c in both if c.path == "collective"} == can and {"bsp", "local-sgd:H=4"} <= can
+    assert "asp" not in can
+    assert [c.choice for c in both if c.is_reference] == ["bsp"]
+    # a profiled script's cluster (the user's own loop): gradient rounds only
+    script = load_scenario("default", script={"path": "/x/train.py", "args": []})
+    on_loop = {c.policy for c in advise.candidates(script)[0] if c.path == "collective"}
+    assert "bsp" in on_loop and not on_loop & {"local-sgd", "diloco"}
+    with pytest.raises(BadInput, match="path"):
+        advise.candidates(sc, paths=("ps", "carrier-pigeon"))
+
+
+def test_the_reference_is_bsp_through_rank_0_even_when_bsp_on_the_collective_path_ranks_above_it():
+    sc = load_scenario("default")
+    cands = [c for c in advise.candidates(sc, ["bsp", "asp"])[0]]
+    assert [c.choice for c in cands] == ["bsp", "bsp@collective", "asp"]
+    runs = {"bsp": [3.0, 3.0, 3.5], "bsp@collective": [2.0, 2.5, 2.5], "asp": [4.0, 4.0, 4.0]}
+    entries = [
+        (c, [{"time_to_target_s": t, "final_metric": 0.95, "wall_time_s": 10.0} for t in runs[c.choice]]) for c in cands
+    ]
+    ranked = advise.rank(entries)
+    assert [r.label for r in ranked] == ["bsp@collective", "bsp", "asp"]
+    feats = advise.features(sc, 1000)
+    rec = advise.recommend(ranked, feats, target="accuracy ≥ 0.9")
+    assert rec.label == "bsp@collective" and rec.path == "collective" and rec.verdict == "switch", rec
+    assert rec.speedup == pytest.approx(3.0 / 2.5)
+    assert "all-reduced among the workers" in rec.reason
 
 
 def test_applicability_follows_the_cluster():
@@ -75,7 +126,7 @@ def test_policies_restrict_the_grid_and_bsp_always_runs():
     cands, _ = advise.candidates(sc, ["ssp", "asp"])
     assert specs_of(cands) == ["bsp", "ssp:s=1", "ssp:s=3", "ssp:s=8", "asp"]
     cands, _ = advise.candidates(sc, ["ssp:s=5", "ssp", "bsp"])
-    assert [c.label for c in cands] == ["bsp", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)"]
+    assert [c.label for c in cands] == ["bsp", "bsp@collective", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)"]
     with pytest.raises(BadInput, match="'nope'"):
         advise.candidates(sc, ["nope"])
     with pytest.raises(BadInput, match="'b'"):  # an explicit spec that cannot apply is refused, not skipped
@@ -228,9 +279,11 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
     ranking = advice["ranking"]
     assert [r["label"] for r in ranking] and {r["label"] for r in ranking} == {
         "bsp",
+        "bsp@collective",  # (the policies whose exchanges are rounds, on either path)
         "asp",
         "ssp(s=3)",
         "lb-bsp-static",
+        "lb-bsp-static@collective",
     }
     assert advice["recommendation"]["label"] == ranking[0]["label"]
     assert advice["seeds"] == [0, 1] and all(len(r["time_to_target_s"]) == 2 for r in ranking)
@@ -242,7 +295,9 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
     runs = json.loads((out / "summary.json").read_text())
     assert [r["label"] for r in runs] == [r["label"] for r in ranking]
     assert all(r["seed"] == 0 and (out / r["trace"]).stat().st_size > 0 for r in runs)
-    assert len(list(out.glob("trace-*.jsonl"))) == 4
+    assert {r["label"]: r["path"] for r in runs}["bsp@collective"] == "collective"
+    assert {r["label"]: r["path"] for r in runs}["bsp"] == "ps"
+    assert len(list(out.glob("trace-*.jsonl"))) == 6
     assert (out / "advice-tta.png").read_bytes()[:4] == b"\x89PNG"
     page = (out / "advice.html").read_text()
     assert "Recommendation:" in page and "data:image/png;base64," in page and "lb-bsp-static" in page
@@ -434,3 +489,11 @@ def test_advise_simulates_your_model_and_says_when_a_builtin_stands_in(tmp_path,
     shown = " ".join(capsys.readouterr().out.split())
     assert "names no workload: the simulator learns the built-in digits-mlp in place of your model" in shown
     assert json.loads((tmp_path / "b" / "advice.json").read_text())["workload_note"].startswith("tiny names no")
+
+
+def test_unknown_paths_are_refused_in_one_line_before_the_folder_is_touched(tmp_path, capsys):
+    out = tmp_path / "adv"
+    assert main(["advise", "-s", "default", "--paths", "ps,pigeon", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--paths takes ps and collective" in err and err.count("\n") == 1 and not out.exists(), err
+    assert advise.parse_paths("collective") == ("ps", "collective") and advise.parse_paths("ps") == ("ps",)

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from hetsync import advise
 from hetsync.cli import main
 from hetsync.errors import BadInput
 from hetsync.run_as import RUN_AS_ENV, RunAs, impose
@@ -65,11 +66,14 @@ def test_verify_launches_the_profiled_script_under_the_shortlist_on_the_emulated
         assert run["scenario"] == "hetero-4" and run["target_metric"] == "accuracy" and run["target_value"] == 0.9
         assert row["measured_samples_per_s"] == run["samples_per_s"]
         folder = out / "verify" / run["folder"]
+        spec, path = advise.split_choice(row["spec"])  # (bsp@collective: the script's loop on that path)
+        assert run["path"] == path, run
         # the script's own model trained: its module's state_dict, 82 parameters
-        state = torch.load(folder / f"model-{run['folder']}.pt", weights_only=True)
+        (model,) = folder.glob("model-*.pt")
+        state = torch.load(model, weights_only=True)
         assert {k: t.shape for k, t in state.items()} == tiny and sum(t.numel() for t in state.values()) == 82
         log = (folder / "logs" / "rank-0.log").read_text()
-        assert f"hetsync advise --verify runs this script under {row['spec']!r}" in log
+        assert f"hetsync advise --verify runs this script under {spec!r}" in log
         assert "it replaces the script's hetsync.init('bsp', scenario='hetero-4')" in log
         assert (out / "verify" / run["trace"]).is_file()  # linked beside the gathered summary
     assert main(["report", str(out / "verify"), "--no-plots"]) == 0  # the gathered runs read as a folder's
@@ -102,10 +106,15 @@ def test_verify_of_a_script_without_evaluate_compares_samples_per_s_and_says_why
     out = tmp_path / "adv"
     assert main(["advise", "-s", str(cluster), "--seeds", "1", "-p", "bsp", "--verify", "-o", str(out)]) == 0
     shown = capsys.readouterr().out
-    (row,) = json.loads((out / "advice.json").read_text())["verification"]["runs"]
-    assert row["measured_note"] == "no evaluate=" and row["measured_time_to_target_s"] is None
-    assert row["predicted_time_to_target_s"] is not None and row["measured_samples_per_s"] > 0
-    assert row["samples_per_s_error"] is not None
+    rows = json.loads((out / "advice.json").read_text())["verification"]["runs"]
+    assert sorted(row["spec"] for row in rows) == ["bsp", "bsp@collective"]  # (BSP on either path, both for real)
+    for row in rows:
+        assert row["measured_note"] == "no evaluate=" and row["measured_time_to_target_s"] is None
+        assert row["predicted_time_to_target_s"] is not None and row["measured_samples_per_s"] > 0
+        assert row["samples_per_s_error"] is not None
+    gathered = {r["label"]: r for r in json.loads((out / "verify" / "summary.json").read_text())}
+    assert gathered["bsp@collective"]["path"] == "collective" and gathered["bsp"]["path"] == "ps"
+    assert gathered["bsp@collective"]["trace"] != gathered["bsp"]["trace"]
     assert "no evaluate=" in shown and "the script passes no evaluate= to hetsync.init" in shown
     assert "on no emulated cluster" in (out / "advice.html").read_text()
 

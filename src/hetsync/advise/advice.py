@@ -217,15 +217,55 @@ def _seconds(nbytes: float, Bps: float) -> float:
 
 
 # -------------------------------------------------------------- candidates
+PATHS = ("ps", "collective")  # the data-plane paths advise weighs (hetsync.driver.paths)
+
+
+def choice_name(spec: str, path: str) -> str:
+    """A candidate's name in a shortlist: its spec, with ``@collective`` on that path."""
+    return spec if path == "ps" else f"{spec}@{path}"
+
+
+def split_choice(choice: str) -> tuple[str, str]:
+    """(spec, path) of :func:`choice_name`'s name."""
+    spec, _, path = choice.partition("@")
+    return spec, path or "ps"
+
+
+def parse_paths(given: str) -> tuple[str, ...]:
+    """``--paths``: known paths, comma-separated; ps is always among them (BSP there is the reference)."""
+    paths = tuple(dict.fromkeys(x.strip() for x in given.split(",") if x.strip()))
+    if not paths or any(x not in PATHS for x in paths):
+        raise BadInput(f"--paths takes {' and '.join(PATHS)}, comma-separated; got {given!r}")
+    return paths if "ps" in paths else ("ps", *paths)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
     spec: str  # as a policy spec: "ssp:s=3"
-    label: str  # as runs name it: "ssp(s=3)"
+    label: str  # as advise shows it: "ssp(s=3)", "bsp@collective"
     policy: str
     params: dict[str, Any] = field(default_factory=dict)
+    path: str = "ps"  # the data plane it runs on (a round's gradients through rank 0, or all-reduced)
+    run_label: str = ""  # as a run names it (the policy's label; the label when empty)
+
+    @property
+    def choice(self) -> str:
+        return choice_name(self.spec, self.path)
+
+    @property
+    def is_reference(self) -> bool:
+        """BSP with its defaults on the parameter-server path: what the others' speed-ups are against."""
+        return self.policy == BASELINE and not self.params and self.path == "ps"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec, "label": self.label, "policy": self.policy, "params": dict(self.params)}
+        return {
+            "spec": self.spec,
+            "label": self.label,
+            "policy": self.policy,
+            "params": dict(self.params),
+            "path": self.path,
+            "choice": self.choice,
+        }
 
 
 def grid_specs(scenario: Scenario, names: Sequence[str]) -> list[str]:
@@ -263,14 +303,23 @@ def not_applicable(scenario: Scenario, policy: str, params: Mapping[str, Any]) -
 
 
 def candidates(
-    scenario: Scenario, only: Sequence[str] | None = None, *, model_bytes: int = 0
+    scenario: Scenario,
+    only: Sequence[str] | None = None,
+    *,
+    model_bytes: int = 0,
+    paths: Sequence[str] = PATHS,
 ) -> tuple[list[Candidate], list[tuple[str, str]]]:
     """The candidates (BSP first: it is the reference) and the skipped specs
     with the reason. ``only`` restricts the list: a bare policy name brings
     its grid, a spec with parameters (``ssp:s=5``) is taken as it is. BSP
     always runs. An unknown name, or an explicit spec that does not build,
-    is bad input; a grid entry that does not apply is skipped."""
+    is bad input; a grid entry that does not apply is skipped. With
+    ``collective`` in ``paths`` every policy whose exchanges are rounds
+    (:func:`~hetsync.driver.paths.uses_collective`) is a candidate on that
+    path too, right after itself on the parameter-server path (``ps``,
+    always weighed: BSP there is the reference)."""
     from hetsync.driver import policy_context
+    from hetsync.driver.paths import check_path
     from hetsync.policies import REGISTRY, make_policy, parse_policy_spec, policy_class
     from hetsync.policies.config import config_values
 
@@ -289,6 +338,8 @@ def candidates(
                 specs += grid_specs(scenario, [name])
         if not any(parse_policy_spec(s)[0] == BASELINE for s in specs):
             specs.insert(0, BASELINE)
+    for path in paths:
+        check_path(path)
     ctx = policy_context(scenario, model_bytes)
     out: list[Candidate] = []
     skipped: list[tuple[str, str]] = []
@@ -310,8 +361,23 @@ def candidates(
             continue
         seen.add(policy.label)
         out.append(Candidate(spec=spec, label=policy.label, policy=policy.name, params=params))
+        # (a user's own loop reduces gradient rounds only: hetsync.loop)
+        if "collective" in paths and getattr(policy, "collective", False) and _collective_here(scenario, policy):
+            label = f"{policy.label}@collective"
+            out.append(
+                Candidate(
+                    spec=spec, label=label, policy=policy.name, params=params, path="collective", run_label=policy.label
+                )
+            )
     out.sort(key=lambda c: c.policy != BASELINE)  # stable: BSP first, the rest in registry order
     return out, skipped
+
+
+def _collective_here(scenario: Scenario, policy: Any) -> bool:
+    """Whether the collective path can carry this policy on this cluster: a
+    profiled script's (its own training loop) reduces gradient rounds only;
+    one worker has nobody to reduce with."""
+    return scenario.workers >= 2 and (scenario.script is None or policy.collective_kind == "grad")
 
 
 # -------------------------------------------------------------- simulation
@@ -322,6 +388,8 @@ class _Task:
     scenario: Scenario  # with the run's seed
     spec: str
     trace: Path | None
+    path: str = "ps"
+    label: str = ""  # the candidate's, for its summary (a run on the collective path is "<policy>@collective")
 
 
 _SLIM_KEYS = (
@@ -361,13 +429,16 @@ def _run_one(task: _Task) -> dict[str, Any]:
     if key not in _WORKLOADS:
         _WORKLOADS[key] = make_workload(sc.workload, **sc.workload_args)
     try:
-        summary = Simulation(sc, task.spec, trace_path=task.trace, workload=_WORKLOADS[key]).run().summary
+        simulation = Simulation(sc, task.spec, trace_path=task.trace, workload=_WORKLOADS[key], path=task.path)
+        summary = simulation.run().summary
+        if task.label:
+            summary["label"] = task.label
     except BaseException as e:  # the partial trace is not a run
         if task.trace is not None and task.trace.exists():
             task.trace.replace(partial_name(task.trace))
         if not isinstance(e, Exception):
             raise
-        return {"spec": task.spec, "seed": sc.seed, "error": f"{type(e).__name__}: {e}"}
+        return {"spec": task.spec, "path": task.path, "seed": sc.seed, "error": f"{type(e).__name__}: {e}"}
     return summary if task.seed_index == 0 else {k: summary.get(k) for k in _SLIM_KEYS}
 
 
@@ -407,6 +478,8 @@ def simulate(
             scenario=replace(scenario, seed=seed),
             spec=c.spec,
             trace=out / f"trace-{safe_name(c.label)}.jsonl" if k == 0 else None,
+            path=c.path,
+            label=c.label if c.path != "ps" else "",
         )
         for i, c in enumerate(cands)
         for k, seed in enumerate(seeds)
@@ -593,12 +666,14 @@ class Recommendation:
     speedup_range: tuple[float, float] | None  # of the per-seed ratios where both reached the target
     headline: str
     reason: str  # one sentence
+    path: str = "ps"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
             "label": self.label,
             "spec": self.spec,
+            "path": self.path,
             "speedup_vs_bsp": self.speedup,
             "speedup_range": list(self.speedup_range) if self.speedup_range else None,
             "headline": self.headline,
@@ -629,7 +704,7 @@ def recommend(
     if not ranked:
         raise BadInput("no candidate to rank: every policy was skipped for this scenario")
     top = ranked[0]
-    base = next((r for r in ranked if r.candidate.policy == BASELINE and not r.candidate.params), None)
+    base = next((r for r in ranked if r.candidate.is_reference), None)
     bsp_wait = base.median_of(base.wait_share) if base is not None else None
     bsp_comm = base.median_of(base.comm_share) if base is not None else None
     gain, span = speedup(top, base)
@@ -646,6 +721,7 @@ def recommend(
             verdict="none",
             label=top.label,
             spec=top.candidate.spec,
+            path=top.candidate.path,
             speedup=None,
             speedup_range=None,
             headline=headline,
@@ -679,6 +755,7 @@ def recommend(
         verdict=verdict,
         label=top.label,
         spec=top.candidate.spec,
+        path=top.candidate.path,
         speedup=gain,
         speedup_range=span,
         headline=headline,
@@ -748,7 +825,14 @@ def network_clause(f: Features) -> str:
 
 
 def mechanism(c: Candidate, f: Features) -> str:
-    """What the policy does about it, with its parameters."""
+    """What the policy does about it, with its parameters (and its path, on the collective one)."""
+    what = _policy_mechanism(c, f)
+    if c.path == "collective":
+        what += ", its rounds all-reduced among the workers (a ring: no server link for every model to queue on)"
+    return what
+
+
+def _policy_mechanism(c: Candidate, f: Features) -> str:
     p, n = c.params, f.workers
     name = c.policy
     if name == "asp":
@@ -838,7 +922,7 @@ class Advice:
 
     def shortlist(self, k: int = 2) -> list[str]:
         """What ``--verify`` runs for real: the top k candidates that reached the target, and BSP."""
-        picks = [r.candidate.spec for r in self.ranked if r.median_tta_s is not None][:k]
+        picks = [r.candidate.choice for r in self.ranked if r.median_tta_s is not None][:k]
         if BASELINE not in picks:
             picks.append(BASELINE)
         return picks
@@ -869,7 +953,7 @@ class Advice:
 
     @property
     def baseline(self) -> Ranked | None:
-        return next((r for r in self.ranked if r.candidate.policy == BASELINE and not r.candidate.params), None)
+        return next((r for r in self.ranked if r.candidate.is_reference), None)
 
 
 def _speedup_dict(r: Ranked, base: Ranked | None) -> dict[str, Any]:
@@ -903,6 +987,7 @@ def advise(
     jobs: int | None = None,
     on_start: Callable[[list[Candidate], list[tuple[str, str]], int], None] | None = None,
     on_run: OnRun | None = None,
+    paths: Sequence[str] = PATHS,
 ) -> Advice:
     """Simulate the candidates over ``seeds`` seeds (the scenario's seed and
     the next ones) and rank them. ``out`` must exist; seed 0's summaries
@@ -920,7 +1005,7 @@ def advise(
     scenario, measured = resolve_measured(scenario, workload)
     nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
     feats = features(scenario, nbytes)
-    cands, skipped = candidates(scenario, only, model_bytes=nbytes)
+    cands, skipped = candidates(scenario, only, model_bytes=nbytes, paths=paths)
     seed_list = tuple(scenario.seed + k for k in range(seeds))
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:

@@ -108,7 +108,7 @@ def ranking_table(advice: Advice) -> Any:
         style = ""
         if r.rank == 1 and top.verdict in ("switch", "bsp"):
             style = "bold green"
-        elif r.candidate.policy == BASELINE and not r.candidate.params:
+        elif r.candidate.is_reference:
             style = "bold"
         table.add_row(*(Text(c) for c in cells), style=style)
     return table
@@ -330,7 +330,7 @@ def _shown_runs(advice: Advice) -> list[dict[str, Any]]:
     """The seed-0 runs the comparison's plots show: the top few and BSP."""
     shown = list(advice.runs[:PLOTTED_RUNS])
     for r in advice.runs:
-        if r.get("policy") == BASELINE and not r.get("params") and r not in shown:
+        if r.get("policy") == BASELINE and not r.get("params") and r.get("path", "ps") == "ps" and r not in shown:
             shown.append(r)
     return shown
 

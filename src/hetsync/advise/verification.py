@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hetsync.advise.advice import Advice, _finite_or_none, _number
+from hetsync.advise.advice import Advice, _finite_or_none, _number, split_choice
 from hetsync.errors import BadInput
 from hetsync.runtime.config import RunConfig
 from hetsync.scenario import Scenario
@@ -176,7 +176,8 @@ def verify_args(
 
     given = dict(parse_override(o) for o in overrides) | ({} if seed is None else {"seed": seed})
     process = ProcessOptions(out=out, throttle=True)
-    return RunConfig(scenario=scenario_arg, overrides=given, policies=tuple(specs), process=process, plots=False)
+    policies = tuple(dict.fromkeys(split_choice(spec)[0] for spec in specs))  # (each path's runs: _verify_runs)
+    return RunConfig(scenario=scenario_arg, overrides=given, policies=policies, process=process, plots=False)
 
 
 def check_verifiable(scenario: Scenario) -> None:
@@ -256,7 +257,8 @@ def _verify_runs(
     seeds: int,
     t0: float,
 ) -> Verification:
-    """:func:`verify`'s real runs and their comparison with the prediction."""
+    """:func:`verify`'s real runs and their comparison with the prediction:
+    one ``hetsync run`` per path (the collective path's in ``collective/``)."""
     from hetsync.runtime import launch
     from hetsync.summary import read_summary
 
@@ -264,27 +266,46 @@ def _verify_runs(
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
     seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()
     configs = [forwarded] if not seed_list else [_seeded(forwarded, seed) for seed in seed_list]
+    by_path: dict[str, list[str]] = {}
+    for choice in specs:
+        by_path.setdefault(split_choice(choice)[1], []).append(choice)
     summaries: list[Mapping[str, Mapping[str, Any]]] = []
     for config in configs:
-        where = config.process.out
-        code = launch.launch_run(
-            config,
-            sc.workers,
-            host=host,
-            on_progress=on_progress,
-            timeout_s=3 * per_run_s * len(specs) + 300,
-        )
-        if code != 0:
-            why = launch.launcher_reason(where) or launch.server_log_tail(where)
-            raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
-        by_label = {r["label"]: r for r in read_summary(where / "summary.json")}
-        summaries.append({spec: by_label.get(_label_of(advice, spec), {}) for spec in specs})
+        measured: dict[str, Mapping[str, Any]] = {}
+        for path, choices in by_path.items():
+            where = config.process.out if path == "ps" else config.process.out / path
+            process = replace(config.process, out=where, path=path)
+            group = replace(config, policies=tuple(split_choice(c)[0] for c in choices), process=process)
+            shown = {_run_label_of(advice, c): _label_of(advice, c) for c in choices}  # (progress by advise's labels)
+            tick = None if on_progress is None else _relabelled(on_progress, shown)
+            code = launch.launch_run(
+                group, sc.workers, host=host, on_progress=tick, timeout_s=3 * per_run_s * len(choices) + 300
+            )
+            if code != 0:
+                why = launch.launcher_reason(where) or launch.server_log_tail(where)
+                raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
+            by_label = {r["label"]: r for r in read_summary(where / "summary.json")}
+            measured.update({c: by_label.get(_run_label_of(advice, c), {}) for c in choices})
+        summaries.append(measured)
     rows = verified_rows(advice, specs, summaries)
     return Verification(rows=rows, folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
 
 
-def _label_of(advice: Advice, spec: str) -> str:
-    return next(r.label for r in advice.ranked if r.candidate.spec == spec)
+def _label_of(advice: Advice, choice: str) -> str:
+    """The label advise shows for a shortlisted candidate (:meth:`Advice.shortlist`'s name of it)."""
+    return next(r.label for r in advice.ranked if r.candidate.choice == choice)
+
+
+def _run_label_of(advice: Advice, choice: str) -> str:
+    """The label its real run has (the policy's: a run does not name its path)."""
+    c = next(r.candidate for r in advice.ranked if r.candidate.choice == choice)
+    return c.run_label or c.label
+
+
+def _relabelled(
+    on_progress: Callable[[str, float, str], None], labels: Mapping[str, str]
+) -> Callable[[str, float, str], None]:
+    return lambda label, fraction, status="": on_progress(labels.get(label, label), fraction, status)
 
 
 def verified_rows(
@@ -292,7 +313,7 @@ def verified_rows(
 ) -> tuple[Verified, ...]:
     """The prediction against the real runs, one row per spec: ``summaries``
     holds one mapping per real seed, from spec to that run's summary."""
-    by_spec = {r.candidate.spec: r for r in advice.ranked}
+    by_spec = {r.candidate.choice: r for r in advice.ranked}
     rec = advice.recommendation.label
     metric = advice.scenario.target_metric
     rows = []

@@ -160,12 +160,16 @@ def _run_one(
     host: str,
     on_progress: Callable[[str, float, str], None] | None,
 ) -> dict[str, Any]:
-    """One launch of the script under ``spec``; returns its summary's run,
-    its trace named from ``base``, with the script it ran."""
+    """One launch of the script under ``spec`` (advise's name of the
+    candidate: ``@collective`` on that path); returns its summary's run, its
+    trace named from ``base``, with the script it ran."""
+    from hetsync.advise.advice import split_choice
     from hetsync.outdir import safe_name
     from hetsync.run_as import RUN_AS_ENV, RunAs
     from hetsync.runtime import launch
+    from hetsync.runtime.collective import PATH_ENV
 
+    spec, path = split_choice(spec)
     out = base / safe_name(label)
     run_as = RunAs(
         policy=spec,
@@ -174,12 +178,14 @@ def _run_one(
         throttle=True,
         by=BY,
     )
-    env = {RUN_AS_ENV: run_as.to_env()}
+    env = {RUN_AS_ENV: run_as.to_env()} | ({PATH_ENV: path} if path != "ps" else {})
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
     tick = None if on_progress is None else (lambda _label, fraction, status="": on_progress(label, fraction, status))
     alone = (
         (f"cd {shlex.quote(entry['cwd'])} && " if entry.get("cwd") else "")
-        + f"{RUN_AS_ENV}={shlex.quote(env[RUN_AS_ENV])} hetsync launch --nproc {sc.workers} -o {shlex.quote(str(out))} "
+        + f"{RUN_AS_ENV}={shlex.quote(env[RUN_AS_ENV])} hetsync launch --nproc {sc.workers} "
+        + (f"--path {path} " if path != "ps" else "")
+        + f"-o {shlex.quote(str(out))} "
         + shlex.join([entry["path"], *entry["args"]])
     )
     try:
@@ -215,8 +221,12 @@ def _run_one(
         )
     run = dict(found[-1])
     trace = run.get("trace")
+    if path != "ps":  # (the same policy on the other path: its own name in the gathered summary)
+        run["label"] = label
     if isinstance(trace, str) and (out / trace).is_file():  # beside the gathered summary, as hetsync report wants it
-        _link(out / trace, base / trace)
+        gathered = trace if path == "ps" else f"trace-{safe_name(label)}.jsonl"
+        _link(out / trace, base / gathered)
+        run["trace"] = gathered
     return run | {"script": entry["path"], "folder": out.name}
 
 

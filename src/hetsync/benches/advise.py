@@ -64,13 +64,25 @@ DOC_NAME = "results-advise.md"
 IMG_PREFIX = "advise"
 OFF_BY = 0.15  # a prediction further than this from the measurement is discussed on the page
 # --quick: one 2-worker cluster, short runs; the machinery of the full bench in well under a minute
-QUICK = {"compute_s": 1.0, "link_reps": 2, "seeds": 1, "verify_seeds": 1, "policies": "asp", "max_time_s": 3.0}
+QUICK = {
+    "compute_s": 1.0,
+    "link_reps": 2,
+    "seeds": 1,
+    "verify_seeds": 1,
+    "policies": "asp",
+    "paths": "ps",
+    "max_time_s": 3.0,
+}
+PATHS = "ps,collective"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clusters", default=CLUSTERS, help="scenarios to emulate, comma-separated (default: %(default)s)")
     p.add_argument(
         "--policies", "-p", default=POLICIES, help="advise's candidates (bsp always runs; default: %(default)s)"
+    )
+    p.add_argument(
+        "--paths", default=PATHS, help="the data-plane paths advise weighs (ps always; default: %(default)s)"
     )
     p.add_argument("--seeds", type=int, default=SEEDS, help="seeds per candidate in advise (default: %(default)s)")
     p.add_argument(
@@ -103,6 +115,7 @@ class Settings:
     clusters: tuple[str, ...]
     policies: tuple[str, ...]
     seeds: int
+    paths: tuple[str, ...] = ("ps", "collective")
     verify_seeds: int
     compute_s: float
     link_reps: int
@@ -114,12 +127,14 @@ def settings(args: argparse.Namespace) -> Settings:
     """The bench's settings from its arguments, checked (BadInput names the flag)."""
     seeds, compute_s, link_reps, policies = args.seeds, args.compute_s, args.link_reps, args.policies
     verify_seeds = args.verify_seeds
+    paths = args.paths
     overrides = list(args.overrides)
     given = {o.split("=", 1)[0].strip() for o in overrides}
     if args.quick:
         seeds, compute_s, link_reps = QUICK["seeds"], QUICK["compute_s"], QUICK["link_reps"]
         verify_seeds = int(QUICK["verify_seeds"])
         policies = str(QUICK["policies"])
+        paths = str(QUICK["paths"])
         if "max_time_s" not in given:
             overrides.append(f"max_time_s={QUICK['max_time_s']:g}")
     else:
@@ -137,16 +152,20 @@ def settings(args: argparse.Namespace) -> Settings:
     if args.jobs is not None and args.jobs < 1:
         raise BadInput(f"--jobs must be >= 1, got {args.jobs}")
     clusters = tuple(split_list(args.clusters, "--clusters"))
+    from hetsync.advise import parse_paths
+
+    chosen_paths = parse_paths(paths)
     parsed = dict(parse_override(o) for o in overrides)
     for name in clusters:  # bad names and keys fail before any process starts
         sc = load_scenario(name, **parsed)
         from hetsync.advise import candidates, check_verifiable
 
         check_verifiable(sc)
-        candidates(sc, split_list(policies, "--policies"))
+        candidates(sc, split_list(policies, "--policies"), paths=chosen_paths)
     return Settings(
         clusters=clusters,
         policies=tuple(split_list(policies, "--policies")),
+        paths=chosen_paths,
         seeds=seeds,
         verify_seeds=verify_seeds,
         compute_s=compute_s,
@@ -257,7 +276,7 @@ def advise_and_verify(path: Path, out: Path, s: Settings, *, host: str = "127.0.
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    result = advise.advise(sc, out, seeds=s.seeds, only=list(s.policies), jobs=s.jobs)
+    result = advise.advise(sc, out, seeds=s.seeds, only=list(s.policies), jobs=s.jobs, paths=s.paths)
     forwarded = advise.verify_args(str(path), list(s.overrides), None, result.shortlist(), out / advise.VERIFY_DIR)
     checked = advise.verify(result, out, forwarded, host=host, seeds=s.verify_seeds)
     result = dataclasses.replace(result, verification=checked)
@@ -397,6 +416,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
     for flag, value, default in (
         ("--clusters", args.clusters, CLUSTERS),
         ("--policies", args.policies, POLICIES),
+        ("--paths", args.paths, PATHS),
         ("--seeds", args.seeds, SEEDS),
         ("--verify-seeds", args.verify_seeds, VERIFY_SEEDS),
         ("--compute-s", args.compute_s, COMPUTE_S),
@@ -604,6 +624,7 @@ def doc_text(results: dict[str, Any], command: str, img: str) -> str:
         "and `--verify` runs the recommended policy, the runner-up and BSP as real processes, the same",
         "cluster.yaml, once per real seed.",
         f"Candidates: {', '.join(f'`{p}`' for p in st['policies'])} (and `bsp`; a bare name brings its grid),",
+        f"on the paths {', '.join(f'`{p}`' for p in st.get('paths', ['ps']))} (a policy whose exchanges are rounds on each),",
         f"{st['seeds']} simulated seed{'s' if st['seeds'] != 1 else ''} each (advise's default is every policy's grid);",
         f"{st['verify_seeds']} real seed{'s' if st['verify_seeds'] != 1 else ''} of each verified candidate (the first of the simulated ones);",
         f"profile: {st['compute_s']:g} s of steps, {st['link_reps']} transfers per size"
