@@ -53,3 +53,15 @@ def test_a_policy_that_cannot_take_the_path_is_refused_before_anything_starts(tm
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "asp cannot use path=collective" in err and "--path collective" in err, err
+
+
+def test_every_path_by_default_each_with_its_policies():
+    import argparse
+
+    args = argparse.Namespace(path="ps,collective", policies=None, calibrate_scenario="hetero-4", nproc=4)
+    assert bench.paths_and_policies(args) == {"ps": ["bsp", "asp", "ssp:s=3"], "collective": ["bsp", "lb-bsp"]}
+    args.path, args.policies = "collective", "bsp"
+    assert bench.paths_and_policies(args) == {"collective": ["bsp"]}
+    args.path = "ps,pigeon"
+    with pytest.raises(bench.BadInput, match="--path takes ps and collective"):
+        bench.paths_and_policies(args)

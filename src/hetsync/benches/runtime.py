@@ -10,9 +10,10 @@ against the real runtime.
    mean measured step time, the mean measured transfer time as latency) and
    the two wall times are compared.
 
-``--path`` (``ps`` or ``collective``, hetsync.driver.paths) is the data path
-of both: of hetsync BSP against DDP, of the real calibration runs and of the
-simulated ones. On ``collective`` the simulator's round is a ring all-reduce
+``--path`` (``ps``, ``collective`` or both, comma-separated: the default;
+hetsync.driver.paths) is the data path of both parts, each in turn: of
+hetsync BSP against DDP (one DDP run for all), of the real calibration runs
+and of the simulated ones. On ``collective`` the simulator's round is a ring all-reduce
 of 2(k−1) phases among the k workers rather than a push and a pull, so the
 latency it is given is the mean push plus the mean pull of the real trace
 spread over those phases: a simulated round communicates as long as a real
@@ -52,14 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
         default=None,
-        help="policies for the sim-vs-runtime comparison (default: bsp,asp,ssp:s=3; with --path collective: bsp,lb-bsp)",
+        help="policies for the sim-vs-runtime comparison, on every path (default: bsp,asp,ssp:s=3 on ps, "
+        "bsp,lb-bsp on collective)",
     )
     p.add_argument(
         "--path",
-        choices=PATHS,
-        default="ps",
-        help="data path of the real runs and of the simulated ones: ps (through the server) or collective "
-        "(all-reduced among the workers; bsp and lb-bsp) (default: ps)",
+        default=",".join(PATHS),
+        help="data paths of the real runs and of the simulated ones, comma-separated: ps (through the server), "
+        "collective (all-reduced among the workers; bsp and lb-bsp) (default: %(default)s)",
     )
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
 
@@ -67,17 +68,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 DEFAULT_POLICIES = {"ps": "bsp,asp,ssp:s=3", "collective": "bsp,lb-bsp"}
 
 
-def run(args: argparse.Namespace) -> list[Row]:
-    path = getattr(args, "path", "ps")
-    if getattr(args, "policies", None) is None:
-        args.policies = DEFAULT_POLICIES[path]
-    if path != "ps":  # a policy that cannot take the path: refused before anything starts
-        ctx = policy_context(load_scenario(args.calibrate_scenario).with_workers(args.nproc))
-        for spec in (s for s in args.policies.split(",") if s):
+def paths_and_policies(args: argparse.Namespace) -> dict[str, list[str]]:
+    """Each path's sim-vs-runtime policies; BadInput, before anything starts,
+    for an unknown path or a policy that cannot take its path."""
+    given = str(getattr(args, "path", "ps"))
+    paths = list(dict.fromkeys(x.strip() for x in given.split(",") if x.strip()))
+    if not paths or any(x not in PATHS for x in paths):
+        raise BadInput(f"--path takes {' and '.join(PATHS)}, comma-separated; got {given!r}")
+    ctx = policy_context(load_scenario(args.calibrate_scenario).with_workers(args.nproc))
+    chosen = {}
+    for path in paths:
+        specs = getattr(args, "policies", None) or DEFAULT_POLICIES[path]
+        for spec in (x for x in specs.split(",") if x):
             try:
                 uses_collective(path, make_policy(spec, ctx))
             except BadInput as e:
-                raise BadInput(f"--policies {args.policies} --path {path}: {e}") from None
+                raise BadInput(f"--policies {specs} --path {path}: {e}") from None
+        chosen[path] = [x for x in specs.split(",") if x]
+    return chosen
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    paths_and_policies(args)
     if args.out is not None:
         return _run(args, args.out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,9 +105,31 @@ def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
 
 def _run(args: argparse.Namespace, out: Path) -> list[Row]:
     n, steps = args.nproc, args.steps
-    path = getattr(args, "path", "ps")
     common = ["--set", "jitter=0", "--set", f"batch_size={args.batch_size}"]
     where = f"homogeneous-8 settings, digits-mlp, batch {args.batch_size}, {n} workers, {steps} steps"
+    code = launch_ddp(n, ["--scenario", "homogeneous-8", *common, "--steps", str(steps)], out / "ddp")
+    if code != 0:
+        raise RuntimeError(f"DDP run failed (status {code}); see {out / 'ddp' / 'ddp.log'}")
+    ddp = json.loads((out / "ddp" / "ddp.json").read_text())
+    keys = {"setting": where}
+    rows: list[Row] = [
+        {"policy": "DDP", "metric": "time per step", "value": 1e3 * ddp["step_s"], "unit": "ms", **keys},
+        {"policy": "DDP", "metric": "time per step ÷ DDP's (target ≤ 1.3)", "value": 1.0, "unit": "", **keys},
+        # DDP's compute is timed in a communication-free replay
+        {"policy": "DDP", "metric": "compute share", "value": 100 * ddp["compute_share"], "unit": "%", **keys},
+    ]
+    for path, policies in paths_and_policies(args).items():
+        sub = out if path == "ps" else out / path
+        rows += _versus_ddp(args, sub, path, ddp, common, where)
+        rows += calibrate(args.calibrate_scenario, policies, n, args.calibrate_steps, sub / "calibrate", path=path)
+    return rows
+
+
+def _versus_ddp(
+    args: argparse.Namespace, out: Path, path: str, ddp: dict[str, Any], common: list[str], where: str
+) -> list[Row]:
+    """hetsync BSP on ``path``, the same job as DDP's: its step time against DDP's."""
+    n, steps = args.nproc, args.steps
     ours_name = "hetsync BSP" if path == "ps" else f"hetsync BSP, path {path}"
     ours = _launch(
         n,
@@ -112,13 +146,9 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
         "--path",
         path,
     )[0]
-    code = launch_ddp(n, ["--scenario", "homogeneous-8", *common, "--steps", str(steps)], out / "ddp")
-    if code != 0:
-        raise RuntimeError(f"DDP run failed (status {code}); see {out / 'ddp' / 'ddp.log'}")
-    ddp = json.loads((out / "ddp" / "ddp.json").read_text())
     ours_step = ours["wall_time_s"] / ours["updates"]
     keys = {"setting": where}
-    rows: list[Row] = [
+    return [
         {"policy": ours_name, "metric": "time per step", "value": 1e3 * ours_step, "unit": "ms", **keys},
         {
             "policy": ours_name,
@@ -128,14 +158,7 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
             **keys,
         },
         {"policy": ours_name, "metric": "compute share", "value": 100 * ours["compute_share"], "unit": "%", **keys},
-        {"policy": "DDP", "metric": "time per step", "value": 1e3 * ddp["step_s"], "unit": "ms", **keys},
-        {"policy": "DDP", "metric": "time per step ÷ DDP's (target ≤ 1.3)", "value": 1.0, "unit": "", **keys},
-        # DDP's compute is timed in a communication-free replay
-        {"policy": "DDP", "metric": "compute share", "value": 100 * ddp["compute_share"], "unit": "%", **keys},
     ]
-    policies = [s for s in args.policies.split(",") if s]
-    rows += calibrate(args.calibrate_scenario, policies, n, args.calibrate_steps, out / "calibrate", path=path)
-    return rows
 
 
 def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int, *, path: str = "ps") -> Any:
