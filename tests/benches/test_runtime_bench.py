@@ -65,3 +65,7 @@ def test_every_path_by_default_each_with_its_policies():
     args.path = "ps,pigeon"
     with pytest.raises(bench.BadInput, match="--path takes ps and collective"):
         bench.paths_and_policies(args)
+    assert bench.server_counts(argparse.Namespace(servers="1,2,2")) == [1, 2]
+    for bad in ("0", "x", "", "65"):
+        with pytest.raises(bench.BadInput, match="--servers takes server counts in 1..64"):
+            bench.server_counts(argparse.Namespace(servers=bad))

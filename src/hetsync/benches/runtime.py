@@ -35,7 +35,8 @@ from hetsync.driver import policy_context
 from hetsync.driver.paths import PATHS, uses_collective
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy
-from hetsync.runtime.launch import launch, launch_ddp, server_log_tail
+from hetsync.runtime.config import ProcessOptions, RunConfig
+from hetsync.runtime.launch import launch_ddp, launch_run, server_log_tail
 from hetsync.scenario import load_scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
 from hetsync.summary import as_dicts, read_summary
@@ -61,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=",".join(PATHS),
         help="data paths of the real runs and of the simulated ones, comma-separated: ps (through the server), "
         "collective (all-reduced among the workers; bsp and lb-bsp) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--servers",
+        default="1,2",
+        help="sharded servers of the server path's calibration runs, comma-separated (default: %(default)s)",
     )
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
 
@@ -88,16 +94,43 @@ def paths_and_policies(args: argparse.Namespace) -> dict[str, list[str]]:
     return chosen
 
 
+def server_counts(args: argparse.Namespace) -> list[int]:
+    """``--servers``: the server path's calibrations, one per count (BadInput in one line)."""
+    from hetsync.driver.shards import MAX_SERVERS
+
+    given = str(getattr(args, "servers", "1"))
+    try:
+        counts = list(dict.fromkeys(int(x) for x in given.split(",") if x.strip()))
+    except ValueError:
+        counts = []
+    if not counts or any(not 1 <= k <= MAX_SERVERS for k in counts):
+        raise BadInput(f"--servers takes server counts in 1..{MAX_SERVERS}, comma-separated; got {given!r}")
+    return counts
+
+
 def run(args: argparse.Namespace) -> list[Row]:
     paths_and_policies(args)
+    server_counts(args)
     if args.out is not None:
         return _run(args, args.out)
     with tempfile.TemporaryDirectory() as tmp:
         return _run(args, Path(tmp))
 
 
-def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
-    code = launch(nproc, [*args, "--out", str(out), "--no-plots"], out)
+def _launch(
+    nproc: int,
+    out: Path,
+    scenario: str,
+    overrides: dict[str, Any],
+    policies: list[str],
+    *,
+    path: str = "ps",
+    servers: int = 1,
+) -> list[dict[str, Any]]:
+    """``hetsync run``'s job: ``nproc`` workers (and ``servers`` servers); the runs' summaries."""
+    process = ProcessOptions(out=out, path=path, servers=servers)
+    config = RunConfig(scenario=scenario, overrides=overrides, policies=tuple(policies), process=process, plots=False)
+    code = launch_run(config, nproc)
     if code != 0:
         raise RuntimeError(f"runtime run failed (status {code}):\n{server_log_tail(out)}")
     return as_dicts(read_summary(out / "summary.json"))
@@ -105,9 +138,10 @@ def _launch(nproc: int, out: Path, *args: str) -> list[dict[str, Any]]:
 
 def _run(args: argparse.Namespace, out: Path) -> list[Row]:
     n, steps = args.nproc, args.steps
-    common = ["--set", "jitter=0", "--set", f"batch_size={args.batch_size}"]
+    common = {"jitter": 0, "batch_size": args.batch_size}
     where = f"homogeneous-8 settings, digits-mlp, batch {args.batch_size}, {n} workers, {steps} steps"
-    code = launch_ddp(n, ["--scenario", "homogeneous-8", *common, "--steps", str(steps)], out / "ddp")
+    sets = [x for key, value in common.items() for x in ("--set", f"{key}={value}")]
+    code = launch_ddp(n, ["--scenario", "homogeneous-8", *sets, "--steps", str(steps)], out / "ddp")
     if code != 0:
         raise RuntimeError(f"DDP run failed (status {code}); see {out / 'ddp' / 'ddp.log'}")
     ddp = json.loads((out / "ddp" / "ddp.json").read_text())
@@ -121,31 +155,22 @@ def _run(args: argparse.Namespace, out: Path) -> list[Row]:
     for path, policies in paths_and_policies(args).items():
         sub = out if path == "ps" else out / path
         rows += _versus_ddp(args, sub, path, ddp, common, where)
-        rows += calibrate(args.calibrate_scenario, policies, n, args.calibrate_steps, sub / "calibrate", path=path)
+        for servers in server_counts(args) if path == "ps" else [1]:
+            where_to = sub / ("calibrate" if servers == 1 else f"calibrate-servers-{servers}")
+            rows += calibrate(
+                args.calibrate_scenario, policies, n, args.calibrate_steps, where_to, path=path, servers=servers
+            )
     return rows
 
 
 def _versus_ddp(
-    args: argparse.Namespace, out: Path, path: str, ddp: dict[str, Any], common: list[str], where: str
+    args: argparse.Namespace, out: Path, path: str, ddp: dict[str, Any], common: dict[str, Any], where: str
 ) -> list[Row]:
     """hetsync BSP on ``path``, the same job as DDP's: its step time against DDP's."""
     n, steps = args.nproc, args.steps
     ours_name = "hetsync BSP" if path == "ps" else f"hetsync BSP, path {path}"
-    ours = _launch(
-        n,
-        out / "bsp",
-        "--scenario",
-        "homogeneous-8",
-        *common,
-        "--set",
-        f"max_steps={steps}",
-        "--set",
-        "max_time_s=null",
-        "--policies",
-        "bsp",
-        "--path",
-        path,
-    )[0]
+    run = {**common, "max_steps": steps, "max_time_s": None}
+    ours = _launch(n, out / "bsp", "homogeneous-8", run, ["bsp"], path=path)[0]
     ours_step = ours["wall_time_s"] / ours["updates"]
     keys = {"setting": where}
     return [
@@ -194,26 +219,16 @@ def calibrated_scenario(scenario_name: str, trace_path: Path, n: int, steps: int
     return scenario_from_dict(raw)
 
 
-def calibrate(scenario_name: str, policies: list[str], n: int, steps: int, out: Path, *, path: str = "ps") -> list[Row]:
-    real_runs = _launch(
-        n,
-        out,
-        "--scenario",
-        scenario_name,
-        "--set",
-        f"max_steps={steps}",
-        "--set",
-        "max_time_s=null",
-        "--policies",
-        ",".join(policies),
-        "--path",
-        path,
-    )
+def calibrate(
+    scenario_name: str, policies: list[str], n: int, steps: int, out: Path, *, path: str = "ps", servers: int = 1
+) -> list[Row]:
+    run = {"max_steps": steps, "max_time_s": None}
+    real_runs = _launch(n, out, scenario_name, run, policies, path=path, servers=servers)
     rows = []
-    on = "" if path == "ps" else f", path {path}"
+    on = ("" if path == "ps" else f", path {path}") + (f", {servers} servers" if servers > 1 else "")
     for spec, real in zip(policies, real_runs, strict=True):
         sc = calibrated_scenario(scenario_name, out / real["trace"], n, steps, path=path)
-        sim = Simulation(sc, spec, path=path).run().summary
+        sim = Simulation(sc, spec, path=path, servers=servers).run().summary
         keys = {
             "policy": real["label"],
             "setting": f"simulator vs runtime: {scenario_name}, {n} workers, {steps} steps per worker{on}",
