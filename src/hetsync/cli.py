@@ -250,6 +250,12 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         "as DDP does) for the policies whose exchanges are rounds; the ranking names the path (bsp@collective) "
         "(default: ps,collective; ps is always weighed: BSP there is the reference)",
     )
+    p.add_argument(
+        "--servers",
+        default="1",
+        help="sharded-server counts to weigh too, e.g. 1,2,4: each policy the shards can carry also runs with "
+        "its model on S servers (asp@servers=4; hetsync run --servers) (default: 1, rank 0 alone)",
+    )
     p.add_argument("--out", "-o", type=out_dir, default="runs/advise", help="output folder (default: runs/advise)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="processes to simulate in (default: one per core)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and advice.html")
@@ -983,9 +989,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     only = [s.strip() for s in args.policies.split(",") if s.strip()] if args.policies else None
     if args.policies is not None and not only:
         raise BadInput("--policies is empty: name at least one policy, e.g. --policies ssp,asp")
-    paths = advise.parse_paths(args.paths)
-    if only is not None:
-        advise.candidates(scenario, only, paths=paths)  # bad names and specs are refused before the folder is touched
+    paths, servers = advise.parse_paths(args.paths), advise.parse_servers(args.servers)
+    if only is not None:  # bad names and specs are refused before the folder is touched
+        advise.candidates(scenario, only, paths=paths, servers=servers)
     if args.verify:
         advise.check_verifiable(scenario)
     out = Path(args.out)
@@ -1008,7 +1014,15 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             bar.update(task, completed=done)
 
         result = advise.advise(
-            scenario, out, seeds=args.seeds, only=only, jobs=args.jobs, on_start=start, on_run=ran, paths=paths
+            scenario,
+            out,
+            seeds=args.seeds,
+            only=only,
+            jobs=args.jobs,
+            on_start=start,
+            on_run=ran,
+            paths=paths,
+            servers=servers,
         )
     con.print(advise.ranking_table(result))
     if result.workload_note is not None:  # the ranking is of a built-in's learning, not the user's model's

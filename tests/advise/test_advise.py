@@ -77,7 +77,7 @@ def test_a_policy_whose_exchanges_are_rounds_is_weighed_on_the_collective_path_t
                 f"{twin.label}@collective",
                 twin.label,
             )
-            assert advise.split_choice(c.choice) == (c.spec, "collective")
+            assert advise.split_choice(c.choice) == (c.spec, "collective", 1)
     can = {c.spec for c in ps if make_policy(c.spec, policy_context(sc)).collective}
     assert {c.spec for c in both if c.path == "collective"} == can and {"bsp", "local-sgd:H=4"} <= can
     assert "asp" not in can
@@ -88,6 +88,29 @@ def test_a_policy_whose_exchanges_are_rounds_is_weighed_on_the_collective_path_t
     assert "bsp" in on_loop and not on_loop & {"local-sgd", "diloco"}
     with pytest.raises(BadInput, match="path"):
         advise.candidates(sc, paths=("ps", "carrier-pigeon"))
+
+
+def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_carry():
+    sc = load_scenario("default")
+    cands, _ = advise.candidates(sc, ["bsp", "asp", "p2p-random:p=2", "asp:compensate=0.04"], servers=(1, 2, 4))
+    choices = [c.choice for c in cands]
+    assert choices[:4] == ["bsp", "bsp@collective", "bsp@servers=2", "bsp@servers=4"], choices
+    assert {"asp@servers=2", "asp@servers=4"} <= set(choices)
+    # p2p: no server holds a model; delay compensation: the base models would be split
+    assert not [c for c in choices if "servers" in c and ("p2p" in c or "compensate" in c)], choices
+    four = next(c for c in cands if c.choice == "asp@servers=4")
+    assert (four.servers, four.path, four.label, four.run_label) == (4, "ps", "asp@servers=4", "asp")
+    assert not four.is_reference and advise.split_choice(four.choice) == ("asp", "ps", 4)
+    assert "4 sharded servers" in advise.mechanism(four, advise.features(sc, 1000))
+    # clipping by the global norm: no shard sees the whole gradient; a user's own loop: never sharded
+    clipped = advise.candidates(load_scenario("elastic-4-signal"), ["asp"], servers=(2,))[0]
+    assert [c.choice for c in clipped if c.servers > 1] == []
+    script = load_scenario("default", script={"path": "/x/train.py", "args": []})
+    assert [c for c in advise.candidates(script, ["asp"], servers=(2,))[0] if c.servers > 1] == []
+    assert advise.parse_servers("2,4") == (1, 2, 4) and advise.parse_servers("1") == (1,)
+    for bad in ("0", "x", "65"):
+        with pytest.raises(BadInput, match="--servers takes server counts in 1..64"):
+            advise.parse_servers(bad)
 
 
 def test_the_reference_is_bsp_through_rank_0_even_when_bsp_on_the_collective_path_ranks_above_it():
@@ -379,6 +402,29 @@ def test_verify_runs_the_shortlist_for_real_and_sets_prediction_against_measurem
     assert v["verdict"].startswith("verify: ") and v["verdict"] in shown
     assert "TTA measured (s)" in shown
     assert "Verified on real processes" in (out / "advice.html").read_text()
+
+
+@pytest.mark.dist
+def test_verify_runs_each_path_of_the_shortlist_as_it_was_simulated(tmp_path):
+    """asp and asp on 2 sharded servers tie in the simulator (the server's
+    link is no bottleneck here), so both are shortlisted with BSP: the
+    sharded one runs with its model on 2 servers, in verify/servers-2/, and
+    verify/summary.json gathers all three under advise's labels."""
+    path = tmp_path / "verify.yaml"
+    path.write_text(VERIFY)
+    out = tmp_path / "adv"
+    argv = ["advise", "-s", str(path), "--seeds", "1", "-p", "asp", "--paths", "ps", "--servers", "2", "--verify"]
+    assert main([*argv, "-o", str(out), "--no-plots"]) == 0
+    advice = json.loads((out / "advice.json").read_text())
+    assert "asp@servers=2" in advice["shortlist"] and "bsp" in advice["shortlist"], advice["shortlist"]
+    (sharded,) = json.loads((out / "verify" / "servers-2" / "summary.json").read_text())
+    assert sharded["servers"] == 2 and sharded["label"] == "asp" and sharded["samples_per_s"] > 0
+    gathered = {r["label"]: r for r in json.loads((out / "verify" / "summary.json").read_text())}
+    labels = {r["choice"]: r["label"] for r in advice["ranking"]}
+    assert set(gathered) == {labels[c] for c in advice["shortlist"]}, (set(gathered), advice["shortlist"])
+    assert gathered["asp@servers=2"]["servers"] == 2 and (out / "verify" / gathered["asp@servers=2"]["trace"]).is_file()
+    row = next(r for r in advice["verification"]["runs"] if r["spec"] == "asp@servers=2")
+    assert row["measured_samples_per_s"] == sharded["samples_per_s"]
 
 
 @pytest.mark.parametrize("workers, needle", [(1, "at least 2 worker processes"), (65, "at most 64")])

@@ -66,7 +66,7 @@ def test_verify_launches_the_profiled_script_under_the_shortlist_on_the_emulated
         assert run["scenario"] == "hetero-4" and run["target_metric"] == "accuracy" and run["target_value"] == 0.9
         assert row["measured_samples_per_s"] == run["samples_per_s"]
         folder = out / "verify" / run["folder"]
-        spec, path = advise.split_choice(row["spec"])  # (bsp@collective: the script's loop on that path)
+        spec, path, _ = advise.split_choice(row["spec"])  # (bsp@collective: the script's loop on that path)
         assert run["path"] == path, run
         # the script's own model trained: its module's state_dict, 82 parameters
         (model,) = folder.glob("model-*.pt")

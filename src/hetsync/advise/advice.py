@@ -220,15 +220,33 @@ def _seconds(nbytes: float, Bps: float) -> float:
 PATHS = ("ps", "collective")  # the data-plane paths advise weighs (hetsync.driver.paths)
 
 
-def choice_name(spec: str, path: str) -> str:
-    """A candidate's name in a shortlist: its spec, with ``@collective`` on that path."""
-    return spec if path == "ps" else f"{spec}@{path}"
+def choice_name(spec: str, path: str, servers: int = 1) -> str:
+    """A candidate's name in a shortlist: its spec, with ``@collective`` on
+    that path or ``@servers=S`` with the model on S sharded servers."""
+    if path != "ps":
+        return f"{spec}@{path}"
+    return spec if servers == 1 else f"{spec}@servers={servers}"
 
 
-def split_choice(choice: str) -> tuple[str, str]:
-    """(spec, path) of :func:`choice_name`'s name."""
-    spec, _, path = choice.partition("@")
-    return spec, path or "ps"
+def split_choice(choice: str) -> tuple[str, str, int]:
+    """(spec, path, servers) of :func:`choice_name`'s name."""
+    spec, _, where = choice.partition("@")
+    if where.startswith("servers="):
+        return spec, "ps", int(where.removeprefix("servers="))
+    return spec, where or "ps", 1
+
+
+def parse_servers(given: str) -> tuple[int, ...]:
+    """``--servers``: the sharded-server counts to weigh (1: rank 0 alone, always)."""
+    from hetsync.driver.shards import MAX_SERVERS
+
+    try:
+        counts = tuple(dict.fromkeys(int(x) for x in given.split(",") if x.strip()))
+    except ValueError:
+        counts = ()
+    if not counts or any(not 1 <= k <= MAX_SERVERS for k in counts):
+        raise BadInput(f"--servers takes server counts in 1..{MAX_SERVERS}, comma-separated; got {given!r}")
+    return counts if 1 in counts else (1, *counts)
 
 
 def parse_paths(given: str) -> tuple[str, ...]:
@@ -246,16 +264,17 @@ class Candidate:
     policy: str
     params: dict[str, Any] = field(default_factory=dict)
     path: str = "ps"  # the data plane it runs on (a round's gradients through rank 0, or all-reduced)
+    servers: int = 1  # path ps: the model on this many sharded servers (rank 0 and S − 1 more)
     run_label: str = ""  # as a run names it (the policy's label; the label when empty)
 
     @property
     def choice(self) -> str:
-        return choice_name(self.spec, self.path)
+        return choice_name(self.spec, self.path, self.servers)
 
     @property
     def is_reference(self) -> bool:
-        """BSP with its defaults on the parameter-server path: what the others' speed-ups are against."""
-        return self.policy == BASELINE and not self.params and self.path == "ps"
+        """BSP with its defaults through rank 0 alone: what the others' speed-ups are against."""
+        return self.policy == BASELINE and not self.params and self.path == "ps" and self.servers == 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -264,6 +283,7 @@ class Candidate:
             "policy": self.policy,
             "params": dict(self.params),
             "path": self.path,
+            "servers": self.servers,
             "choice": self.choice,
         }
 
@@ -308,6 +328,7 @@ def candidates(
     *,
     model_bytes: int = 0,
     paths: Sequence[str] = PATHS,
+    servers: Sequence[int] = (1,),
 ) -> tuple[list[Candidate], list[tuple[str, str]]]:
     """The candidates (BSP first: it is the reference) and the skipped specs
     with the reason. ``only`` restricts the list: a bare policy name brings
@@ -317,9 +338,14 @@ def candidates(
     ``collective`` in ``paths`` every policy whose exchanges are rounds
     (:func:`~hetsync.driver.paths.uses_collective`) is a candidate on that
     path too, right after itself on the parameter-server path (``ps``,
-    always weighed: BSP there is the reference)."""
+    always weighed: BSP there is the reference); and with S > 1 in
+    ``servers``, every one the shards can carry
+    (:func:`~hetsync.driver.shards.check_servers`) with its model on S
+    sharded servers (not a profiled script's: a user's own loop keeps its
+    optimizer in the module)."""
     from hetsync.driver import policy_context
     from hetsync.driver.paths import check_path
+    from hetsync.driver.shards import check_servers
     from hetsync.policies import REGISTRY, make_policy, parse_policy_spec, policy_class
     from hetsync.policies.config import config_values
 
@@ -369,6 +395,15 @@ def candidates(
                     spec=spec, label=label, policy=policy.name, params=params, path="collective", run_label=policy.label
                 )
             )
+        for k in (k for k in servers if k > 1 and scenario.script is None):
+            try:
+                check_servers(k, scenario, [policy], path="ps")
+            except BadInput:
+                continue  # (clipping by the global norm, p2p, delay compensation: one server only)
+            label = f"{policy.label}@servers={k}"
+            out.append(
+                Candidate(spec=spec, label=label, policy=policy.name, params=params, servers=k, run_label=policy.label)
+            )
     out.sort(key=lambda c: c.policy != BASELINE)  # stable: BSP first, the rest in registry order
     return out, skipped
 
@@ -389,6 +424,7 @@ class _Task:
     spec: str
     trace: Path | None
     path: str = "ps"
+    servers: int = 1
     label: str = ""  # the candidate's, for its summary (a run on the collective path is "<policy>@collective")
 
 
@@ -429,7 +465,9 @@ def _run_one(task: _Task) -> dict[str, Any]:
     if key not in _WORKLOADS:
         _WORKLOADS[key] = make_workload(sc.workload, **sc.workload_args)
     try:
-        simulation = Simulation(sc, task.spec, trace_path=task.trace, workload=_WORKLOADS[key], path=task.path)
+        simulation = Simulation(
+            sc, task.spec, trace_path=task.trace, workload=_WORKLOADS[key], path=task.path, servers=task.servers
+        )
         summary = simulation.run().summary
         if task.label:
             summary["label"] = task.label
@@ -479,7 +517,8 @@ def simulate(
             spec=c.spec,
             trace=out / f"trace-{safe_name(c.label)}.jsonl" if k == 0 else None,
             path=c.path,
-            label=c.label if c.path != "ps" else "",
+            servers=c.servers,
+            label=c.label if c.choice != c.spec else "",
         )
         for i, c in enumerate(cands)
         for k, seed in enumerate(seeds)
@@ -829,6 +868,8 @@ def mechanism(c: Candidate, f: Features) -> str:
     what = _policy_mechanism(c, f)
     if c.path == "collective":
         what += ", its rounds all-reduced among the workers (a ring: no server link for every model to queue on)"
+    if c.servers > 1:
+        what += f", the model on {c.servers} sharded servers (each push and pull split {c.servers} ways)"
     return what
 
 
@@ -988,6 +1029,7 @@ def advise(
     on_start: Callable[[list[Candidate], list[tuple[str, str]], int], None] | None = None,
     on_run: OnRun | None = None,
     paths: Sequence[str] = PATHS,
+    servers: Sequence[int] = (1,),
 ) -> Advice:
     """Simulate the candidates over ``seeds`` seeds (the scenario's seed and
     the next ones) and rank them. ``out`` must exist; seed 0's summaries
@@ -1005,7 +1047,7 @@ def advise(
     scenario, measured = resolve_measured(scenario, workload)
     nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
     feats = features(scenario, nbytes)
-    cands, skipped = candidates(scenario, only, model_bytes=nbytes, paths=paths)
+    cands, skipped = candidates(scenario, only, model_bytes=nbytes, paths=paths, servers=servers)
     seed_list = tuple(scenario.seed + k for k in range(seeds))
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:

@@ -258,7 +258,8 @@ def _verify_runs(
     t0: float,
 ) -> Verification:
     """:func:`verify`'s real runs and their comparison with the prediction:
-    one ``hetsync run`` per path (the collective path's in ``collective/``)."""
+    one ``hetsync run`` per path (the collective path's in ``collective/``,
+    S sharded servers' in ``servers-S/``)."""
     from hetsync.runtime import launch
     from hetsync.summary import read_summary
 
@@ -266,15 +267,18 @@ def _verify_runs(
     per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
     seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()
     configs = [forwarded] if not seed_list else [_seeded(forwarded, seed) for seed in seed_list]
-    by_path: dict[str, list[str]] = {}
+    by_path: dict[tuple[str, int], list[str]] = {}
     for choice in specs:
-        by_path.setdefault(split_choice(choice)[1], []).append(choice)
+        _, path, servers = split_choice(choice)
+        by_path.setdefault((path, servers), []).append(choice)
     summaries: list[Mapping[str, Mapping[str, Any]]] = []
     for config in configs:
         measured: dict[str, Mapping[str, Any]] = {}
-        for path, choices in by_path.items():
-            where = config.process.out if path == "ps" else config.process.out / path
-            process = replace(config.process, out=where, path=path)
+        for (path, servers), choices in by_path.items():
+            where = config.process.out
+            if path != "ps" or servers > 1:
+                where = where / (path if path != "ps" else f"servers-{servers}")
+            process = replace(config.process, out=where, path=path, servers=servers)
             group = replace(config, policies=tuple(split_choice(c)[0] for c in choices), process=process)
             shown = {_run_label_of(advice, c): _label_of(advice, c) for c in choices}  # (progress by advise's labels)
             tick = None if on_progress is None else _relabelled(on_progress, shown)
@@ -286,9 +290,35 @@ def _verify_runs(
                 raise RuntimeError(f"the real runs of --verify failed (status {code}): {why}")
             by_label = {r["label"]: r for r in read_summary(where / "summary.json")}
             measured.update({c: by_label.get(_run_label_of(advice, c), {}) for c in choices})
+        if len(by_path) > 1:
+            _gather(advice, config.process.out, specs, measured)
         summaries.append(measured)
     rows = verified_rows(advice, specs, summaries)
     return Verification(rows=rows, folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
+
+
+def _gather(advice: Advice, folder: Path, choices: Sequence[str], measured: Mapping[str, Mapping[str, Any]]) -> None:
+    """One ``summary.json`` in ``folder`` for the runs of every path (those of
+    the other paths under advise's labels, their traces linked beside it), so
+    that ``hetsync report`` shows them side by side."""
+    from hetsync.advise.verify_script import link_file
+    from hetsync.outdir import safe_name, write_json_atomic
+
+    runs = []
+    for choice in choices:
+        run = dict(measured.get(choice) or {})
+        if not run:
+            continue
+        _, path, servers = split_choice(choice)
+        if path != "ps" or servers > 1:
+            sub = folder / (path if path != "ps" else f"servers-{servers}")
+            run["label"] = _label_of(advice, choice)
+            trace = run.get("trace")
+            if isinstance(trace, str) and (sub / trace).is_file():
+                run["trace"] = f"trace-{safe_name(run['label'])}.jsonl"
+                link_file(sub / trace, folder / run["trace"])
+        runs.append(run)
+    write_json_atomic(folder / "summary.json", runs)
 
 
 def _label_of(advice: Advice, choice: str) -> str:

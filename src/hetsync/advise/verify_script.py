@@ -169,7 +169,7 @@ def _run_one(
     from hetsync.runtime import launch
     from hetsync.runtime.collective import PATH_ENV
 
-    spec, path = split_choice(spec)
+    spec, path, _ = split_choice(spec)  # (a script's loop: never sharded servers, advise.candidates)
     out = base / safe_name(label)
     run_as = RunAs(
         policy=spec,
@@ -225,7 +225,7 @@ def _run_one(
         run["label"] = label
     if isinstance(trace, str) and (out / trace).is_file():  # beside the gathered summary, as hetsync report wants it
         gathered = trace if path == "ps" else f"trace-{safe_name(label)}.jsonl"
-        _link(out / trace, base / gathered)
+        link_file(out / trace, base / gathered)
         run["trace"] = gathered
     return run | {"script": entry["path"], "folder": out.name}
 
@@ -239,7 +239,7 @@ def _last_line(log: Path) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-def _link(src: Path, dst: Path) -> None:
+def link_file(src: Path, dst: Path) -> None:
     """``dst`` the same file as ``src`` (a hard link, else a copy)."""
     import os
     import shutil
