@@ -1041,9 +1041,9 @@ class _LoopWorker(WorkerProcess):
         return 0
 
     def _fetch(self) -> tuple[torch.Tensor | None, float]:
+        if not self.collective:  # (the local model: _leave_collective sets it before the path changes)
+            return super()._fetch()
         with self.model_lock:  # (not during a round's step)
-            if not self.collective:
-                return super()._fetch()
             return self.flat.flat(), 1.0
 
     def _leave_collective(self) -> None:
