@@ -97,6 +97,8 @@ def time_run(form: str, model: str, nproc: int, steps: int, batch: int, folder: 
     """One run: the median step (s), the parameter count, the load average at
     its start and (hetsync) rank 0's CPU share."""
     marks = folder / "marks"
+    if marks.exists():  # (an earlier run into the same --out: its marks are not this run's)
+        shutil.rmtree(marks)
     marks.mkdir(parents=True)
     # (run from its own folder: the benches' folder on sys.path would shadow top-level modules)
     script = Path(shutil.copyfile(SCRIPT, folder / SCRIPT.name))
