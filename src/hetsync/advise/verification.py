@@ -275,9 +275,8 @@ def _verify_runs(
     for config in configs:
         measured: dict[str, Mapping[str, Any]] = {}
         for (path, servers), choices in by_path.items():
-            where = config.process.out
-            if path != "ps" or servers > 1:
-                where = where / (path if path != "ps" else f"servers-{servers}")
+            sub = path_folder(path, servers)
+            where = config.process.out if sub is None else config.process.out / sub
             process = replace(config.process, out=where, path=path, servers=servers)
             group = replace(config, policies=tuple(split_choice(c)[0] for c in choices), process=process)
             shown = {_run_label_of(advice, c): _label_of(advice, c) for c in choices}  # (progress by advise's labels)
@@ -297,6 +296,14 @@ def _verify_runs(
     return Verification(rows=rows, folder=VERIFY_DIR, elapsed_s=time.perf_counter() - t0, seeds=seed_list)
 
 
+def path_folder(path: str, servers: int) -> str | None:
+    """The subfolder of ``verify/`` (of a seed's) holding one path's runs: None
+    for rank 0 alone, ``collective``, ``servers-S``."""
+    if path != "ps":
+        return path
+    return None if servers == 1 else f"servers-{servers}"
+
+
 def _gather(advice: Advice, folder: Path, choices: Sequence[str], measured: Mapping[str, Mapping[str, Any]]) -> None:
     """One ``summary.json`` in ``folder`` for the runs of every path (those of
     the other paths under advise's labels, their traces linked beside it), so
@@ -309,14 +316,13 @@ def _gather(advice: Advice, folder: Path, choices: Sequence[str], measured: Mapp
         run = dict(measured.get(choice) or {})
         if not run:
             continue
-        _, path, servers = split_choice(choice)
-        if path != "ps" or servers > 1:
-            sub = folder / (path if path != "ps" else f"servers-{servers}")
+        sub = path_folder(*split_choice(choice)[1:])
+        if sub is not None:
             run["label"] = _label_of(advice, choice)
             trace = run.get("trace")
-            if isinstance(trace, str) and (sub / trace).is_file():
+            if isinstance(trace, str) and (folder / sub / trace).is_file():
                 run["trace"] = f"trace-{safe_name(run['label'])}.jsonl"
-                link_file(sub / trace, folder / run["trace"])
+                link_file(folder / sub / trace, folder / run["trace"])
         runs.append(run)
     write_json_atomic(folder / "summary.json", runs)
 
