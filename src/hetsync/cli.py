@@ -1004,7 +1004,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             jobs = min(args.jobs or advise.default_jobs(), total)
             con.print(
                 f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}; "
-                f"{len(cands)} candidates × {args.seeds} seeds, up to {jobs} processes → {escape(str(out))}/"
+                f"{len(cands)} candidates{advise.paths_clause(cands)} × {args.seeds} seeds, up to {jobs} processes "
+                f"→ {escape(str(out))}/"
             )
             for spec, why in skipped:
                 _say(con, f"skipped {spec}: {why}", style="dim")

@@ -107,6 +107,8 @@ def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_
     assert [c.choice for c in clipped if c.servers > 1] == []
     script = load_scenario("default", script={"path": "/x/train.py", "args": []})
     assert [c for c in advise.candidates(script, ["asp"], servers=(2,))[0] if c.servers > 1] == []
+    assert advise.paths_clause(cands) == " (1 on the collective path, 4 on sharded servers)"
+    assert advise.paths_clause([c for c in cands if c.choice == c.spec]) == ""
     assert advise.parse_servers("2,4") == (1, 2, 4) and advise.parse_servers("1") == (1,)
     for bad in ("0", "x", "65"):
         with pytest.raises(BadInput, match="--servers takes server counts in 1..64"):

@@ -408,6 +408,19 @@ def candidates(
     return out, skipped
 
 
+def paths_clause(cands: Sequence[Candidate]) -> str:
+    """`` (10 on the collective path, 4 on sharded servers)`` for a candidate
+    list, to say what its count holds; empty when all go through rank 0 alone."""
+    parts = []
+    on_ring = sum(c.path == "collective" for c in cands)
+    sharded = sum(c.servers > 1 for c in cands)
+    if on_ring:
+        parts.append(f"{on_ring} on the collective path")
+    if sharded:
+        parts.append(f"{sharded} on sharded servers")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _collective_here(scenario: Scenario, policy: Any) -> bool:
     """Whether the collective path can carry this policy on this cluster: a
     profiled script's (its own training loop) reduces gradient rounds only;
