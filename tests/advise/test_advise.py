@@ -545,3 +545,6 @@ def test_unknown_paths_are_refused_in_one_line_before_the_folder_is_touched(tmp_
     err = capsys.readouterr().err
     assert "--paths takes ps and collective" in err and err.count("\n") == 1 and not out.exists(), err
     assert advise.parse_paths("collective") == ("ps", "collective") and advise.parse_paths("ps") == ("ps",)
+    from hetsync.driver.paths import PATHS
+
+    assert advise.PATHS == PATHS

@@ -217,7 +217,9 @@ def _seconds(nbytes: float, Bps: float) -> float:
 
 
 # -------------------------------------------------------------- candidates
-PATHS = ("ps", "collective")  # the data-plane paths advise weighs (hetsync.driver.paths)
+# the data-plane paths advise weighs: hetsync.driver.paths.PATHS (not imported here, with torch behind it,
+# until a command asks: test_advise checks they are the same)
+PATHS = ("ps", "collective")
 
 
 def choice_name(spec: str, path: str, servers: int = 1) -> str:
@@ -238,22 +240,17 @@ def split_choice(choice: str) -> tuple[str, str, int]:
 
 def parse_servers(given: str) -> tuple[int, ...]:
     """``--servers``: the sharded-server counts to weigh (1: rank 0 alone, always)."""
-    from hetsync.driver.shards import MAX_SERVERS
+    from hetsync.driver.shards import parse_server_counts
 
-    try:
-        counts = tuple(dict.fromkeys(int(x) for x in given.split(",") if x.strip()))
-    except ValueError:
-        counts = ()
-    if not counts or any(not 1 <= k <= MAX_SERVERS for k in counts):
-        raise BadInput(f"--servers takes server counts in 1..{MAX_SERVERS}, comma-separated; got {given!r}")
+    counts = parse_server_counts(given, "--servers")
     return counts if 1 in counts else (1, *counts)
 
 
 def parse_paths(given: str) -> tuple[str, ...]:
     """``--paths``: known paths, comma-separated; ps is always among them (BSP there is the reference)."""
-    paths = tuple(dict.fromkeys(x.strip() for x in given.split(",") if x.strip()))
-    if not paths or any(x not in PATHS for x in paths):
-        raise BadInput(f"--paths takes {' and '.join(PATHS)}, comma-separated; got {given!r}")
+    from hetsync.driver.paths import parse_paths as parse
+
+    paths = parse(given, "--paths")
     return paths if "ps" in paths else ("ps", *paths)
 
 

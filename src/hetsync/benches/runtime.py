@@ -32,7 +32,8 @@ from typing import Any
 
 from hetsync.benches.common import Row
 from hetsync.driver import policy_context
-from hetsync.driver.paths import PATHS, uses_collective
+from hetsync.driver.paths import PATHS, parse_paths, uses_collective
+from hetsync.driver.shards import parse_server_counts
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy
 from hetsync.runtime.config import ProcessOptions, RunConfig
@@ -77,10 +78,7 @@ DEFAULT_POLICIES = {"ps": "bsp,asp,ssp:s=3", "collective": "bsp,lb-bsp"}
 def paths_and_policies(args: argparse.Namespace) -> dict[str, list[str]]:
     """Each path's sim-vs-runtime policies; BadInput, before anything starts,
     for an unknown path or a policy that cannot take its path."""
-    given = str(getattr(args, "path", "ps"))
-    paths = list(dict.fromkeys(x.strip() for x in given.split(",") if x.strip()))
-    if not paths or any(x not in PATHS for x in paths):
-        raise BadInput(f"--path takes {' and '.join(PATHS)}, comma-separated; got {given!r}")
+    paths = parse_paths(str(getattr(args, "path", "ps")), "--path")
     ctx = policy_context(load_scenario(args.calibrate_scenario).with_workers(args.nproc))
     chosen = {}
     for path in paths:
@@ -96,16 +94,7 @@ def paths_and_policies(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def server_counts(args: argparse.Namespace) -> list[int]:
     """``--servers``: the server path's calibrations, one per count (BadInput in one line)."""
-    from hetsync.driver.shards import MAX_SERVERS
-
-    given = str(getattr(args, "servers", "1"))
-    try:
-        counts = list(dict.fromkeys(int(x) for x in given.split(",") if x.strip()))
-    except ValueError:
-        counts = []
-    if not counts or any(not 1 <= k <= MAX_SERVERS for k in counts):
-        raise BadInput(f"--servers takes server counts in 1..{MAX_SERVERS}, comma-separated; got {given!r}")
-    return counts
+    return list(parse_server_counts(str(getattr(args, "servers", "1")), "--servers"))
 
 
 def run(args: argparse.Namespace) -> list[Row]:

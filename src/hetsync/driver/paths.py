@@ -27,6 +27,15 @@ def check_path(path: object) -> str:
     return str(path)
 
 
+def parse_paths(given: str, flag: str) -> tuple[str, ...]:
+    """A command line's comma-separated paths (``flag`` names the option), in
+    order, each once; BadInput in one line for an unknown or empty list."""
+    paths = tuple(dict.fromkeys(x.strip() for x in given.split(",") if x.strip()))
+    if not paths or any(x not in PATHS for x in paths):
+        raise BadInput(f"{flag} takes {' and '.join(PATHS)}, comma-separated; got {given!r}")
+    return paths
+
+
 def uses_collective(path: str, policy: Any) -> bool:
     """Whether a run of ``policy`` on ``path`` reduces its rounds among the
     workers; BadInput when the path was asked for and the policy cannot use it."""

@@ -40,6 +40,19 @@ def server_rank(k: int, workers: int) -> int:
     return 0 if k == 0 else workers + k
 
 
+def parse_server_counts(given: str, flag: str) -> tuple[int, ...]:
+    """A command line's comma-separated server counts (``flag`` names the
+    option), in order, each once; BadInput in one line unless each is in
+    1..MAX_SERVERS."""
+    try:
+        counts = tuple(dict.fromkeys(int(x) for x in given.split(",") if x.strip()))
+    except ValueError:
+        counts = ()
+    if not counts or any(not 1 <= k <= MAX_SERVERS for k in counts):
+        raise BadInput(f"{flag} takes server counts in 1..{MAX_SERVERS}, comma-separated; got {given!r}")
+    return counts
+
+
 def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str) -> None:
     """BadInput, in one line, when ``servers`` > 1 cannot carry this run:
     gradient clipping by the global norm (no server sees the whole
