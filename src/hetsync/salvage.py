@@ -32,7 +32,7 @@ def summary_from_trace(path: Path, reason: str = INTERRUPTED) -> RunSummary | No
     ``compute`` record, an update per ``apply``, dropped steps from
     ``drop`` records; the time is the last moment the trace reached."""
     start: dict[str, Any] | None = None
-    steps = updates = applied = dropped = 0
+    steps = updates = dropped = 0
     end_s = 0.0
     curve: list[list[float | None]] = []
     last: dict[str, float | None] = {}
@@ -47,7 +47,6 @@ def summary_from_trace(path: Path, reason: str = INTERRUPTED) -> RunSummary | No
             steps += 1
         elif kind == "apply":
             updates += 1
-            applied += len(r["ids"])
         elif kind == "drop":
             dropped += int(r["steps"])
         elif kind == "eval":

@@ -383,24 +383,21 @@ def candidates(
         if policy.label in seen:  # e.g. ssp and ssp:s=3
             continue
         seen.add(policy.label)
-        out.append(Candidate(spec=spec, label=policy.label, policy=policy.name, params=params))
+        base = Candidate(spec=spec, label=policy.label, policy=policy.name, params=params)
+        out.append(base)
+        elsewhere = []  # (path, servers) it also runs on
         # (a user's own loop reduces gradient rounds only: hetsync.loop)
         if "collective" in paths and getattr(policy, "collective", False) and _collective_here(scenario, policy):
-            label = f"{policy.label}@collective"
-            out.append(
-                Candidate(
-                    spec=spec, label=label, policy=policy.name, params=params, path="collective", run_label=policy.label
-                )
-            )
+            elsewhere.append(("collective", 1))
         for k in (k for k in servers if k > 1 and scenario.script is None):
             try:
                 check_servers(k, scenario, [policy], path="ps")
             except BadInput:
                 continue  # (clipping by the global norm, p2p, delay compensation: one server only)
-            label = f"{policy.label}@servers={k}"
-            out.append(
-                Candidate(spec=spec, label=label, policy=policy.name, params=params, servers=k, run_label=policy.label)
-            )
+            elsewhere.append(("ps", k))
+        for path, k in elsewhere:
+            label = policy.label + choice_name(spec, path, k).removeprefix(spec)  # "bsp@collective", "asp@servers=4"
+            out.append(replace(base, label=label, path=path, servers=k, run_label=policy.label))
     out.sort(key=lambda c: c.policy != BASELINE)  # stable: BSP first, the rest in registry order
     return out, skipped
 

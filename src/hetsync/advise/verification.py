@@ -308,22 +308,16 @@ def _gather(advice: Advice, folder: Path, choices: Sequence[str], measured: Mapp
     """One ``summary.json`` in ``folder`` for the runs of every path (those of
     the other paths under advise's labels, their traces linked beside it), so
     that ``hetsync report`` shows them side by side."""
-    from hetsync.advise.verify_script import link_file
-    from hetsync.outdir import safe_name, write_json_atomic
+    from hetsync.advise.verify_script import gathered_run
+    from hetsync.outdir import write_json_atomic
 
     runs = []
     for choice in choices:
-        run = dict(measured.get(choice) or {})
+        run = measured.get(choice)
         if not run:
             continue
         sub = path_folder(*split_choice(choice)[1:])
-        if sub is not None:
-            run["label"] = _label_of(advice, choice)
-            trace = run.get("trace")
-            if isinstance(trace, str) and (folder / sub / trace).is_file():
-                run["trace"] = f"trace-{safe_name(run['label'])}.jsonl"
-                link_file(folder / sub / trace, folder / run["trace"])
-        runs.append(run)
+        runs.append(dict(run) if sub is None else gathered_run(run, folder / sub, folder, _label_of(advice, choice)))
     write_json_atomic(folder / "summary.json", runs)
 
 

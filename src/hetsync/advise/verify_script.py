@@ -32,7 +32,7 @@ traces linked beside it), which ``hetsync report`` reads.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,14 +219,8 @@ def _run_one(
             f"verify: your script {entry['path']} under {label} finished without a summary in {out}/: does it call "
             f"hetsync.init, sync.optimizer and sync.finish()? To run it alone: {alone}"
         )
-    run = dict(found[-1])
-    trace = run.get("trace")
-    if path != "ps":  # (the same policy on the other path: its own name in the gathered summary)
-        run["label"] = label
-    if isinstance(trace, str) and (out / trace).is_file():  # beside the gathered summary, as hetsync report wants it
-        gathered = trace if path == "ps" else f"trace-{safe_name(label)}.jsonl"
-        link_file(out / trace, base / gathered)
-        run["trace"] = gathered
+    # (the same policy on the other path: its own name in the gathered summary)
+    run = gathered_run(found[-1], out, base, label if path != "ps" else None)
     return run | {"script": entry["path"], "folder": out.name}
 
 
@@ -237,6 +231,24 @@ def _last_line(log: Path) -> str | None:
     except OSError:
         return None
     return lines[-1][:300] if lines else None
+
+
+def gathered_run(run: Mapping[str, Any], src: Path, dst: Path, label: str | None) -> dict[str, Any]:
+    """``run`` (a summary's entry, its trace in ``src``) as a summary in
+    ``dst`` gathering several folders' runs holds it: its trace linked
+    beside that summary, as ``hetsync report`` wants it — under ``label``'s
+    name, the run renamed so, when one is given (a policy that also ran on
+    another path)."""
+    from hetsync.outdir import safe_name
+
+    run = dict(run)
+    if label is not None:
+        run["label"] = label
+    trace = run.get("trace")
+    if isinstance(trace, str) and (src / trace).is_file():
+        run["trace"] = trace if label is None else f"trace-{safe_name(label)}.jsonl"
+        link_file(src / trace, dst / run["trace"])
+    return run
 
 
 def link_file(src: Path, dst: Path) -> None:
