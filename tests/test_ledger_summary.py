@@ -3,6 +3,7 @@ the target's direction, and the accuracy aliases."""
 
 from __future__ import annotations
 
+import copy
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -245,6 +246,29 @@ def test_a_fragment_apply_carries_its_mean_at_the_fragment_width():
     four = Fragment(lo=0, hi=3, bits=4)
     ledger.apply(Apply(contributions=((_hold(ledger, 0, [7.0, 0.4, 3.2], four), 1.0),)), 1.0)
     assert ledger.theta[:3].tolist() == [7.0, 0.0, 3.0]  # 15 levels of 1.0 each: 0.4 and 3.2 round
+
+
+def test_each_fragments_outer_state_goes_into_a_checkpoint_and_comes_back():
+    """A resumed Streaming DiLoCo run goes on with each fragment's momentum:
+    a ledger loaded from the states steps exactly as the one that saved them."""
+    from hetsync.policies.base import Apply, Fragment
+
+    nesterov = {"name": "sgd", "lr": 0.5, "momentum": 0.9, "nesterov": True}
+    head, tail = Fragment(lo=0, hi=2), Fragment(lo=2, hi=6)
+    first = _fragment_ledger(nesterov)
+    for fragment, values in ((head, [1.0, -2.0]), (tail, [0.5] * 4), (head, [3.0, 1.0])):
+        first.apply(Apply(contributions=((_hold(first, 0, values, fragment), 1.0),)), 1.0)
+    saved = copy.deepcopy(first.fragment_states())  # (as torch.save writes it: no tensor shared)
+    assert [(lo, hi) for lo, hi, _ in saved] == [(0, 2), (2, 6)]
+    second = _fragment_ledger(nesterov)
+    second.theta = first.theta.clone()
+    second.load_fragment_states(saved)
+    fresh = _fragment_ledger(nesterov)
+    fresh.theta = first.theta.clone()
+    for ledger in (first, second, fresh):
+        ledger.apply(Apply(contributions=((_hold(ledger, 0, [1.0, 1.0], head), 1.0),)), 1.0)
+    assert torch.equal(second.theta, first.theta)
+    assert not torch.equal(fresh.theta, first.theta)  # (without the states the momentum starts again)
 
 
 def test_an_apply_of_two_fragments_is_refused():

@@ -243,6 +243,24 @@ def test_metrics_need_a_direction_and_numbers():
         ModuleModel(model, lambda m: 0.5, {})
 
 
+def test_an_evaluate_without_the_targets_metric_is_told_how_to_give_its_target(tmp_path):
+    """Your evaluate reports mse, you gave no target: rank 0 says so and how
+    to give one, in one line, before the run starts (not the scenario's
+    words: you set no scenario key)."""
+    from types import SimpleNamespace
+
+    from hetsync.loop import Sync, _scenario
+
+    sc = _scenario(None, 2, {})
+    sync = Sync(0, sc, "bsp", SimpleNamespace(out=tmp_path), None, {})
+    model = net()
+    flat = ModuleModel(model, lambda m: {"mse": 0.3}, {"mse": "min"})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(BadInput, match=r"^your evaluate reports mse, and the run's target is accuracy ≥ 0.9") as e:
+        sync._serve(flat, opt)
+    assert "target={'metric': 'mse', 'value': V}) for time to mse ≤ V" in str(e.value)
+
+
 def test_evaluation_sees_the_global_model_in_eval_mode_without_grad():
     seen = {}
 

@@ -407,7 +407,7 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
             from hetsync.policies import make_policy
 
             policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
-            check_servers(args.servers, scenario, policies, path=args.path)
+            check_servers(args.servers, scenario, policies, path=args.path, driver="dist" if _launches(args) else "sim")
     processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
     from hetsync.workloads import make_workload
 

@@ -371,6 +371,18 @@ class Ledger:
         state["held"] = sorted(self.pushes)
         return state
 
+    def fragment_states(self) -> list[list[Any]]:
+        """The outer optimizer's state of each fragment stepped so far
+        (Streaming DiLoCo; [lo, hi, state] each), for a checkpoint."""
+        return [[lo, hi, stepper.state_dict()] for (lo, hi), stepper in sorted(self._fragment_outer.items())]
+
+    def load_fragment_states(self, states: list[list[Any]]) -> None:
+        """Go on with a checkpoint's :meth:`fragment_states`."""
+        for lo, hi, state in states:
+            stepper = Stepper(self.outer.cfg, self.outer.schedule, None)
+            stepper.load_state_dict(state)
+            self._fragment_outer[(int(lo), int(hi))] = stepper
+
     def load_state_dict(self, state: dict[str, Any], now_s: float, *, goes_on: bool = True) -> int:
         """Continue the accounting of a checkpoint (a resumed run). What was
         under way when it was saved — pushes held, unpushed local steps,

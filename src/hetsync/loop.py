@@ -524,6 +524,16 @@ class Sync:
     def _serve(self, flat: ModuleModel, optimizer: torch.optim.Optimizer) -> None:
         from hetsync.runtime.process import _serve_and_report
 
+        sc = self.scenario
+        if flat.metrics and sc.target_metric not in flat.metrics:
+            first, direction = next(iter(flat.metrics.items()))
+            bound = "≤" if direction == "min" else "≥"
+            raise BadInput(
+                f"your evaluate reports {', '.join(flat.metrics)}, and the run's target is {sc.target_metric} "
+                f"≥ {sc.target_value:g} (hetsync's default): give yours, e.g. hetsync.init(..., "
+                f"target={{'metric': '{first}', 'value': V}}) for time to {first} {bound} V"
+            )
+
         command = " ".join(["python", *sys.argv])
 
         def report(runs: list[dict[str, Any]]) -> None:
@@ -638,6 +648,7 @@ class ModuleModel:
             if p.dtype != torch.float32:
                 raise BadInput(f"{self.name}: hetsync moves float32 parameters; a parameter is {p.dtype}")
         self.n_params = sum(p.numel() for p in self.params)
+        self.param_sizes = tuple(p.numel() for p in self.params)  # (Streaming DiLoCo cuts its fragments on them)
         # accelerators the module's parameters live on: a step is timed once their queued work is done
         self.accelerators = gpu_devices(self.params)
         self.model_nbytes = 4 * self.n_params
@@ -1117,7 +1128,7 @@ class _LoopWorker(WorkerProcess):
 
     def _pend(self, step: P.StepOrder, done: Done, out: torch.Tensor | None) -> None:
         """The next step may start: the user's loop computes it."""
-        start, base = self._begin_step()
+        start, base = self._begin_step(step)
         self._sync_module()
         if self.collective and step.push_after == "grad" and step.local_lr is None:
             assert self.reducer is not None

@@ -73,7 +73,7 @@ def compare(
             uses_collective(path, make_policy(spec, policy_context(scenario)))
     if servers != 1:
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
-        check_servers(servers, scenario, policies, path=path)
+        check_servers(servers, scenario, policies, path=path, driver="sim")
     out_dir.mkdir(parents=True, exist_ok=True)
     if workload is None:
         workload = make_workload(scenario.workload, **scenario.workload_args)

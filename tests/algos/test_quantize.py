@@ -4,7 +4,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from hetsync.algos.quantize import dequantize, fragment_nbytes, levels, payload_nbytes, quantize, roundtrip
+from hetsync.algos.quantize import (
+    decode,
+    dequantize,
+    encode,
+    fragment_nbytes,
+    levels,
+    payload_nbytes,
+    quantize,
+    roundtrip,
+)
 
 FLOATS = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32)
 
@@ -72,3 +81,25 @@ def test_fragment_bytes_are_its_share_of_the_declared_model():
     assert fragment_nbytes(4_000_000, 4810, 0, 4810, 8) == 1_000_000 + 4
     with pytest.raises(ValueError, match="range"):
         fragment_nbytes(400, 100, 50, 101, 32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=hnp.arrays(np.float32, st.integers(0, 301), elements=FLOATS), bits=st.sampled_from([32, 8, 4]))
+def test_the_bytes_on_the_wire_read_back_to_the_round_trip(x, bits):
+    message = encode(x, bits)
+    assert message.dtype == np.uint8 and message.size == payload_nbytes(x.size, bits)
+    back = decode(message, x.size, bits)
+    assert back.dtype == np.float32 and np.array_equal(back, roundtrip(x, bits))
+
+
+def test_a_message_that_is_not_finite_travels_unscaled_and_a_wrong_length_is_refused():
+    bad = np.array([1.0, np.inf, np.nan], np.float32)
+    for bits in (8, 4):
+        back = decode(encode(bad, bits), 3, bits)
+        assert back[0] == 1.0 and back[1] == np.inf and np.isnan(back[2])
+    # 4 bits: two values a byte, the first in the low half (q + 8)
+    assert list(encode(np.array([7.0, -7.0, 1.0], np.float32), 4)[4:]) == [15 | (1 << 4), 9 | (8 << 4)]
+    with pytest.raises(ValueError, match="bytes"):
+        decode(encode(np.ones(10, np.float32), 4), 12, 4)
+    with pytest.raises(ValueError, match="bytes"):
+        decode(np.zeros(7, np.uint8), 2, 32)

@@ -218,10 +218,15 @@ def test_policy_specs_and_labels() -> None:
 
 def test_real_processes_refuse_a_simulator_only_policy_before_anything_starts() -> None:
     sc = make_scenario()
-    assert policy_labels(sc, ["streaming-diloco:bits=8"]) == ["streaming-diloco(H=10,P=2,tau=1,bits=8)"]
-    with pytest.raises(BadInput, match=r"^policy 'streaming-diloco:bits=8' is simulator only for now"):
-        policy_labels(sc, ["bsp", "streaming-diloco:bits=8"], driver="dist")
-    assert policy_labels(sc, ["bsp", "diloco"], driver="dist") == ["bsp", "diloco(H=10)"]
+    spec = "tests.userpolicy.halfsync:SimulatorOnly"
+    assert policy_labels(sc, [spec]) == ["halfsync-sim(quorum=0.5)"]
+    with pytest.raises(BadInput, match=rf"^policy '{spec}' is simulator only for now"):
+        policy_labels(sc, ["bsp", spec], driver="dist")
+    # every built-in policy runs on real processes
+    assert policy_labels(sc, ["bsp", "streaming-diloco:bits=8"], driver="dist") == [
+        "bsp",
+        "streaming-diloco(H=10,P=2,tau=1,bits=8)",
+    ]
 
 
 def test_fragment_transfers_name_their_range_and_width(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@ import pytest
 
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy
-from hetsync.policies.base import Apply, Compute, Fragment, PolicyContext, Pull, Push, WorkerLeft
+from hetsync.policies.base import Apply, Compute, Fragment, PolicyContext, Pull, Push, WorkerLeaving, WorkerLeft
 from hetsync.policies.streaming_diloco import StreamingDiLoCo
 from hetsync.recipe import parse_optimizer
 from tests.policies.helpers import arrived, done, pulled
@@ -78,6 +78,49 @@ def test_a_worker_that_leaves_is_not_waited_for():
     ]
 
 
+def test_a_leaver_pushes_its_last_steps_into_the_next_fragments_round():
+    """A worker whose loop ends with unpushed steps pushes the fragment due
+    next at once; its push waits, parked, while another fragment's round is
+    open, and that fragment's round then waits for it. It pulls nothing."""
+    p = StreamingDiLoCo(ctx(2), H=4, P=2, tau=1)  # fragment 1 after steps 2, 6, ...; fragment 0 after 4, 8, ...
+    p.start(0.0)
+    steps(p, 0, 1)
+    assert p.on_event(done(0)) == [push(0, F1), step(0)]  # step 2
+    assert p.on_event(done(0)) == []  # step 3: its merge point; fragment 1's round waits for worker 1
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=0)) == [push(0, F0)]  # step 3 goes with fragment 0
+    a, early = arrived(0, kind="delta", steps=2), arrived(0, kind="delta", steps=1)
+    assert p.on_event(a) == []  # its push of fragment 1, sent before it left, joins that round...
+    assert p.on_event(early) == []  # ...and its last, fragment 0's, is parked: fragment 1's round is open
+    steps(p, 1, 1)
+    assert p.on_event(done(1)) == [push(1, F1), step(1)]
+    b = arrived(1, kind="delta", steps=2)
+    assert p.on_event(b) == [
+        Apply(contributions=((a.push_id, 0.5), (b.push_id, 0.5))),
+        Pull(worker=1, fragment=F1, keep=0.5),  # the leaver pulls nothing
+    ]
+    assert p.on_event(pulled(1)) == []
+    assert p.on_event(done(1)) == [step(1, merge=True)]  # step 3
+    c = arrived(1, kind="delta", steps=2)
+    assert p.on_event(done(1)) == [push(1, F0), step(1)]  # step 4: fragment 0, with the leaver's parked push
+    assert p.on_event(c) == [
+        Apply(contributions=((c.push_id, 0.5), (early.push_id, 0.5))),
+        Pull(worker=1, fragment=F0, keep=0.5),
+    ]
+
+
+def test_leavers_with_no_one_going_on_close_their_own_rounds():
+    p = StreamingDiLoCo(ctx(2), H=4, P=2, tau=1)
+    p.start(0.0)
+    for w in (0, 1):
+        assert p.on_event(done(w)) == [step(w)]  # step 1: nothing due
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=0)) == [push(0, F1)]
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=1)) == [push(1, F1)]
+    a, b = arrived(0, kind="delta", steps=1), arrived(1, kind="delta", steps=1)
+    assert p.on_event(a) == []
+    assert p.on_event(b) == [Apply(contributions=((a.push_id, 0.5), (b.push_id, 0.5)))]
+    assert p.on_event(WorkerLeaving(now_s=2.0, worker=0)) == []  # (nothing unpushed: nothing more)
+
+
 def test_parameters_are_checked_naming_them():
     assert StreamingDiLoCo(ctx(), H=100, P=4, tau=5, bits=8).step_gap_bound() == 25 + 5 - 1
     assert StreamingDiLoCo(ctx(), H=10, P=1, tau=0).step_gap_bound() == 9  # DiLoCo's H − 1
@@ -113,4 +156,4 @@ def test_label_optimizers_and_bits_on_the_fragments():
     outer = parse_optimizer("outer", p.outer_optimizer(), outer=True)
     assert (outer.name, outer.lr, outer.momentum, outer.nesterov) == ("sgd", 0.7, 0.9, True)
     assert p.local_optimizer() == {"name": "adamw", "weight_decay": 0.1}
-    assert p.simulator_only and not make_policy("diloco", ctx()).simulator_only
+    assert p.fragmented and not p.simulator_only and not make_policy("diloco", ctx()).fragmented

@@ -155,8 +155,9 @@ def test_a_simulator_only_policy_is_refused_before_any_process_group(monkeypatch
 
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "3")
-    with pytest.raises(BadInput, match="policy 'streaming-diloco' is simulator only for now"):
-        hetsync.init("streaming-diloco")
+    spec = "tests.userpolicy.halfsync:SimulatorOnly"
+    with pytest.raises(BadInput, match=f"policy '{spec}' is simulator only for now"):
+        hetsync.init(spec)
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,14 @@ import dataclasses
 import math
 import struct
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from hetsync.algos.quantize import encode
+from hetsync.policies.base import Fragment
 from hetsync.runtime import protocol as P
 
 # times on the wire are whole microseconds: a time that is one comes back exactly
@@ -303,7 +306,7 @@ def test_the_channel_packs_a_message_with_its_payload_and_its_worker_list(fused)
     assert torch.equal(tensors[0][2 * P.HEADER_LEN :] if fused else tensors[1], model)
     *_, listed = channel.pack_message(P.AllReduceCmd(exchange=5, ring=(3, 1, 2)))
     assert listed.tolist() == [3, 1, 2]
-    with pytest.raises(ValueError, match="WorkCmd goes with a model-sized payload"):
+    with pytest.raises(ValueError, match="WorkCmd goes with a payload of .*float32, got none"):
         channel.pack_message(cmd)
     with pytest.raises(ValueError, match="Bye goes without"):
         channel.pack_message(P.Bye(), model)
@@ -344,10 +347,55 @@ def test_a_collective_pull_and_a_carried_push_go_without_a_model():
     assert not P.command_has_payload(apply.encode())
     plain = P.WorkCmd(pull=P.PullOrder(version=3, sent_s=1.0))
     assert P.command_has_payload(plain.encode())
-    with pytest.raises(ValueError, match="with a model-sized payload"):
+    with pytest.raises(ValueError, match="goes with a payload of"):
         channel.pack_message(plain)
     carried = P.WorkDone(pushed=P.Pushed(kind="grad", steps=1, samples=32, base_version=2, start_s=0.5, carried=True))
     assert not P.report_has_payload(carried.encode())
     assert len(channel.pack_message(carried)) == 1
     sent = dataclasses.replace(carried, pushed=dataclasses.replace(carried.pushed, carried=False))
     assert P.report_has_payload(sent.encode())
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_fragment_travels_alone_its_range_and_size_in_the_header(fused):
+    """Streaming DiLoCo: a fragment's pull carries the range's float32 values
+    and the share kept at the merge; its push, the encoded delta's bytes (the
+    header says how many); a step may merge what was pulled. Unfused, the
+    payload is only the fragment's size."""
+    n = 40 if fused else P.FUSE_LIMIT_PARAMS + 40
+    channel = P.Channel(n)
+    frag = Fragment(lo=10, hi=30, bits=4)
+    cmd = P.WorkCmd(
+        push="delta",
+        push_fragment=frag,
+        pull=P.PullOrder(version=4, sent_s=1.5, span=(0, 10), keep=0.25),
+        step=P.StepOrder(batch_size=8, local_lr=0.1, merge=True),
+    )
+    hdr = cmd.encode()
+    assert P.decode_command(hdr) == cmd
+    assert P.command_payload(hdr, n) == (torch.float32, 10)
+    values = torch.arange(10, dtype=torch.float32)
+    tensors = channel.pack_message(cmd, values)
+    if fused:
+        assert len(tensors) == 1 and torch.equal(tensors[0][2 * P.HEADER_LEN : 2 * P.HEADER_LEN + 10], values)
+    else:
+        assert [t.numel() for t in tensors] == [P.HEADER_LEN, 10]
+    with pytest.raises(ValueError, match="payload of 10 torch.float32, got 40"):
+        channel.pack_message(cmd, torch.zeros(40))
+    message = torch.from_numpy(encode(np.linspace(-1, 1, 20, dtype=np.float32), 4))
+    pushed = P.Pushed(kind="delta", steps=3, samples=96, base_version=4, start_s=2.0, fragment=frag, nbytes=14)
+    done = P.WorkDone(pushed=pushed, pulled=P.Pulled(version=4, start_s=1.5, end_s=1.6, span=(0, 10)))
+    rep = done.encode()
+    assert P.decode_report(rep) == done
+    assert P.report_payload(rep, n) == (torch.uint8, 14) == (message.dtype, message.numel())
+    tensors = channel.pack_message(done, message)
+    if fused:
+        assert torch.equal(tensors[0][2 * P.HEADER_LEN :].view(torch.uint8)[:14], message)
+    else:
+        assert torch.equal(tensors[1], message)
+    with pytest.raises(ValueError, match="fragment"):
+        P.Pushed(kind="grad", steps=1, samples=1, base_version=0, start_s=0.0, fragment=frag)
+    with pytest.raises(ValueError, match="push_fragment needs push 'delta'"):
+        P.WorkCmd(push="grad", push_fragment=frag)
+    with pytest.raises(ValueError, match="span"):
+        P.PullOrder(version=1, sent_s=0.0, span=(5, 5))

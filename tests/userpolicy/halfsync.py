@@ -75,3 +75,11 @@ class EveryPush(Policy):
             return []
         apply = Apply(contributions=((event.push_id, 1.0 / self.n),), lr=self.ctx.lr)
         return [apply, Pull(worker=event.worker, then=self._step(event.worker))]
+
+
+class SimulatorOnly(HalfSync):
+    """The same policy, marked as one the runtime does not run
+    (``Policy.simulator_only``): real processes refuse it before they start."""
+
+    name = "halfsync-sim"
+    simulator_only = True

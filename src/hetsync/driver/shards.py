@@ -53,11 +53,13 @@ def parse_server_counts(given: str, flag: str) -> tuple[int, ...]:
     return counts
 
 
-def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str) -> None:
+def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path: str, driver: str = "dist") -> None:
     """BadInput, in one line, when ``servers`` > 1 cannot carry this run:
     gradient clipping by the global norm (no server sees the whole
     gradient), delay compensation (the base models would be split too),
-    peer-to-peer policies and the collective path (no server holds a model)."""
+    peer-to-peer policies and the collective path (no server holds a model);
+    on real processes (``driver="dist"``) also fragments (Streaming DiLoCo),
+    which only the simulator cuts by the servers' ranges."""
     if not isinstance(servers, int) or isinstance(servers, bool) or not 1 <= servers <= MAX_SERVERS:
         raise BadInput(f"--servers must be an integer in [1, {MAX_SERVERS}], got {servers!r}")
     if servers == 1:
@@ -71,6 +73,8 @@ def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path:
         for policy in policies:
             if policy.topology == "p2p":
                 why = f"{policy.label} is peer to peer: no server holds a model; drop --servers"
+            elif policy.fragmented and driver == "dist":
+                why = f"{policy.label} pushes and pulls fragments, which the servers' ranges would cut: use --servers 1"
             elif policy.needs_base_models():
                 why = f"{policy.label} compensates delays against models the shards would split: use --servers 1"
             if why:

@@ -441,6 +441,9 @@ class Policy:
     # the runtime (real processes) does not implement it yet: a run on real processes is
     # refused before any process starts (hetsync.driver.policy_labels with driver="dist")
     simulator_only: ClassVar[bool] = False
+    # its pushes and pulls move fragments, ranges of the model (Streaming DiLoCo): the
+    # parameter-server path on one server carries them (not sharded servers)
+    fragmented: ClassVar[bool] = False
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         self.ctx = ctx

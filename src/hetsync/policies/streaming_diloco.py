@@ -57,11 +57,27 @@ last push of any fragment, so every step is applied with the first fragment
 applied after it (its effect on the other fragments reaches the server with
 their own later syncs).
 
+A worker whose own training loop ends (``WorkerLeaving``, :mod:`hetsync.loop`)
+with steps it has not pushed pushes at once the delta of the fragment due
+next, so its last steps reach the model: the push waits, parked, for that
+fragment's round (the workers going on push theirs at their own time) and
+the round waits for it; the leaver pulls nothing. When no worker goes on,
+the leavers' parked pushes close rounds of their own.
+
 Default H = 10 (as hetsync's DiLoCo: short runs), P = 2, τ = 1 (one step of
 overlap hides a fragment's round trip on the built-in scenarios' links),
-bits = 4 (the paper's width). On real processes this policy is refused for
-now (``simulator_only``): the runtime's workers cannot hold, merge or push
-fragments yet.
+bits = 4 (the paper's width).
+
+On real processes (``hetsync run``, ``hetsync.init`` in a user's loop) the
+same commands travel the parameter-server path: a fragment's push carries
+the bytes of its encoded delta (:func:`hetsync.algos.quantize.encode`: the
+scale and the packed integers, so 4 bits move an eighth of float32's bytes),
+and a fragment's pull the range's float32 values, which the worker holds
+until the step that merges them. The pull is the one place the real run
+moves more than the simulator counts: the simulator books it at the
+fragment's width, as the paper's replicas (each taking the outer step on the
+quantized mean) would move it; the runtime sends the server's values. Not on
+the collective path or with sharded servers (refused in one line).
 """
 
 from __future__ import annotations
@@ -119,10 +135,10 @@ class _InFlight:
 
 class StreamingDiLoCo(Policy):
     name = "streaming-diloco"
-    summary = "DiLoCo synced one fragment at a time, overlapped with tau steps, in 32/8/4 bits (simulator only)"
+    summary = "DiLoCo synced one fragment at a time, overlapped with tau steps, in 32/8/4 bits"
     config_class = StreamingDiLoCoConfig
     config: StreamingDiLoCoConfig
-    simulator_only = True
+    fragmented = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -151,6 +167,10 @@ class StreamingDiLoCo(Policy):
         self.alive = set(range(self.n))
         self.leaving: set[int] = set()
         self.round: list[PushArrived] = []
+        self.last_push = [0] * self.n  # each worker's step count at its last push
+        self.early: dict[int, int] = {}  # leavers' pushes on their way: the fragment each carries
+        self.unarrived = [0] * self.n  # pushes each worker was told to make that have not arrived
+        self.parked: dict[int, list[PushArrived]] = {}  # leavers' pushes that arrived, by fragment: for its round
 
     def _cut(self, sizes: tuple[int, ...]) -> list[Fragment]:
         try:
@@ -202,20 +222,40 @@ class StreamingDiLoCo(Policy):
         if isinstance(event, ComputeDone):
             return self._on_step(event.worker)
         if isinstance(event, PushArrived):
-            self.round.append(event)
+            w = event.worker
+            self.unarrived[w] -= 1
+            if w in self.early and not self.unarrived[w]:  # a leaver's last: parked until its fragment's round
+                self.parked.setdefault(self.early.pop(w), []).append(event)
+            else:
+                self.round.append(event)
             return self._maybe_close()
         if isinstance(event, PullDone):
             return self._on_pulled(event.worker)
         if isinstance(event, WorkerLeaving):
-            self.leaving.add(event.worker)  # no more steps; a push it made stays in the round
-            self.waiting.discard(event.worker)
-            return self._maybe_close()
+            w = event.worker
+            self.leaving.add(w)  # no more steps; a push it made stays in the round
+            self.waiting.discard(w)
+            if self.steps[w] == self.last_push[w]:
+                return self._maybe_close()
+            p = self._next_due(w)  # its last steps go with the next fragment's round
+            self.early[w] = p
+            self.last_push[w] = self.steps[w]
+            self.unarrived[w] += 1
+            return [Push(worker=w, kind="delta", fragment=self.fragments[p]), *self._maybe_close()]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.leaving.discard(event.worker)
             self.waiting.discard(event.worker)
+            self.early.pop(event.worker, None)  # (its push will not come)
             return self._maybe_close()
         return []
+
+    def _next_due(self, w: int) -> int:
+        """The fragment whose sync comes next after the worker's steps so far."""
+        t = self.steps[w] + 1
+        while (p := due_fragment(t, self.H, self.P)) is None:
+            t += 1
+        return p
 
     def _on_step(self, w: int) -> list[Command]:
         """After the worker's t-th step: push the fragment due at t, then go on —
@@ -228,6 +268,8 @@ class StreamingDiLoCo(Policy):
         if p is not None:
             cmds.append(Push(worker=w, kind="delta", fragment=self.fragments[p]))
             self.inflight[w] = _InFlight(fragment=p, merge_after=t + self.tau)
+            self.last_push[w] = t
+            self.unarrived[w] += 1
         pending = self.inflight[w]
         if pending is not None and pending.merge_after == t:
             if not pending.arrived:
@@ -249,15 +291,29 @@ class StreamingDiLoCo(Policy):
         return [self._step(w, merge=True)]
 
     def _maybe_close(self) -> list[Command]:
-        """Every live worker's push of the fragment has arrived: apply their
-        mean to it, and every worker going on pulls it."""
+        """Every live worker's push of the fragment has arrived (and every
+        leaver's due with it): apply their mean to it, and every worker going
+        on pulls it. With no worker going on, the leavers' parked pushes make
+        rounds of their own."""
         going_on = self.alive - self.leaving
+        if not going_on and not self.round and not self.early and self.parked:
+            p = min(self.parked)
+            self.round = self.parked.pop(p)
+            return [*self._close(p, going_on), *self._maybe_close()]
         if not everyone_pushed(self.round, going_on):
             return []
+        p = self._round_fragment(self.round)
+        if p in self.early.values():
+            return []  # a leaver's push of this fragment is on its way
+        self.round += self.parked.pop(p, [])
+        return self._close(p, going_on)
+
+    def _close(self, p: int, going_on: set[int]) -> list[Command]:
+        """Apply the round's mean to fragment ``p``; the workers going on pull it."""
         pushes, self.round = self.round, []
-        fragment = self.fragments[self._round_fragment(pushes)]
+        fragment = self.fragments[p]
         weight = 1.0 / len(pushes)
-        cmds: list[Command] = [Apply(contributions=tuple((p.push_id, weight) for p in pushes))]
+        cmds: list[Command] = [Apply(contributions=tuple((push.push_id, weight) for push in pushes))]
         keep = self.config.alpha
         cmds += [Pull(worker=w, fragment=fragment, keep=keep) for w in sorted(going_on) if self.inflight[w]]
         return cmds

@@ -10,10 +10,13 @@ payload (:meth:`Channel.pack_message`, :meth:`Channel.recv_command`,
 On the Python side every time is a float in seconds since the run's epoch;
 only the wire carries microseconds.
 
-On the wire every message is a fixed header of 32 int64 values, optionally
+On the wire every message is a fixed header of 40 int64 values, optionally
 followed by one flat float32 model-sized tensor (a model going to a worker, a
-gradient, delta or model coming back), and by a short list where its header
-counts one (a multicast's receivers, an all-reduce's ring: int64; a push's
+gradient, delta or model coming back) or by a fragment's (Streaming DiLoCo:
+the float32 values of a range of the global model going to a worker, the
+bytes of a range's quantized delta coming back,
+:func:`hetsync.algos.quantize.encode`; the header gives the range and the
+size), and by a short list where its header counts one (a multicast's receivers, an all-reduce's ring: int64; a push's
 optimizer settings: float64, see :class:`Pushed`). No pickled Python objects
 cross the wire. Floats in a header are carried as the bits of a float64. The header's
 slots (``H_*``, ``R_*``) and type bits (``C_*``, ``R_*``) below are the
@@ -65,14 +68,15 @@ server's clock).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
 
-HEADER_LEN = 32
+from hetsync.policies.base import Fragment
+
+HEADER_LEN = 40
 
 # server → worker: H_TYPE bits
 C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
@@ -102,7 +106,14 @@ C_SNAPSHOT = 4096  # collective path: save the round state at a version (checkpo
     H_APPLY,  # PULL in a collective run: apply the round just reduced (no model follows)
     H_APPLY_LR,  # float bits: ... at this learning rate
     H_SEND_MODEL,  # SNAPSHOT: answer with the model
-) = range(21)
+    H_PUSH_LO,  # PUSH of a fragment (Streaming DiLoCo): its range [lo, hi) ...
+    H_PUSH_HI,
+    H_PUSH_BITS,  # ... and the width its delta travels at (0: the whole model's push)
+    H_PULL_LO,  # PULL of a fragment: the range [lo, hi) of the global model (hi 0: the whole model) ...
+    H_PULL_HI,
+    H_KEEP,  # float bits: ... and the share of its own values the worker keeps when it merges it
+    H_MERGE,  # COMPUTE: merge the fragments pulled so far, then step (StepOrder.merge)
+) = range(28)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
@@ -141,7 +152,13 @@ R_SNAPSHOT = 2048  # answers SNAPSHOT: the model at the version asked for (+ the
     R_WEIGHT,  # float bits, R_FETCHED / R_LEAVING (p2p): the model's push-sum weight; 0 bits: none (1.0)
     R_COMM_S,  # float bits: the worker's transfer time since its previous report that no step overlapped
     R_P_CARRIED,  # the push went into the round's all-reduce (collective path): no payload follows
-) = range(29)
+    R_P_LO,  # a fragment's push: its range [lo, hi) ...
+    R_P_HI,
+    R_P_BITS,  # ... its width (0: the whole model's push) ...
+    R_P_NBYTES,  # ... and the bytes of its message (the payload: uint8)
+    R_PULL_LO,  # a fragment's pull: the range [lo, hi) it moved (hi 0: the whole model)
+    R_PULL_HI,
+) = range(35)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -253,6 +270,14 @@ class PullOrder:
     version: int
     sent_s: float  # when the server sent it
     apply_lr: float | None = None
+    span: tuple[int, int] | None = None  # a fragment's range [lo, hi): its values come, held until a merge
+    keep: float = 0.0  # ... and the share of the worker's own values its merge keeps
+
+    def __post_init__(self) -> None:
+        if self.span is not None and not 0 <= self.span[0] < self.span[1]:
+            raise ValueError(f"PullOrder.span={self.span!r} is not a range [lo, hi) with 0 <= lo < hi")
+        if self.span is not None and self.apply_lr is not None:
+            raise ValueError("PullOrder: a fragment's pull carries its values; apply_lr is the collective path's")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,6 +288,7 @@ class StepOrder:
     local_lr: float | None = None  # a local step at this learning rate; None: compute a gradient
     push_after: PushKind | None = None  # push this right after the step
     continuous: bool = False  # start the step again as each is reported, until HaltCmd
+    merge: bool = False  # first merge the fragments pulled and held (Streaming DiLoCo)
 
     def __post_init__(self) -> None:
         _check_kind("push_after", self.push_after)
@@ -274,11 +300,14 @@ class WorkCmd:
 
     TYPE: ClassVar[int] = C_PUSH | C_PULL | C_COMPUTE  # any non-empty subset
     push: PushKind | None = None
+    push_fragment: Fragment | None = None  # the push is of this range's delta only (Streaming DiLoCo)
     pull: PullOrder | None = None
     step: StepOrder | None = None
 
     def __post_init__(self) -> None:
         _check_kind("push", self.push)
+        if self.push_fragment is not None and self.push != "delta":
+            raise ValueError(f"WorkCmd.push_fragment needs push 'delta', got {self.push!r}")
         if self.push is None and self.pull is None and self.step is None:
             raise ValueError("WorkCmd: give push, pull or step (an empty command owes no report)")
 
@@ -287,14 +316,18 @@ class WorkCmd:
         if self.push is not None:
             f[H_TYPE] |= C_PUSH
             f[H_PUSH_KIND] = KINDS[self.push]
+            if (frag := self.push_fragment) is not None:
+                f |= {H_PUSH_LO: frag.lo, H_PUSH_HI: frag.hi, H_PUSH_BITS: frag.bits}
         if self.pull is not None:
             f[H_TYPE] |= C_PULL
             f |= {H_VERSION: self.pull.version, H_SENT_US: to_us(self.pull.sent_s)}
             if self.pull.apply_lr is not None:
                 f |= {H_APPLY: 1, H_APPLY_LR: _bits(self.pull.apply_lr)}
+            if self.pull.span is not None:
+                f |= {H_PULL_LO: self.pull.span[0], H_PULL_HI: self.pull.span[1], H_KEEP: _bits(self.pull.keep)}
         if (s := self.step) is not None:
             f[H_TYPE] |= C_COMPUTE
-            f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous)}
+            f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous), H_MERGE: int(s.merge)}
             if s.local_lr is not None:
                 f |= {H_HAS_LR: 1, H_LR: _bits(s.local_lr)}
             f[H_PUSH_AFTER] = KINDS[s.push_after] if s.push_after is not None else 0
@@ -310,13 +343,19 @@ class WorkCmd:
                 local_lr=_float(h[H_LR]) if h[H_HAS_LR] else None,
                 push_after=_kind_name(h[H_PUSH_AFTER]) if h[H_PUSH_AFTER] else None,
                 continuous=bool(h[H_CONTINUOUS]),
+                merge=bool(h[H_MERGE]),
             )
         return cls(
             push=_kind_name(h[H_PUSH_KIND]) if t & C_PUSH else None,
+            push_fragment=Fragment(lo=h[H_PUSH_LO], hi=h[H_PUSH_HI], bits=h[H_PUSH_BITS])
+            if t & C_PUSH and h[H_PUSH_BITS]
+            else None,
             pull=PullOrder(
                 version=h[H_VERSION],
                 sent_s=from_us(h[H_SENT_US]),
                 apply_lr=_float(h[H_APPLY_LR]) if h[H_APPLY] else None,
+                span=(h[H_PULL_LO], h[H_PULL_HI]) if h[H_PULL_HI] else None,
+                keep=_float(h[H_KEEP]) if h[H_PULL_HI] else 0.0,
             )
             if t & C_PULL
             else None,
@@ -524,6 +563,7 @@ class Pulled:
     start_s: float  # when the pull began for the worker: sent, and the worker free to take it
     end_s: float
     overwritten: int = 0  # local steps the pulled model overwrote before they were pushed
+    span: tuple[int, int] | None = None  # a fragment's pull: the range [lo, hi) it moved (held for a merge)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -562,9 +602,13 @@ class Pushed:
     start_s: float
     hyper: tuple[float, ...] | None = None
     carried: bool = False  # it went into the round's all-reduce (collective path): no payload
+    fragment: Fragment | None = None  # a fragment's delta (Streaming DiLoCo): the payload is its encoded bytes ...
+    nbytes: int = 0  # ... this many
 
     def __post_init__(self) -> None:
         _check_kind("kind", self.kind)
+        if self.fragment is not None and (self.kind != "delta" or self.carried):
+            raise ValueError("Pushed.fragment: a fragment's push is a delta sent to the server")
         if self.hyper is not None and not self.hyper:
             raise ValueError("Pushed.hyper=(): give the optimizer's settings, or None when unchanged")
 
@@ -585,6 +629,8 @@ class WorkDone:
             f[R_TYPE] |= R_PULLED
             f |= {R_VERSION: p.version, R_PULL_START_US: to_us(p.start_s), R_PULL_END_US: to_us(p.end_s)}
             f[R_OVERWRITTEN] = p.overwritten
+            if p.span is not None:
+                f |= {R_PULL_LO: p.span[0], R_PULL_HI: p.span[1]}
         if (c := self.computed) is not None:
             f[R_TYPE] |= R_COMPUTED
             f |= {R_STEP: c.step, R_BATCH: c.batch_size, R_BASE: c.base_version}
@@ -595,6 +641,8 @@ class WorkDone:
             f[R_TYPE] |= R_PUSHED
             f |= {R_P_KIND: KINDS[s.kind], R_P_STEPS: s.steps, R_P_SAMPLES: s.samples, R_P_BASE: s.base_version}
             f |= {R_P_START_US: to_us(s.start_s), R_NHYPER: len(s.hyper or ()), R_P_CARRIED: int(s.carried)}
+            if (frag := s.fragment) is not None:
+                f |= {R_P_LO: frag.lo, R_P_HI: frag.hi, R_P_BITS: frag.bits, R_P_NBYTES: s.nbytes}
         return _header(f)
 
     @classmethod
@@ -605,7 +653,13 @@ class WorkDone:
         pulled = computed = pushed = None
         if t & R_PULLED:
             start, end = from_us(h[R_PULL_START_US]), from_us(h[R_PULL_END_US])
-            pulled = Pulled(version=h[R_VERSION], start_s=start, end_s=end, overwritten=h[R_OVERWRITTEN])
+            pulled = Pulled(
+                version=h[R_VERSION],
+                start_s=start,
+                end_s=end,
+                overwritten=h[R_OVERWRITTEN],
+                span=(h[R_PULL_LO], h[R_PULL_HI]) if h[R_PULL_HI] else None,
+            )
         if t & R_COMPUTED:
             computed = Computed(
                 step=h[R_STEP],
@@ -628,6 +682,8 @@ class WorkDone:
                 start_s=from_us(h[R_P_START_US]),
                 hyper=_listed_floats(h[R_NHYPER], hyper),
                 carried=bool(h[R_P_CARRIED]),
+                fragment=Fragment(lo=h[R_P_LO], hi=h[R_P_HI], bits=h[R_P_BITS]) if h[R_P_BITS] else None,
+                nbytes=h[R_P_NBYTES],
             )
         return cls(pulled=pulled, computed=computed, pushed=pushed, comm_s=_float(h[R_COMM_S]))
 
@@ -826,6 +882,26 @@ FUSE_LIMIT_PARAMS = 1 << 18  # models up to 1 MB travel in the same message as t
 _HDR_F32 = 2 * HEADER_LEN  # float32 slots that carry the int64 header
 
 
+PayloadShape = tuple[torch.dtype, int]
+"""A payload's dtype and length: a model's (float32, n_params), a fragment's values
+(float32, hi − lo), a fragment's encoded delta (uint8, its bytes)."""
+
+
+def command_payload(hdr: torch.Tensor, n_params: int) -> PayloadShape | None:
+    """What follows a command: the model (RESET, a pull), a fragment's values, or nothing."""
+    t = int(hdr[H_TYPE])
+    if t & C_PULL and (hi := int(hdr[H_PULL_HI])):
+        return torch.float32, hi - int(hdr[H_PULL_LO])
+    return (torch.float32, n_params) if command_has_payload(hdr) else None
+
+
+def report_payload(hdr: torch.Tensor, n_params: int) -> PayloadShape | None:
+    """What follows a report: a model, a gradient or delta, a fragment's encoded delta, or nothing."""
+    if int(hdr[R_TYPE]) & R_PUSHED and int(hdr[R_P_BITS]) and not int(hdr[R_P_CARRIED]):
+        return torch.uint8, int(hdr[R_P_NBYTES])
+    return (torch.float32, n_params) if report_has_payload(hdr) else None
+
+
 def command_has_payload(hdr: torch.Tensor) -> bool:
     t = int(hdr[H_TYPE])
     return bool(t & C_RESET or (t & C_PULL and not int(hdr[H_APPLY])))
@@ -845,15 +921,16 @@ _COMMAND_TYPES = {WorkCmd, *_COMMANDS.values()}
 
 
 class Channel:
-    """Sends and receives (header, optional model-sized payload) messages.
+    """Sends and receives (header, optional payload) messages.
 
     For small models every message is one fixed-size float32 tensor whose
     first slots hold the header's bits and the rest the payload (present or
-    not): one message instead of two, which halves the per-message latency
-    that dominates small steps. Above ``FUSE_LIMIT_PARAMS`` the header and the
-    payload travel separately so control messages stay small. Whether a
-    payload is present is read from the header (the readers know from the
-    message kind which bits say so).
+    not; a fragment's at the head of that room): one message instead of two,
+    which halves the per-message latency that dominates small steps. Above
+    ``FUSE_LIMIT_PARAMS`` the header and the payload travel separately so
+    control messages stay small, and a fragment's payload is only its own
+    size. Whether a payload is present, and its size, is read from the header
+    (:func:`command_payload`, :func:`report_payload`).
     """
 
     def __init__(self, n_params: int) -> None:
@@ -866,16 +943,23 @@ class Channel:
             return [hdr] if payload is None else [hdr, payload.contiguous()]
         buf = torch.empty(_HDR_F32 + self.n_params, dtype=torch.float32)
         buf[:_HDR_F32].view(torch.int64).copy_(hdr)
-        if payload is not None:
-            buf[_HDR_F32:].copy_(payload)
+        if payload is not None and payload.nbytes > 4 * self.n_params:
+            raise ValueError(f"a payload of {payload.nbytes} bytes does not fit a message of {self.n_params} values")
+        if payload is not None and payload.dtype == torch.uint8:  # a fragment's encoded delta: at the head
+            buf[_HDR_F32:].view(torch.uint8)[: payload.numel()].copy_(payload)
+        elif payload is not None:  # a model, or a fragment's values: at the head
+            buf[_HDR_F32 : _HDR_F32 + payload.numel()].copy_(payload)
         return [buf]
 
     def pack_message(self, msg: Command | Report, payload: torch.Tensor | None = None) -> list[torch.Tensor]:
         """The tensors that carry ``msg`` (and its payload, and the worker list of a multicast or an all-reduce)."""
         hdr = msg.encode()
-        needs = command_has_payload(hdr) if type(msg) in _COMMAND_TYPES else report_has_payload(hdr)
-        if needs != (payload is not None):
-            raise ValueError(f"{type(msg).__name__} goes {'with' if needs else 'without'} a model-sized payload")
+        shape = self._shape(hdr, type(msg) in _COMMAND_TYPES)
+        if shape is None and payload is not None:
+            raise ValueError(f"{type(msg).__name__} goes without a payload")
+        if shape is not None and (payload is None or (payload.dtype, payload.numel()) != shape):
+            got = "none" if payload is None else f"{payload.numel()} {payload.dtype}"
+            raise ValueError(f"{type(msg).__name__} goes with a payload of {shape[1]} {shape[0]}, got {got}")
         tensors = self.pack(hdr, payload)
         if isinstance(msg, MulticastCmd | AllReduceCmd):
             peers = msg.receivers if isinstance(msg, MulticastCmd) else msg.ring
@@ -886,7 +970,7 @@ class Channel:
 
     def recv_command(self, src: int) -> tuple[Command, torch.Tensor | None]:
         """Blocking receive of one command (and the worker list that may follow it) from ``src``."""
-        hdr, payload = self._recv(src, command_has_payload)
+        hdr, payload = self._recv(src, command=True)
         count = peer_count(hdr)
         peers: tuple[int, ...] = ()
         if count is not None:
@@ -897,7 +981,7 @@ class Channel:
 
     def recv_report(self, src: int) -> tuple[Report, torch.Tensor | None]:
         """Blocking receive of one report (and the optimizer settings that may follow a push) from ``src``."""
-        hdr, payload = self._recv(src, report_has_payload)
+        hdr, payload = self._recv(src, command=False)
         hyper: tuple[float, ...] = ()
         if count := hyper_count(hdr):
             listed = torch.empty(count, dtype=torch.float64)
@@ -905,17 +989,30 @@ class Channel:
             hyper = tuple(listed.tolist())
         return decode_report(hdr, hyper), payload
 
-    def _recv(self, src: int, has_payload: Callable[[torch.Tensor], bool]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _shape(self, hdr: torch.Tensor, command: bool) -> PayloadShape | None:
+        return command_payload(hdr, self.n_params) if command else report_payload(hdr, self.n_params)
+
+    def _recv(self, src: int, *, command: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.fused:
             buf = torch.empty(_HDR_F32 + self.n_params, dtype=torch.float32)
             dist.recv(buf, src=src)
             hdr = buf[:_HDR_F32].view(torch.int64).clone()
-            return hdr, (buf[_HDR_F32:] if has_payload(hdr) else None)
+            shape = self._shape(hdr, command)
+            if shape is None:
+                return hdr, None
+            dtype, count = shape
+            if (dtype, count) == (torch.float32, self.n_params):
+                return hdr, buf[_HDR_F32:]
+            room = buf[_HDR_F32:].view(torch.uint8) if dtype == torch.uint8 else buf[_HDR_F32:]
+            if count > room.numel():
+                raise ValueError(f"a payload of {count} {dtype} does not fit a message of {self.n_params} values")
+            return hdr, room[:count].clone()
         hdr = header()
         dist.recv(hdr, src=src)
-        if not has_payload(hdr):
+        shape = self._shape(hdr, command)
+        if shape is None:
             return hdr, None
-        payload = torch.empty(self.n_params, dtype=torch.float32)
+        payload = torch.empty(shape[1], dtype=shape[0])
         dist.recv(payload, src=src)
         return hdr, payload
 

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from hetsync.algos.quantize import decode, fragment_nbytes
 from hetsync.driver import eval_interval_s, policy_context
 from hetsync.driver.policycall import describe
 from hetsync.driver.run import Run
@@ -58,6 +59,7 @@ from hetsync.policies.base import (
     Compute,
     Drop,
     Event,
+    Fragment,
     Multicast,
     Pull,
     Push,
@@ -251,7 +253,8 @@ class _Run:
     def __init__(self, server: ServerProcess, spec: str, trace_path: Path | None, run_index: int) -> None:
         self.srv = server
         self.sc = server.sc
-        self.policy = make_policy(spec, policy_context(server.sc, server.nbytes))
+        sizes = getattr(server.workload, "param_sizes", ())  # (Streaming DiLoCo cuts its fragments on them)
+        self.policy = make_policy(spec, policy_context(server.sc, server.nbytes, sizes))
         self.label = self.policy.label
         self.local_steps = False  # the policy had workers take steps locally (with their own optimizer)
         self.continuous: dict[int, Compute] = {}  # workers training nonstop (Compute.continuous)
@@ -328,6 +331,7 @@ class _Run:
                 states = [slice_state(st, *server.ranges[0], n) for st in states]
             self.ledger.stepper.load_state_dict(states[0])
             self.ledger.outer.load_state_dict(states[1])
+            self.ledger.load_fragment_states(self._restore.get("fragment_outer_states", []))
         self.p2p = Coordinator(self, server.nbytes) if self.core.p2p else None
         # the collective path (hetsync.runtime.collective): rounds reduced among the workers
         self.collective = self.wiring.collective
@@ -599,9 +603,14 @@ class _Run:
             return  # a late ResetDone or Bye
         p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
         p.comm_s += rep.comm_s  # transfer time no step overlapped (runtime.lanes.BusyClock)
-        if rep.pulled is not None:  # (its start: sent, and the worker free to take it)
+        if (pulled := rep.pulled) is not None:  # (its start: sent, and the worker free to take it)
             moved = 0 if self.path == "collective" and self.fallback is None else nbytes  # (the ring's: at Apply)
-            self.deliver(core.pulled(w, now_s=now, nbytes=moved, **dataclasses.asdict(rep.pulled)))
+            given = dataclasses.asdict(pulled)
+            span = given.pop("span")
+            fragment = Fragment(lo=span[0], hi=span[1], bits=32) if span is not None else None  # (float32 values)
+            if fragment is not None:
+                moved = fragment_nbytes(nbytes, self.srv.workload.n_params, fragment.lo, fragment.hi, 32)
+            self.deliver(core.pulled(w, now_s=now, nbytes=moved, fragment=fragment, **given))
         if (c := rep.computed) is not None:
             p.compute_s += c.end_s - c.start_s
             p.steps += 1
@@ -616,10 +625,16 @@ class _Run:
             if self.collective and not s.carried:
                 raise RuntimeError(f"worker {w}: a push outside a collective round")
             # (carried after a fall-back to ps: that round's all-reduce failed, its gradient is lost)
-            push_id = core.ledger.hold(HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper))
+            moved = 0 if s.carried else nbytes  # (a carried push's bytes are the ring's, counted at Apply)
+            if (frag := s.fragment) is not None:  # its delta, encoded at the fragment's width
+                assert payload is not None
+                payload = torch.from_numpy(decode(payload.numpy(), frag.size, frag.bits))
+                moved = fragment_nbytes(nbytes, self.srv.workload.n_params, frag.lo, frag.hi, frag.bits)
+            push_id = core.ledger.hold(
+                HeldPush(w, s.kind, payload, s.base_version, s.steps, s.samples, hyper, fragment=s.fragment)
+            )
             if self.srv.shards is not None and not s.carried:
                 self.push_keys[push_id] = (w, self.srv.last_seq[w])
-            moved = 0 if s.carried else nbytes  # (a carried push's bytes are the ring's, counted at Apply)
             self.deliver(core.push_arrived(push_id, start_s=s.start_s, now_s=now, nbytes=moved))
         if w in self.leaving:
             self._exit_when_square(w)
@@ -752,6 +767,10 @@ class _Run:
         if self.collective and isinstance(cmd, Pull):  # no model: the worker takes the round it reduced
             model, version = None, self.ledger.version
             pull = P.PullOrder(version=version, sent_s=self.now(), apply_lr=self.apply_lr)
+        elif isinstance(cmd, Pull) and (frag := cmd.fragment) is not None:  # that range's values, held until a merge
+            model, version = self.ledger.send_model(w)
+            model = model[frag.lo : frag.hi] if model is not None else None
+            pull = P.PullOrder(version=version, sent_s=self.now(), span=(frag.lo, frag.hi), keep=cmd.keep)
         else:
             model, version = self.ledger.send_model(w) if isinstance(cmd, Pull) else (None, 0)
             pull = P.PullOrder(version=version, sent_s=self.now()) if isinstance(cmd, Pull) else None
@@ -761,7 +780,11 @@ class _Run:
         order = None
         if step is not None and self.core.start_step(step):
             order = P.StepOrder(
-                batch_size=step.batch_size, local_lr=step.local_lr, push_after=step.push, continuous=step.continuous
+                batch_size=step.batch_size,
+                local_lr=step.local_lr,
+                push_after=step.push,
+                continuous=step.continuous,
+                merge=step.merge,
             )
             self.local_steps |= step.local_lr is not None
             self.halted.discard(w)
@@ -773,7 +796,8 @@ class _Run:
             self.round_sent.add(w)
         elif self.collective and "delta" in (push, order.push_after if order is not None else None):
             self._join_delta_round(w)
-        work = P.WorkCmd(push=push, pull=pull, step=order)
+        fragment = cmd.fragment if isinstance(cmd, Push) else None
+        work = P.WorkCmd(push=push, push_fragment=fragment, pull=pull, step=order)
         if not self.post(w, work, model):
             if order is not None:
                 self.core.computing.discard(w)  # not sent: the worker is gone (its receiver thread says so)
@@ -1065,6 +1089,7 @@ class _Run:
             "policy_state": self.policy.state_dict(),
             "optimizer_state": optimizer_state,
             "outer_optimizer_state": outer_state,
+            "fragment_outer_states": led.fragment_states(),  # (Streaming DiLoCo's, one per fragment)
             "applied_samples": led.applied_samples,
             "ledger": led.state_dict(),
             "peers": [{key: getattr(p, key) for key in _Peer.CHECKPOINTED} for p in self.peers],

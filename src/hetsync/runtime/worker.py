@@ -44,11 +44,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from hetsync.algos.quantize import encode
 from hetsync.driver import TimingModel, policy_context
-from hetsync.localmodel import LocalModel
+from hetsync.localmodel import LocalModel, PushPayload
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
-from hetsync.policies.base import Policy
+from hetsync.policies.base import Fragment, Policy
 from hetsync.runtime import protocol as P
 from hetsync.runtime import worker_state as ws
 from hetsync.runtime.checkpoint_check import worker_state_path
@@ -99,6 +100,8 @@ class WorkerProcess:
         self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
         self.epoch = time.time()
         self.model = LocalModel(None)
+        # fragments pulled and held until a step merges them (Streaming DiLoCo): (lo, hi, values, keep, version)
+        self.held: list[tuple[int, int, torch.Tensor, float, int]] = []
         self.steps = 0
         self.p2p = False
         # the collective path (RESET says so): this worker's side of the rounds' all-reduces, and its
@@ -286,7 +289,10 @@ class WorkerProcess:
                         model, weight = self._fetch()
                         self._send(P.Fetched(weight=weight), model)  # as it is: a step in progress is not in it
                     case P.WorkCmd(push=push, pull=None, step=None) if push and self.uplink is not None:
-                        self.uplink.submit(lambda c=cmd: self._background(c, None, self.uplink))
+                        # a fragment's delta is taken as the command is read: the worker is between two
+                        # steps (the policy answered one and has not ordered the next), as in the simulator
+                        taken = self._take_fragment(f) if (f := cmd.push_fragment) is not None else None
+                        self.uplink.submit(lambda c=cmd, t=taken: self._background(c, None, self.uplink, t))
                     case P.WorkCmd(push=None, pull=pull, step=None) if pull and self.downlink is not None:
                         self.downlink.submit(lambda c=cmd, m=payload: self._background(c, m, self.downlink))
                     case _:
@@ -316,6 +322,7 @@ class WorkerProcess:
         self.model = LocalModel(
             model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
         )
+        self.held = []  # (fragments the last run pulled and never merged are its, not this one's)
         self._state_saved_s = 0.0
         if self.resume and cmd.first_step > 0:  # a resumed run
             self._load_local_state()
@@ -516,16 +523,23 @@ class WorkerProcess:
         if self.kill_at_s is not None and self._now_s() >= self.kill_at_s:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _background(self, cmd: P.WorkCmd, model: torch.Tensor | PendingModel | None, lane: Lane | None) -> None:
-        """A standalone push or pull, on its lane while the main thread computes."""
+    def _background(
+        self,
+        cmd: P.WorkCmd,
+        model: torch.Tensor | PendingModel | None,
+        lane: Lane | None,
+        taken: tuple[float, PushPayload] | None = None,
+    ) -> None:
+        """A standalone push or pull, on its lane while the main thread computes
+        (``taken``: a fragment's delta, taken already)."""
         assert lane is not None
         self._maybe_die()
-        done, payload = self._transfers(cmd, model, free_since_s=lane.free_since_s)
+        done, payload = self._transfers(cmd, model, free_since_s=lane.free_since_s, taken=taken)
         self._send_report(done, payload)
 
     def _compute(self, step: P.StepOrder, done: Done, payload: torch.Tensor | None) -> None:
         """The step, on this worker's shard; reported with the transfers before it (``done``, ``payload``)."""
-        start, base = self._begin_step()
+        start, base = self._begin_step(step)
         x, y = self.shard.next_batch(step.batch_size)
         t0 = time.perf_counter()
         grad, _ = self.workload.gradient(self.model.local, x, y)
@@ -534,16 +548,25 @@ class WorkerProcess:
         self._send_report(done, after if after is not None else payload)
 
     def _transfers(
-        self, cmd: P.WorkCmd, pulled: torch.Tensor | PendingModel | None, *, free_since_s: float
+        self,
+        cmd: P.WorkCmd,
+        pulled: torch.Tensor | PendingModel | None,
+        *,
+        free_since_s: float,
+        taken: tuple[float, PushPayload] | None = None,
     ) -> tuple[Done, torch.Tensor | None]:
         """A command's standalone push and its pull (both before its step, if
         it has one); returns what they did and the push's payload. A pull
         starts when it was sent or when whoever carries it
         (``free_since_s``) became free."""
         done, payload = Done(), None
-        if cmd.push is not None:
+        if cmd.push_fragment is not None:
+            payload = self._push_fragment(done, cmd.push_fragment, taken or self._take_fragment(cmd.push_fragment))
+        elif cmd.push is not None:
             payload = self._push(done, cmd.push)
-        if (pull := cmd.pull) is not None:
+        if (pull := cmd.pull) is not None and pull.span is not None:
+            self._pull_fragment(done, pull, pulled, free_since_s)
+        elif pull is not None:
             started = max(pull.sent_s, free_since_s)
             self.busy.transfer(True, started)
             model = self._whole(pulled)
@@ -560,19 +583,23 @@ class WorkerProcess:
             done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, overwritten=overwritten)
         return done, payload
 
-    def _throttle(self, started_s: float) -> None:
+    def _throttle(self, started_s: float, nbytes: int | None = None) -> None:
+        """Throttled: hold the transfer of ``nbytes`` (the model's) for the link's time."""
         Bps = link_Bps(self.sc, self.w, started_s, self.throttle)
         if Bps == float("inf"):
             return
-        left = self.nbytes / Bps - (self._now_s() - started_s)
+        left = (self.nbytes if nbytes is None else nbytes) / Bps - (self._now_s() - started_s)
         if left > 0:
             time.sleep(left)
 
-    def _begin_step(self) -> tuple[float, int]:
+    def _begin_step(self, step: P.StepOrder) -> tuple[float, int]:
         """A step starts: in a peer-to-peer run the models that arrived are
-        mixed in first. Returns its start time and the version it computes on."""
+        mixed in first, and where the command says so the fragments pulled.
+        Returns its start time and the version it computes on."""
         if self.p2p:
             self.comm.mix_arrived()  # push-sum weights (hetsync.localmodel)
+        if step.merge:
+            self._merge_held()
         start = self._now_s()
         self.busy.compute(True, start)
         return start, self.model.base_version
@@ -645,6 +672,56 @@ class WorkerProcess:
             return None
         assert push.payload is not None
         return push.payload
+
+    # ------------------------------------------------ fragments (Streaming DiLoCo)
+    def _take_fragment(self, fragment: Fragment) -> tuple[float, PushPayload]:
+        """The delta of ``fragment``'s range since the worker last merged it, and when it was taken."""
+        with self.model_lock:
+            return self._now_s(), self.model.take_fragment(fragment.lo, fragment.hi)
+
+    def _push_fragment(self, done: Done, fragment: Fragment, taken: tuple[float, PushPayload]) -> torch.Tensor:
+        """A fragment's push: its delta encoded at the fragment's width (the
+        bytes that travel: :func:`hetsync.algos.quantize.encode`)."""
+        start, push = taken
+        self.busy.transfer(True, start)
+        delta = push.payload if push.payload is not None else torch.zeros(fragment.size)
+        message = torch.from_numpy(encode(delta.detach().cpu().numpy(), fragment.bits))
+        self._throttle(start, message.numel())
+        done.pushed = P.Pushed(
+            kind="delta",
+            steps=push.steps,
+            samples=push.samples,
+            base_version=push.base_version,
+            start_s=start,
+            fragment=fragment,
+            nbytes=message.numel(),
+        )
+        return message
+
+    def _pull_fragment(
+        self, done: Done, pull: P.PullOrder, values: torch.Tensor | PendingModel | None, free_since_s: float
+    ) -> None:
+        """A fragment's pull: its global values (float32), held until a step merges them."""
+        assert pull.span is not None and isinstance(values, torch.Tensor)
+        lo, hi = pull.span
+        started = max(pull.sent_s, free_since_s)
+        self.busy.transfer(True, started)
+        self._throttle(started, values.nbytes)
+        with self.model_lock:
+            self.held.append((lo, hi, values, pull.keep, pull.version))  # (merge_fragment copies it to the device)
+        end = self._now_s()
+        self.busy.transfer(False, end)
+        done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, span=(lo, hi))
+
+    def _merge_held(self) -> None:
+        """The step merges the fragments pulled so far (``StepOrder.merge``)."""
+        with self.model_lock:
+            if not self.held:
+                raise RuntimeError(f"worker {self.w}: told to merge, and no fragment pull has arrived")
+            device = self.model.local.device if self.model.local is not None else None
+            for lo, hi, values, keep, version in self.held:
+                self.model.merge_fragment(lo, hi, values.to(device), keep, version)
+            self.held.clear()
 
 
 @dataclass(slots=True)

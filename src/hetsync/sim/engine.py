@@ -224,7 +224,7 @@ class Simulation:
         self.label = self.policy.label
         self.p2p = self.policy.topology == "p2p"
         self.collective = uses_collective(self.path, self.policy)  # rounds all-reduced among the workers
-        check_servers(servers, scenario, [self.policy], path=self.path)
+        check_servers(servers, scenario, [self.policy], path=self.path, driver="sim")
         self.servers = servers
         # sharded servers: each server's node and range of the model ([] : the server alone)
         self._server_ranges = (
