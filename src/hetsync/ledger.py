@@ -46,9 +46,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
-from hetsync.algos.quantize import roundtrip
+from hetsync.algos.quantize import decode, encode, roundtrip
 from hetsync.algos.staleness import delay_compensated
 from hetsync.errors import BadInput, PolicyError
 from hetsync.optim import Stepper
@@ -80,6 +81,20 @@ def wire(values: torch.Tensor | None, bits: int) -> torch.Tensor | None:
     if values is None or bits == 32:
         return values
     return torch.from_numpy(roundtrip(values.detach().cpu().numpy(), bits)).to(values.device)
+
+
+def outer_fragment_step(stepper: Stepper, part: torch.Tensor, mean_delta: torch.Tensor) -> torch.Tensor:
+    """A fragment's values moved by the mean of its deltas through the
+    fragment's outer optimizer (plain: added). The server's step, and the
+    one a worker takes itself from the mean it pulls (hetsync.runtime.worker)."""
+    if stepper.plain:
+        return part + mean_delta
+    return stepper.descend(part, mean_delta.neg(), stepper.cfg.lr, clip=False)
+
+
+def fragment_stepper(outer: Stepper) -> Stepper:
+    """A fresh copy of the outer optimizer for one fragment (its own state)."""
+    return Stepper(outer.cfg, outer.schedule, None)
 
 
 class Ledger:
@@ -120,6 +135,9 @@ class Ledger:
         self.bytes_sent = 0
         self.worker_bytes: list[int] = []  # per worker: bytes through its link, up and down (count_bytes)
         self._fragment_outer: dict[tuple[int, int], Stepper] = {}  # the outer optimizer's state per fragment
+        # each fragment's last mean delta as it travelled (hetsync.algos.quantize.encode): what a worker
+        # that keeps a copy of the fragment's outer optimizer needs to take the step itself
+        self.fragment_means: dict[tuple[int, int], np.ndarray] = {}
         self.staleness_sum = 0
         self.staleness_n = 0
         self.max_staleness = 0
@@ -315,14 +333,14 @@ class Ledger:
                 total = rec.payload * weight if total is None else total.add_(rec.payload, alpha=weight)
         if total is None or self.theta is None:
             return None
-        total = wire(total, fragment.bits)
-        assert total is not None
         lo, hi = fragment.lo, fragment.hi
+        message = encode(total.detach().cpu().numpy(), fragment.bits)  # (read back: exactly wire's values)
+        self.fragment_means[(lo, hi)] = message
+        total = torch.from_numpy(decode(message, hi - lo, fragment.bits)).to(total.device)
         stepper = self._fragment_outer.get((lo, hi))
         if stepper is None:
-            stepper = self._fragment_outer[(lo, hi)] = Stepper(self.outer.cfg, self.outer.schedule, None)
-        part = self.theta[lo:hi]
-        moved = part + total if stepper.plain else stepper.descend(part, total.neg(), stepper.cfg.lr, clip=False)
+            stepper = self._fragment_outer[(lo, hi)] = fragment_stepper(self.outer)
+        moved = outer_fragment_step(stepper, self.theta[lo:hi], total)
         new = self.theta.clone()
         new[lo:hi] = moved
         return new
@@ -379,7 +397,7 @@ class Ledger:
     def load_fragment_states(self, states: list[list[Any]]) -> None:
         """Go on with a checkpoint's :meth:`fragment_states`."""
         for lo, hi, state in states:
-            stepper = Stepper(self.outer.cfg, self.outer.schedule, None)
+            stepper = fragment_stepper(self.outer)
             stepper.load_state_dict(state)
             self._fragment_outer[(int(lo), int(hi))] = stepper
 

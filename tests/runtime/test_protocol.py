@@ -399,3 +399,10 @@ def test_a_fragment_travels_alone_its_range_and_size_in_the_header(fused):
         P.WorkCmd(push="grad", push_fragment=frag)
     with pytest.raises(ValueError, match="span"):
         P.PullOrder(version=1, sent_s=0.0, span=(5, 5))
+    # a pull of the round's mean delta, encoded: the worker takes the outer step itself
+    mean = P.WorkCmd(pull=P.PullOrder(version=5, sent_s=2.5, span=(10, 30), keep=0.5, mean_bits=4, nbytes=14))
+    assert P.decode_command(mean.encode()) == mean
+    assert P.command_payload(mean.encode(), n) == (torch.uint8, 14)
+    assert len(channel.pack_message(mean, message)) == (1 if fused else 2)
+    back = P.WorkDone(pulled=P.Pulled(version=5, start_s=2.5, end_s=2.6, span=(10, 30), bits=4))
+    assert P.decode_report(back.encode()) == back

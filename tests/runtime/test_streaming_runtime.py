@@ -1,5 +1,6 @@
 """Streaming DiLoCo on real processes (issue 28 item 4): fragments pushed as
-the bytes of their encoded deltas, pulled as the range's values, merged by a
+the bytes of their encoded deltas, pulled as the encoded mean of the round's
+deltas (each worker takes the fragment's outer step itself), merged by a
 later step (hetsync.runtime.worker, hetsync.runtime.server).
 
 One launch holds both runs: a start-up costs about half a minute here.
@@ -66,22 +67,41 @@ def test_the_runtime_lands_on_the_simulators_model(streamed):
     assert (ours - make_workload(sc.workload, **sc.workload_args).init_params(sc.seed)).abs().max().item() > 0.01
 
 
-def test_a_fragment_travels_at_its_width_and_comes_back_as_values(streamed):
+def test_a_fragment_travels_at_its_width_both_ways(streamed):
     out, runs = streamed
     run = runs[1]
     assert run["stop_reason"] == "max_steps" and run["updates"] > 0 and run["final_accuracy"] > 0.3
     n = make_workload("digits-mlp").n_params
     model_nbytes = load_scenario("homogeneous-8").model_bytes or 4 * n
     pushes, pulls = traced(out, run, "push"), traced(out, run, "pull")
-    assert pushes and pulls and {p["bits"] for p in pushes} == {4} and {p["bits"] for p in pulls} == {32}
-    for p in pushes:  # the encoded delta: an eighth of float32's bytes and the scale
+    assert pushes and pulls and {p["bits"] for p in pushes + pulls} == {4}
+    for p in pushes + pulls:  # the encoded delta, or mean: an eighth of float32's bytes and the scale
         lo, hi = p["frag"]
         assert p["nbytes"] == fragment_nbytes(model_nbytes, n, lo, hi, 4)
     frags = {tuple(p["frag"]) for p in pushes}
     assert len(frags) == 2 and {tuple(p["frag"]) for p in pulls} == frags
-    for p in pulls:
-        lo, hi = p["frag"]
-        assert p["nbytes"] == fragment_nbytes(model_nbytes, n, lo, hi, 32)
     assert sum(p["nbytes"] for p in pushes) + sum(p["nbytes"] for p in pulls) == run["bytes_sent"]
     # every step is booked with a push that was applied (none left on the workers at the end but the tail)
     assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"]
+
+
+def test_a_resumed_run_goes_on_with_each_fragments_outer_state(tmp_path):
+    """Checkpoints keep each fragment's outer optimizer state; after a resume
+    the pulls carry the fragments' values (the workers' copies of the outer
+    optimizer died with them) and the run goes on to its end."""
+    ckpt, argv = tmp_path / "ckpt", ["run", "--nproc", "2", "--scenario", "homogeneous-8", "--no-plots"]
+    argv += ["--set", "jitter=0", "--set", "max_time_s=null", "-p", FOUR_BITS, "--checkpoint-dir", str(ckpt)]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main([*argv, "--set", "max_steps=10", "--out", str(first)]) == 0, server_log_tail(first)
+    (server,) = [p for p in ckpt.glob("*.pt") if ".worker-" not in p.name]  # (the workers' files beside it)
+    saved = torch.load(server, weights_only=True)
+    assert {(lo, hi) for lo, hi, _ in saved["fragment_outer_states"]} <= {(0, 4096), (4096, 4810)}
+    assert saved["fragment_outer_states"]  # (fragment 1 syncs after step 5, 0 after step 10: one or both stepped)
+    assert all(state["state"] for _, _, state in saved["fragment_outer_states"])  # (Nesterov's momentum buffers)
+    assert main([*argv, "--set", "max_steps=20", "--resume", "--out", str(second)]) == 0, server_log_tail(second)
+    (run,) = json.loads((second / "summary.json").read_text())
+    assert run["stop_reason"] == "max_steps" and run["resumed_from"] is not None
+    assert run["updates"] > saved["version"]
+    pulls = [r for r in map(json.loads, (second / run["trace"]).read_text().splitlines()) if r["ev"] == "pull"]
+    resumed_at = saved["elapsed_s"]
+    assert {p["bits"] for p in pulls if p["t"] >= resumed_at} == {32}

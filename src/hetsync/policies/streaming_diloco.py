@@ -71,13 +71,12 @@ bits = 4 (the paper's width).
 On real processes (``hetsync run``, ``hetsync.init`` in a user's loop) the
 same commands travel the parameter-server path: a fragment's push carries
 the bytes of its encoded delta (:func:`hetsync.algos.quantize.encode`: the
-scale and the packed integers, so 4 bits move an eighth of float32's bytes),
-and a fragment's pull the range's float32 values, which the worker holds
-until the step that merges them. The pull is the one place the real run
-moves more than the simulator counts: the simulator books it at the
-fragment's width, as the paper's replicas (each taking the outer step on the
-quantized mean) would move it; the runtime sends the server's values. Not on
-the collective path or with sharded servers (refused in one line).
+scale and the packed integers, so 4 bits move an eighth of float32's bytes);
+its pull, the encoded mean the server applied, from which the worker takes
+the fragment's outer step itself with its own copy of the fragment's outer
+optimizer, as the paper's replicas do (after a resume, whose workers lost
+those copies, the pull carries the fragment's float32 values). Not on the
+collective path or with sharded servers (refused in one line).
 """
 
 from __future__ import annotations

@@ -113,7 +113,9 @@ C_SNAPSHOT = 4096  # collective path: save the round state at a version (checkpo
     H_PULL_HI,
     H_KEEP,  # float bits: ... and the share of its own values the worker keeps when it merges it
     H_MERGE,  # COMPUTE: merge the fragments pulled so far, then step (StepOrder.merge)
-) = range(28)
+    H_PULL_BITS,  # PULL of a fragment: 0, its float32 values come; else the mean of its deltas, at this width ...
+    H_PULL_NBYTES,  # ... in this many bytes (the worker takes the outer step itself)
+) = range(30)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
@@ -158,7 +160,8 @@ R_SNAPSHOT = 2048  # answers SNAPSHOT: the model at the version asked for (+ the
     R_P_NBYTES,  # ... and the bytes of its message (the payload: uint8)
     R_PULL_LO,  # a fragment's pull: the range [lo, hi) it moved (hi 0: the whole model)
     R_PULL_HI,
-) = range(35)
+    R_PULL_BITS,  # ... and its width (0: the float32 values; else the mean of its deltas)
+) = range(36)
 
 KINDS = {"grad": 1, "delta": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -272,6 +275,8 @@ class PullOrder:
     apply_lr: float | None = None
     span: tuple[int, int] | None = None  # a fragment's range [lo, hi): its values come, held until a merge
     keep: float = 0.0  # ... and the share of the worker's own values its merge keeps
+    mean_bits: int = 0  # ... or the mean of its deltas comes, at this width (the worker takes the outer step)
+    nbytes: int = 0  # ... in this many bytes
 
     def __post_init__(self) -> None:
         if self.span is not None and not 0 <= self.span[0] < self.span[1]:
@@ -325,6 +330,7 @@ class WorkCmd:
                 f |= {H_APPLY: 1, H_APPLY_LR: _bits(self.pull.apply_lr)}
             if self.pull.span is not None:
                 f |= {H_PULL_LO: self.pull.span[0], H_PULL_HI: self.pull.span[1], H_KEEP: _bits(self.pull.keep)}
+                f |= {H_PULL_BITS: self.pull.mean_bits, H_PULL_NBYTES: self.pull.nbytes}
         if (s := self.step) is not None:
             f[H_TYPE] |= C_COMPUTE
             f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous), H_MERGE: int(s.merge)}
@@ -356,6 +362,8 @@ class WorkCmd:
                 apply_lr=_float(h[H_APPLY_LR]) if h[H_APPLY] else None,
                 span=(h[H_PULL_LO], h[H_PULL_HI]) if h[H_PULL_HI] else None,
                 keep=_float(h[H_KEEP]) if h[H_PULL_HI] else 0.0,
+                mean_bits=h[H_PULL_BITS],
+                nbytes=h[H_PULL_NBYTES],
             )
             if t & C_PULL
             else None,
@@ -564,6 +572,7 @@ class Pulled:
     end_s: float
     overwritten: int = 0  # local steps the pulled model overwrote before they were pushed
     span: tuple[int, int] | None = None  # a fragment's pull: the range [lo, hi) it moved (held for a merge)
+    bits: int = 0  # ... as its float32 values (0), or as the mean of its deltas at this width
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -630,7 +639,7 @@ class WorkDone:
             f |= {R_VERSION: p.version, R_PULL_START_US: to_us(p.start_s), R_PULL_END_US: to_us(p.end_s)}
             f[R_OVERWRITTEN] = p.overwritten
             if p.span is not None:
-                f |= {R_PULL_LO: p.span[0], R_PULL_HI: p.span[1]}
+                f |= {R_PULL_LO: p.span[0], R_PULL_HI: p.span[1], R_PULL_BITS: p.bits}
         if (c := self.computed) is not None:
             f[R_TYPE] |= R_COMPUTED
             f |= {R_STEP: c.step, R_BATCH: c.batch_size, R_BASE: c.base_version}
@@ -659,6 +668,7 @@ class WorkDone:
                 end_s=end,
                 overwritten=h[R_OVERWRITTEN],
                 span=(h[R_PULL_LO], h[R_PULL_HI]) if h[R_PULL_HI] else None,
+                bits=h[R_PULL_BITS],
             )
         if t & R_COMPUTED:
             computed = Computed(
@@ -891,6 +901,8 @@ def command_payload(hdr: torch.Tensor, n_params: int) -> PayloadShape | None:
     """What follows a command: the model (RESET, a pull), a fragment's values, or nothing."""
     t = int(hdr[H_TYPE])
     if t & C_PULL and (hi := int(hdr[H_PULL_HI])):
+        if int(hdr[H_PULL_BITS]):
+            return torch.uint8, int(hdr[H_PULL_NBYTES])
         return torch.float32, hi - int(hdr[H_PULL_LO])
     return (torch.float32, n_params) if command_has_payload(hdr) else None
 

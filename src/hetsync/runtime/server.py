@@ -607,9 +607,10 @@ class _Run:
             moved = 0 if self.path == "collective" and self.fallback is None else nbytes  # (the ring's: at Apply)
             given = dataclasses.asdict(pulled)
             span = given.pop("span")
-            fragment = Fragment(lo=span[0], hi=span[1], bits=32) if span is not None else None  # (float32 values)
+            bits = given.pop("bits") or 32  # (0: the float32 values)
+            fragment = Fragment(lo=span[0], hi=span[1], bits=bits) if span is not None else None
             if fragment is not None:
-                moved = fragment_nbytes(nbytes, self.srv.workload.n_params, fragment.lo, fragment.hi, 32)
+                moved = fragment_nbytes(nbytes, self.srv.workload.n_params, fragment.lo, fragment.hi, bits)
             self.deliver(core.pulled(w, now_s=now, nbytes=moved, fragment=fragment, **given))
         if (c := rep.computed) is not None:
             p.compute_s += c.end_s - c.start_s
@@ -767,10 +768,17 @@ class _Run:
         if self.collective and isinstance(cmd, Pull):  # no model: the worker takes the round it reduced
             model, version = None, self.ledger.version
             pull = P.PullOrder(version=version, sent_s=self.now(), apply_lr=self.apply_lr)
-        elif isinstance(cmd, Pull) and (frag := cmd.fragment) is not None:  # that range's values, held until a merge
+        elif isinstance(cmd, Pull) and (frag := cmd.fragment) is not None:  # held by the worker until a merge
             model, version = self.ledger.send_model(w)
-            model = model[frag.lo : frag.hi] if model is not None else None
-            pull = P.PullOrder(version=version, sent_s=self.now(), span=(frag.lo, frag.hi), keep=cmd.keep)
+            span, mean = (frag.lo, frag.hi), self.ledger.fragment_means.get((frag.lo, frag.hi))
+            if mean is not None and not self.resumed:  # the mean of its deltas: the worker takes the outer step
+                model = torch.from_numpy(mean)
+                pull = P.PullOrder(
+                    version=version, sent_s=self.now(), span=span, keep=cmd.keep, mean_bits=frag.bits, nbytes=mean.size
+                )
+            else:  # (a resumed run: the workers' copies of the outer optimizer are gone) its values
+                model = model[frag.lo : frag.hi] if model is not None else None
+                pull = P.PullOrder(version=version, sent_s=self.now(), span=span, keep=cmd.keep)
         else:
             model, version = self.ledger.send_model(w) if isinstance(cmd, Pull) else (None, 0)
             pull = P.PullOrder(version=version, sent_s=self.now()) if isinstance(cmd, Pull) else None

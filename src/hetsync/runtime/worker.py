@@ -44,8 +44,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.algos.quantize import encode
+from hetsync.algos.quantize import decode, encode
 from hetsync.driver import TimingModel, policy_context
+from hetsync.ledger import fragment_stepper, outer_fragment_step
 from hetsync.localmodel import LocalModel, PushPayload
 from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
 from hetsync.policies import make_policy
@@ -102,6 +103,10 @@ class WorkerProcess:
         self.model = LocalModel(None)
         # fragments pulled and held until a step merges them (Streaming DiLoCo): (lo, hi, values, keep, version)
         self.held: list[tuple[int, int, torch.Tensor, float, int]] = []
+        # ... and this worker's copy of each fragment's outer optimizer: a pull that brings the mean of the
+        # fragment's deltas takes the server's outer step here (hetsync.ledger.outer_fragment_step)
+        self.fragment_outer: dict[tuple[int, int], Stepper] = {}
+        self.outer_for_fragments: Stepper | None = None
         self.steps = 0
         self.p2p = False
         # the collective path (RESET says so): this worker's side of the rounds' all-reduces, and its
@@ -323,6 +328,9 @@ class WorkerProcess:
             model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
         )
         self.held = []  # (fragments the last run pulled and never merged are its, not this one's)
+        self.fragment_outer = {}
+        policy = self._policy(cmd.run)
+        self.outer_for_fragments = outer_stepper(self.sc, policy) if policy is not None and policy.fragmented else None
         self._state_saved_s = 0.0
         if self.resume and cmd.first_step > 0:  # a resumed run
             self._load_local_state()
@@ -699,19 +707,36 @@ class WorkerProcess:
         return message
 
     def _pull_fragment(
-        self, done: Done, pull: P.PullOrder, values: torch.Tensor | PendingModel | None, free_since_s: float
+        self, done: Done, pull: P.PullOrder, payload: torch.Tensor | PendingModel | None, free_since_s: float
     ) -> None:
-        """A fragment's pull: its global values (float32), held until a step merges them."""
-        assert pull.span is not None and isinstance(values, torch.Tensor)
+        """A fragment's pull, held until a step merges it: its global values
+        (float32), or the mean of its deltas as it travelled, through this
+        worker's copy of the fragment's outer optimizer from the global values
+        it last merged there (the server's step, taken here)."""
+        assert pull.span is not None and isinstance(payload, torch.Tensor)
         lo, hi = pull.span
         started = max(pull.sent_s, free_since_s)
         self.busy.transfer(True, started)
-        self._throttle(started, values.nbytes)
+        self._throttle(started, payload.nbytes)
         with self.model_lock:
+            values = payload
+            if pull.mean_bits:
+                values = self._outer_step_of(lo, hi, torch.from_numpy(decode(payload.numpy(), hi - lo, pull.mean_bits)))
             self.held.append((lo, hi, values, pull.keep, pull.version))  # (merge_fragment copies it to the device)
         end = self._now_s()
         self.busy.transfer(False, end)
-        done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, span=(lo, hi))
+        done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, span=(lo, hi), bits=pull.mean_bits)
+
+    def _outer_step_of(self, lo: int, hi: int, mean: torch.Tensor) -> torch.Tensor:
+        """The fragment's new global values: the ones this worker last merged
+        there moved by ``mean`` through its copy of the fragment's outer optimizer."""
+        if self.outer_for_fragments is None or self.model.ref is None:
+            raise RuntimeError(f"worker {self.w}: a fragment's mean came, and this run moves no fragments")
+        stepper = self.fragment_outer.get((lo, hi))
+        if stepper is None:
+            stepper = self.fragment_outer[(lo, hi)] = fragment_stepper(self.outer_for_fragments)
+        base = self.model.ref[lo:hi].detach().cpu()  # (the server's values before the step)
+        return outer_fragment_step(stepper, base, mean)
 
     def _merge_held(self) -> None:
         """The step merges the fragments pulled so far (``StepOrder.merge``)."""
