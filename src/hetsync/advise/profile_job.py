@@ -181,7 +181,7 @@ def paced(emulated: Any) -> bool:
     """Whether an emulated cluster's steps last its modelled step time
     (``runtime_timing: modelled``, as ``hetsync run --pace`` makes them)
     rather than the real step stretched by its slowdown."""
-    return emulated is not None and bool(emulated.modelled_timing)
+    return emulated is not None and bool(emulated.timing.modelled)
 
 
 def emulated_step(
@@ -234,9 +234,9 @@ class ServerWork:
         from hetsync.trace import TraceWriter
         from hetsync.workloads import make_workload
 
-        workload = make_workload(job.workload, **job.workload_args)
-        theta = workload.init_params(job.seed)
-        self.nbytes = job.model_bytes if job.model_bytes is not None else workload.model_nbytes
+        workload = make_workload(job.job.workload, **job.job.workload_args)
+        theta = workload.init_params(job.job.seed)
+        self.nbytes = job.job.model_bytes if job.job.model_bytes is not None else workload.model_nbytes
         policy = make_policy("asp", policy_context(job, self.nbytes))
         self.trace = TraceWriter(trace_path)
         ledger = Ledger(
@@ -246,11 +246,11 @@ class ServerWork:
             self.trace,
             stepper=gradient_stepper(job),
             outer=outer_stepper(job, policy),
-            global_batch=n * job.batch_size,
+            global_batch=n * job.job.batch_size,
         )
         self.core = DriverCore(policy, ledger, job)
         self.policy = policy
-        self.batch_size = job.batch_size
+        self.batch_size = job.job.batch_size
         self.grad = torch.full_like(theta, 1e-6)  # a gradient small enough to leave the model usable
         self.channel = P.Channel(workload.n_params)
         self.steps = [0] * n
@@ -350,9 +350,9 @@ def _compute_phase(
     from hetsync.driver.timing import TimingModel
     from hetsync.workloads import make_workload
 
-    workload = make_workload(job.workload, **job.workload_args)
-    params = workload.init_params(job.seed)
-    shard = workload.make_shards(job.workers, job.seed, job.label_skew)[w]
+    workload = make_workload(job.job.workload, **job.job.workload_args)
+    params = workload.init_params(job.job.seed)
+    shard = workload.make_shards(job.cluster.workers, job.job.seed, job.job.label_skew)[w]
     timing = TimingModel(emulated) if emulated is not None else None
     pace = paced(emulated)
     failed: dict[int, str] = {}
