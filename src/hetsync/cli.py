@@ -1133,12 +1133,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if measured is not None:
         nproc = int(measured["workers"])
     job_name = args.scenario or args.emulate or "default"
-    job = (profile.job_of_raw(measured) if measured is not None else None) or load_scenario(job_name).with_workers(
-        nproc
-    )
+    sc = (profile.job_of_raw(measured) if measured is not None else None) or load_scenario(job_name).with_workers(nproc)
     if args.script is None:
-        workload = make_workload(job.job.workload, **job.job.workload_args)
-        job.stop.target.direction_for(workload.name, workload.metrics)
+        workload = make_workload(sc.job.workload, **sc.job.workload_args)
+        sc.stop.target.direction_for(workload.name, workload.metrics)
     if args.batch_sizes is not None:
         try:
             sizes = sorted({int(b) for b in args.batch_sizes.split(",") if b.strip()})
@@ -1150,7 +1148,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
                 f"batch_size bound), got {args.batch_sizes!r}"
             )
     elif args.script is None:
-        sizes = list(batch_sizes_for(job.job.batch_size))
+        sizes = list(batch_sizes_for(sc.job.batch_size))
     else:
         sizes = None  # the script's scenario decides: b/2, b, 2b of its batch_size
     out = Path(args.out)
@@ -1170,7 +1168,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     else:
         _say(
             con,
-            f"profiling {nproc} worker processes + 1 server: {job.job.workload}, batch sizes {sizes}, "
+            f"profiling {nproc} worker processes + 1 server: {sc.job.workload}, batch sizes {sizes}, "
             f"{args.compute_s:g} s of steps each, then every link"
             + (f"; emulating {args.emulate}" if emulated is not None else "")
             + f" → {out}/",
@@ -1185,14 +1183,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             measured = profile.run_script(
                 args.script, args.script_args, nproc, out, batch_sizes=sizes, workload=ref, **timing
             )
-            job = profile.job_of_raw(measured)
+            sc = profile.job_of_raw(measured)
         raw = measured or profile.measure(
-            job, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
+            sc, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
         )
     except RuntimeError as e:
         _say(con, str(e), style="red")
         return 1
-    prof = profile.fit_profile(raw, job.job.batch_size)
+    prof = profile.fit_profile(raw, sc.job.batch_size)
     header = f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
     if raw.get("job") is not None:  # a profiled script: the cluster, and the simulator's job said apart
         header += profile.script_header(raw)
@@ -1201,7 +1199,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     description = f"profiled: {nproc} workers on {raw.get('host')}" + (
         f", emulating {raw['emulate']}" if raw.get("emulate") else ""
     )
-    path = profile.write_profiled(job, prof, out, header=header, description=description)
+    path = profile.write_profiled(sc, prof, out, header=header, description=description)
     written = [path, out / profile.PROFILE_JSON]
     written += profile.write_page(prof, out, scenario_path=path, command=_command_line(), plots=not args.no_plots)
     con.print(profile.terminal_table(prof))

@@ -110,9 +110,11 @@ class StepCost:
             _check_step_figure(key, getattr(self, key))
         _check(set(self.measured) <= set(STEP_COST_KEYS), "measured", self.measured, f"must name {STEP_COST_KEYS}")
 
-    def step_s(self, batch: int) -> float:
-        """The base seconds of a step of ``batch`` samples on a CPU-like worker."""
-        return self.fixed_s + self.per_sample_s * batch
+    def step_s(self, batch: int, saturation_batch: int = 0) -> float:
+        """The base seconds of a step of ``batch`` samples: linear in the
+        batch (a CPU-like worker), or flat up to ``saturation_batch`` and
+        linear after it (a GPU-like worker, docs/architecture.md §4)."""
+        return self.fixed_s + self.per_sample_s * max(0, batch - saturation_batch)
 
     def to_dict(self) -> dict[str, Any]:
         """A summary's ``measured_step`` (docs/formats.md): the figures, the table, the keys fitted."""
@@ -451,12 +453,9 @@ class Scenario:
 
     def nominal_step_s(self, worker: int, batch_size: int) -> float:
         """Step time without noise, stragglers or load."""
-        cost, cluster = self.step_cost, self.cluster
-        if self.timing.device == "gpu":
-            sat = cluster.saturation_batch[worker] if cluster.saturation_batch else 0
-            base = cost.fixed_s + cost.per_sample_s * max(0, batch_size - sat)
-        else:
-            base = cost.step_s(batch_size)
+        cluster = self.cluster
+        gpu = self.timing.device == "gpu" and bool(cluster.saturation_batch)
+        base = self.step_cost.step_s(batch_size, cluster.saturation_batch[worker] if gpu else 0)
         return base * cluster.slowdown[worker] + cluster.delay_s[worker]
 
     def with_step_cost(self, cost: StepCost) -> Scenario:

@@ -1016,7 +1016,7 @@ def run_job(nproc: int, job_args: Sequence[str], out: Path, *, host: str, limit_
 
 
 def measure(
-    job: Any,
+    sc: Any,
     job_name: str,
     out: Path,
     *,
@@ -1027,11 +1027,11 @@ def measure(
     host: str,
     model_nbytes: int,
 ) -> dict[str, Any]:
-    """Run the profiling job for ``job`` (its workers, workload and batch) and
+    """Run the profiling job for scenario ``sc`` (its workers, workload and batch) and
     return its ``raw.json``: steps at ``batch_sizes`` for ``compute_s``, then
     every link ``link_reps`` times at sizes around the model's."""
-    nproc = job.cluster.workers
-    nbytes = job.job.model_bytes if job.job.model_bytes is not None else model_nbytes
+    nproc = sc.cluster.workers
+    nbytes = sc.job.model_bytes if sc.job.model_bytes is not None else model_nbytes
     job_args = job_arguments(
         scenario=job_name,
         emulate=emulate,

@@ -185,24 +185,24 @@ def profile_cluster(cluster: str, out: Path, s: Settings, *, host: str = "127.0.
 
     t0 = time.perf_counter()
     emulated, nproc = profile.check_emulation(cluster, None)
-    job = emulated.with_workers(nproc)
-    workload = make_workload(job.job.workload, **job.job.workload_args)
+    sc = emulated.with_workers(nproc)
+    workload = make_workload(sc.job.workload, **sc.job.workload_args)
     out.mkdir(parents=True, exist_ok=True)
     raw = profile.measure(
-        job,
+        sc,
         cluster,
         out,
         emulate=cluster,
-        batch_sizes=batch_sizes_for(job.job.batch_size),
+        batch_sizes=batch_sizes_for(sc.job.batch_size),
         compute_s=s.compute_s,
         link_reps=s.link_reps,
         host=host,
         model_nbytes=workload.model_nbytes,
     )
-    prof = profile.fit_profile(raw, job.job.batch_size)
+    prof = profile.fit_profile(raw, sc.job.batch_size)
     header = f"measured by `hetsync bench {NAME}` (profile --emulate {cluster}) on {raw.get('host')}"
     description = f"profiled: {nproc} workers, emulating {cluster}"
-    path = profile.write_profiled(job, prof, out, header=header, description=description)
+    path = profile.write_profiled(sc, prof, out, header=header, description=description)
     return prof, path, time.perf_counter() - t0
 
 

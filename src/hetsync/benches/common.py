@@ -354,7 +354,8 @@ def step_text(sc: Any) -> str:
     if not sc.timing.resolved:
         base = "measured on this machine (fixed_s / per_sample_s: measured)"
     else:
-        fixed_s, per_sample_s = sc.step_cost.fixed_s, sc.step_cost.per_sample_s
+        cost = sc.step_cost
+        fixed_s, per_sample_s = cost.fixed_s, cost.per_sample_s
         if sc.timing.device == "gpu":
             knee = _values(tuple(float(b) for b in sc.cluster.saturation_batch)) if sc.cluster.saturation_batch else "0"
             base = (
@@ -362,10 +363,9 @@ def step_text(sc: Any) -> str:
                 f"+{_secs_text(per_sample_s)} per sample beyond it"
             )
         else:
-            step = fixed_s + per_sample_s * sc.job.batch_size
             base = (
                 f"{_secs_text(fixed_s)} + {_secs_text(per_sample_s)} per sample "
-                f"({_secs_text(step)} at batch {sc.job.batch_size})"
+                f"({_secs_text(cost.step_s(sc.job.batch_size))} at batch {sc.job.batch_size})"
             )
     parts = [base]
     if sc.cluster.slowdown and set(sc.cluster.slowdown) != {1.0}:
