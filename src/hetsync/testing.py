@@ -29,6 +29,7 @@ import numpy as np
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.scenario import Scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
+from hetsync.steptime import resolve_measured
 from hetsync.trace import read_trace
 
 
@@ -73,10 +74,12 @@ def check_contract(spec: str, scenario: Scenario, *, drains: bool = False) -> di
     (true of policies that stop cleanly, such as BSP). Returns the summary."""
     if scenario.stop.max_steps is None:
         raise ValueError("check_contract needs a scenario with max_steps (the budget it must spend)")
+    scenario = resolve_measured(scenario)  # (a `measured` step cost: timed here, as for any simulation)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.jsonl"
         sim = Simulation(scenario, spec, trace_path=trace, math=False)
-        cluster = f"{scenario.cluster.workers} workers (slowdown {[round(x, 3) for x in scenario.cluster.slowdown]}, seed {scenario.job.seed})"
+        slowdown = [round(x, 3) for x in scenario.cluster.slowdown]
+        cluster = f"{scenario.cluster.workers} workers (slowdown {slowdown}, seed {scenario.job.seed})"
         try:
             s = sim.run().summary
         except (DeadlockError, PolicyError) as e:  # stalled, or a command no driver can execute
