@@ -88,18 +88,18 @@ def checkpoint(tmp: Path, change=None, *, scenario="hetero-4", workers=2, raw: b
         path.write_bytes(raw)
         return str(folder)
     sc = load_scenario(scenario).with_workers(workers)
-    wl = make_workload(sc.workload, **sc.workload_args)
+    wl = make_workload(sc.job.workload, **sc.job.workload_args)
     state = {
         "identity": {
             "scenario": sc.name,
             "workload": wl.name,
-            "workload_args": json.dumps(sc.workload_args, sort_keys=True, default=str),
+            "workload_args": json.dumps(sc.job.workload_args, sort_keys=True, default=str),
             "workers": workers,
-            "seed": sc.seed,
+            "seed": sc.job.seed,
             "policy": "bsp",
             "n_params": wl.n_params,
         },
-        "theta": wl.init_params(sc.seed),
+        "theta": wl.init_params(sc.job.seed),
         "version": 5,
         "elapsed_s": 2.5,
         "steps": 10,
@@ -372,7 +372,7 @@ def parse(argv: list[str]):
 
 def test_a_good_checkpoint_passes_the_checks_before_launch(tmp_path):
     args = parse(run("--checkpoint-dir", checkpoint(tmp_path), "--resume")(tmp_path))
-    assert cli._load(args).workers == 2  # read, and found to be this run's
+    assert cli._load(args).cluster.workers == 2  # read, and found to be this run's
 
 
 def test_good_options_pass(tmp_path):
@@ -403,7 +403,7 @@ def test_a_cut_per_worker_list_is_said_and_recorded(tmp_path, capsys, monkeypatc
 def test_run_says_it_runs_fewer_workers_than_the_scenario_has(tmp_path, capsys):
     args = parse(["run", "-s", "default", "-o", str(tmp_path)])  # --nproc 4 by default; default has 8
     scenario = cli._load(args)
-    assert scenario.workers == 4 and scenario.slowdown == (1.0, 1.0, 1.0, 1.25)
+    assert scenario.cluster.workers == 4 and scenario.cluster.slowdown == (1.0, 1.0, 1.0, 1.25)
     shown = capsys.readouterr().out
     assert "note: scenario 'default' has 8 workers, running 4" in shown
     assert "drops [1.5, 2.0, 2.5, 3.0] (--nproc 4)" in shown

@@ -60,7 +60,7 @@ def test_policy_contract(spec, sc):
     # (ElasticBSP's local reading leaves unpushed local steps at the stop, as local SGD does)
     drains = spec.split(":")[0] in DRAINS and "within=local" not in spec
     s = check_contract(spec, sc, drains=drains)  # the rules: hetsync.testing
-    n = sc.workers
+    n = sc.cluster.workers
     label = s["label"]
     if s["policy"] == "backup":
         with tempfile.TemporaryDirectory() as tmp:

@@ -322,7 +322,7 @@ def check_script(script: str, args: list[str], ctx: Context, *, workers: int | N
     named = option(args, "--scenario")
     if named not in (None, "none"):
         scenario = load_scenario(named, [], ctx)
-        if scenario is not None and workers is not None and workers != scenario.workers:
+        if scenario is not None and workers is not None and workers != scenario.cluster.workers:
             scenario = None  # the launcher fits the scenario to its workers: check the specs on their own
     check_policies(split_specs(option(args, "--policy", "--policies")), scenario, real=True, workers=workers)
 
@@ -351,7 +351,7 @@ def resolve_hetsync(argv: list[str], ctx: Context) -> None:
         scenario = load_scenario(args.scenario, args.overrides, ctx, args.seed)
         specs = split_specs(args.policy if command == "simulate" else args.policies)
         if scenario is not None and command != "advise":
-            specs = specs or list(scenario.policies)
+            specs = specs or list(scenario.job.policies)
         real = command == "run" or getattr(args, "runtime", "sim") == "dist"
         check_policies(specs, scenario, real=real)
 

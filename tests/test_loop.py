@@ -373,12 +373,12 @@ def test_the_scenario_of_a_loop_gets_the_world_size_and_a_useful_evaluation_inte
     from hetsync.loop import DEFAULT_MAX_TIME_S, _scenario
 
     plain = _scenario(None, 3, {})
-    assert plain.workers == 3 and plain.max_time_s == DEFAULT_MAX_TIME_S and plain.eval_every_s == 2.0
+    assert plain.cluster.workers == 3 and plain.stop.max_time_s == DEFAULT_MAX_TIME_S and plain.stop.eval_every_s == 2.0
     longer = _scenario("hetero-4", 2, {"max_time_s": 600})  # not every 15 s (max_time_s / 40)
     assert (
-        longer.workers == 2 and longer.eval_every_s == 2.0 and longer.delay_s == (0.01, 0.04)
+        longer.cluster.workers == 2 and longer.stop.eval_every_s == 2.0 and longer.cluster.delay_s == (0.01, 0.04)
     )  # linspace re-resolved for 2
-    assert _scenario("hetero-4", 4, {"max_time_s": 20}).eval_every_s == 0.5  # a 20 s run: 40 evaluations
+    assert _scenario("hetero-4", 4, {"max_time_s": 20}).stop.eval_every_s == 0.5  # a 20 s run: 40 evaluations
     with pytest.raises(BadInput, match="max_time_s"):
         _scenario(None, 2, {"max_time_s": -1})
 
@@ -392,18 +392,27 @@ def test_a_scenario_gives_your_loop_its_cluster_and_not_its_job_unless_you_pass_
     from hetsync.loop import _scenario
 
     own, emulated = _scenario(None, 2, {}), _scenario("hetero-4", 2, {})
-    job = ("max_time_s", "max_steps", "eval_every_s", "batch_size", "target_metric", "target_value", "model_bytes")
-    assert [getattr(emulated, k) for k in job] == [getattr(own, k) for k in job]
-    assert emulated.delay_s == (0.01, 0.04) and emulated.jitter == 0.1 and emulated.latency_s == 0.0005
+    job = ("max_time_s", "max_steps", "eval_every_s", "batch_size", "target", "model_bytes")
+    assert [emulated.setting(k) for k in job] == [own.setting(k) for k in job]
+    assert (
+        emulated.cluster.delay_s == (0.01, 0.04)
+        and emulated.timing.jitter == 0.1
+        and emulated.cluster.latency_s == 0.0005
+    )
     (note,) = [n for n in emulated.notes if "not its job" in n]
     assert "max_time_s=20" in note and "target_accuracy=0.93" in note and "hetsync.init(..., " in note
     assert "batch_size" not in note  # (hetero-4's 32 is the loop's default: nothing changed)
     kept = _scenario("hetero-4", 2, {"max_time_s": 20, "target_accuracy": 0.93})
-    assert kept.max_time_s == 20 and kept.target_value == 0.93 and kept.eval_every_s == 0.5
+    assert kept.stop.max_time_s == 20 and kept.stop.target.value == 0.93 and kept.stop.eval_every_s == 0.5
     assert not [n for n in kept.notes if "not its job" in n]
     other = _scenario("hetero-4", 2, {"target": {"metric": "loss", "value": 0.2}})  # (either target key keeps it)
-    assert other.target_metric == "loss" and "target_accuracy" not in " ".join(other.notes)
+    assert other.stop.target.metric == "loss" and "target_accuracy" not in " ".join(other.notes)
     lm = _scenario("lm-8", 2, {"max_steps": 50})
-    assert lm.max_time_s is None and lm.max_steps == 50 and lm.model_bytes is None and lm.clip_norm is None
+    assert (
+        lm.stop.max_time_s is None
+        and lm.stop.max_steps == 50
+        and lm.job.model_bytes is None
+        and lm.job.clip_norm is None
+    )
     assert "model_bytes=4000000" in lm.notes[0] and "max_time_s=60" in lm.notes[0]  # (your stop is max_steps)
     assert "clip_norm" not in lm.notes[0]  # your loop clips (and schedules, and optimizes) itself: nothing to say

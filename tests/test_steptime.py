@@ -5,9 +5,8 @@ import pytest
 import torch
 
 from hetsync import steptime
-from hetsync.scenario import scenario_from_dict
+from hetsync.scenario import StepCost, scenario_from_dict
 from hetsync.steptime import (
-    StepCost,
     batch_sizes_for,
     describe_measured,
     fit_step_cost,
@@ -92,21 +91,24 @@ def counted(monkeypatch):
 
 def test_resolve_replaces_only_the_measured_keys(counted):
     wl = make_workload("digits-logreg")
-    sc, cost = resolve_measured(scenario(per_sample_s="measured", fixed_s=0.002), wl)
-    assert (sc.fixed_s, cost.fitted) == (0.002, ("per_sample_s",))
-    assert sc.per_sample_s == cost.per_sample_s > 0 and not sc.measured_timing
-    assert sc.with_workers(3).per_sample_s == sc.per_sample_s  # the resolved value survives a re-parse
-    sc, cost = resolve_measured(scenario(per_sample_s="measured", fixed_s="measured"), wl)
-    assert (sc.fixed_s, sc.per_sample_s) == pytest.approx((1e-3, 1e-4))
+    sc = resolve_measured(scenario(per_sample_s="measured", fixed_s=0.002), wl)
+    cost = sc.step_cost
+    assert (cost.fixed_s, cost.measured) == (0.002, ("per_sample_s",))
+    assert cost.per_sample_s > 0 and sc.timing.resolved
+    assert sc.with_workers(3).step_cost == cost  # the resolved cost survives another worker count
+    assert sc.with_workers(3).source["per_sample_s"] == cost.per_sample_s  # and a re-parse of the source
+    sc = resolve_measured(scenario(per_sample_s="measured", fixed_s="measured"), wl)
+    cost = sc.step_cost
+    assert (cost.fixed_s, cost.per_sample_s) == pytest.approx((1e-3, 1e-4))
     assert cost.table == ((4, 1.4e-3), (8, 1.8e-3), (16, 2.6e-3))
     assert cost.to_dict() == {
-        "fixed_s": sc.fixed_s,
-        "per_sample_s": sc.per_sample_s,
+        "fixed_s": cost.fixed_s,
+        "per_sample_s": cost.per_sample_s,
         "table": [[4, 1.4e-3], [8, 1.8e-3], [16, 2.6e-3]],
         "fitted": ["fixed_s", "per_sample_s"],
     }
     plain = scenario()
-    assert resolve_measured(plain, wl) == (plain, None)
+    assert resolve_measured(plain, wl) is plain
     assert len(counted) == 1  # one measurement per workload and batch sizes
 
 
@@ -116,10 +118,10 @@ def test_the_cache_is_per_workload_arguments_and_batch_sizes(counted):
     wl16, wl32 = make_workload("digits-mlp", hidden=16), make_workload("digits-mlp", hidden=32)
     for sc, wl in ((mlp16, wl16), (mlp16, make_workload("digits-mlp", hidden=16)), (mlp32, wl32)):
         resolve_measured(sc, wl)
-    resolve_measured(mlp16.with_step_cost(fixed_s=0.0, per_sample_s=0.0), wl16)  # nothing to measure
+    resolve_measured(mlp16.with_step_cost(StepCost(fixed_s=0.0, per_sample_s=0.0)), wl16)  # nothing to measure
     import dataclasses
 
-    resolve_measured(dataclasses.replace(mlp16, batch_size=9), wl16)
+    resolve_measured(dataclasses.replace(mlp16, job=dataclasses.replace(mlp16.job, batch_size=9)), wl16)
     assert len(counted) == 3
 
 
@@ -129,5 +131,5 @@ def test_describe_names_the_figures_and_warns_when_a_given_key_swallows_the_step
         line
         == "measured step cost on this machine (mlp): fixed 0.4 ms + 0.012 ms/sample (median per step at batch 32: 0.8 ms)"
     )
-    swallowed = StepCost(fixed_s=0.02, per_sample_s=0.0, table=((32, 8e-4),), fitted=("per_sample_s",))
+    swallowed = StepCost(fixed_s=0.02, per_sample_s=0.0, table=((32, 8e-4),), measured=("per_sample_s",))
     assert "--set fixed_s=0" in describe_measured(swallowed.to_dict(), "mlp")

@@ -56,10 +56,10 @@ def compare(
     if workload is not None and not isinstance(workload, Workload):
         raise BadInput(f"workload must be a hetsync Workload (from_module), got {type(workload).__name__}")
     if workload is None:
-        workload = make_workload(sc.workload, **sc.workload_args)
-    sc.target_direction_for(workload.name, workload.metrics)  # every input checked before the folder is touched
+        workload = make_workload(sc.job.workload, **sc.job.workload_args)
+    sc.stop.target.direction_for(workload.name, workload.metrics)  # every input checked before the folder is touched
     folder = Path(out)
-    replacing = begin(folder, also=[f"{report.safe_name(sc.target_metric)}.png"])
+    replacing = begin(folder, also=[f"{report.safe_name(sc.stop.target.metric)}.png"])
     try:
         runs = runner.compare(sc, specs, folder, workload=workload)
         if plots:

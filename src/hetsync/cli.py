@@ -377,12 +377,12 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
     if _launches(args) and nproc is None:  # compare --runtime dist: a process per scenario worker
         from hetsync import limits
 
-        if scenario.workers > limits.MAX_NPROC:
+        if scenario.cluster.workers > limits.MAX_NPROC:
             raise BadInput(
-                f"--runtime dist starts the scenario's {scenario.workers} workers as processes on this machine, "
+                f"--runtime dist starts the scenario's {scenario.cluster.workers} workers as processes on this machine, "
                 f"at most {limits.MAX_NPROC}: pass --nproc N (1..{limits.MAX_NPROC}), or use torchrun for more"
             )
-    if nproc is not None and nproc != scenario.workers:
+    if nproc is not None and nproc != scenario.cluster.workers:
         fitted = scenario.with_workers(nproc)
         why = {note: f"{note} (--nproc {nproc})" for note in fitted.notes[len(scenario.notes) :]}
         scenario = fitted
@@ -408,13 +408,15 @@ def _prepare(args: argparse.Namespace, scenario: Any) -> Any:
 
             policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
             check_servers(args.servers, scenario, policies, path=args.path, driver="dist" if _launches(args) else "sim")
-    processes = scenario.workers if _launches(args) else 1  # each worker process holds its own batch
+    processes = scenario.cluster.workers if _launches(args) else 1  # each worker process holds its own batch
     from hetsync.workloads import make_workload
 
-    workload = make_workload(scenario.workload, **scenario.workload_args)  # an unknown one, bad arguments: refused now
-    if scenario.target_metric is not None:
-        scenario.target_direction_for(workload.name, workload.metrics)  # a metric the workload lacks: refused now
-    if scenario.batch_size > _MEMORY_CHECK_BATCH or scenario.workers > _MEMORY_CHECK_WORKERS:
+    workload = make_workload(
+        scenario.job.workload, **scenario.job.workload_args
+    )  # an unknown one, bad arguments: refused now
+    if scenario.stop.target.metric is not None:
+        scenario.stop.target.direction_for(workload.name, workload.metrics)  # a metric the workload lacks: refused now
+    if scenario.job.batch_size > _MEMORY_CHECK_BATCH or scenario.cluster.workers > _MEMORY_CHECK_WORKERS:
         from hetsync import limits
 
         limits.check_memory(scenario, workload, processes=processes)
@@ -454,9 +456,9 @@ def _check_checkpoint_args(args: argparse.Namespace, scenario: Any) -> None:
     from hetsync.workloads import make_workload
 
     labels = runner.policy_labels(scenario, runner.policy_specs(args.policies, scenario))
-    workload = make_workload(scenario.workload, **scenario.workload_args)
+    workload = make_workload(scenario.job.workload, **scenario.job.workload_args)
     check_resume(
-        Path(args.checkpoint_dir), scenario=scenario, labels=labels, workload=workload, workers=scenario.workers
+        Path(args.checkpoint_dir), scenario=scenario, labels=labels, workload=workload, workers=scenario.cluster.workers
     )
 
 
@@ -561,8 +563,7 @@ def _metric_plot(scenario: Any) -> list[str]:
     """The name of the plot of the scenario's target metric (``loss.png``)."""
     from hetsync.outdir import safe_name
 
-    metric = getattr(scenario, "target_metric", None)
-    return [f"{safe_name(metric)}.png"] if metric else []
+    return [f"{safe_name(scenario.stop.target.metric)}.png"]
 
 
 def _check_md(args: argparse.Namespace, out: Path, inputs: Sequence[Path | str | None]) -> None:
@@ -610,7 +611,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     if getattr(args, "runtime", "sim") == "dist":
         if args.policies is None and specs is not None:
             args.policies = ",".join(specs)
-        return _cmd_run(args, args.nproc or _load(args).workers)
+        return _cmd_run(args, args.nproc or _load(args).cluster.workers)
     _refuse_runtime_options(args)
     from rich.markup import escape
     from rich.progress import Progress
@@ -624,7 +625,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     con.print(
-        f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}, "
+        f"[bold]{escape(scenario.name)}[/]: {scenario.cluster.workers} workers, {escape(scenario.job.workload)}, "
         f"policies {escape(', '.join(labels))}{' on path collective' if args.path == 'collective' else ''}"
         f"{f' with {args.servers} sharded servers' if args.servers > 1 else ''} "
         f"→ {escape(str(out))}/"
@@ -654,7 +655,7 @@ def _cmd_compare(args: argparse.Namespace, specs: list[str] | None = None) -> in
     if measured is not None:  # one measurement serves every run of the comparison
         from hetsync.steptime import describe_measured
 
-        _say(con, describe_measured(measured, scenario.workload))
+        _say(con, describe_measured(measured, scenario.job.workload))
     _say(con, "wrote " + ", ".join(str(p) for p in written))
     return 0
 
@@ -1003,7 +1004,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         def start(cands: list[Any], skipped: list[tuple[str, str]], total: int) -> None:
             jobs = min(args.jobs or advise.default_jobs(), total)
             con.print(
-                f"[bold]{escape(scenario.name)}[/]: {scenario.workers} workers, {escape(scenario.workload)}; "
+                f"[bold]{escape(scenario.name)}[/]: {scenario.cluster.workers} workers, {escape(scenario.job.workload)}; "
                 f"{len(cands)} candidates{advise.paths_clause(cands)} × {args.seeds} seeds, up to {jobs} processes "
                 f"→ {escape(str(out))}/"
             )
@@ -1035,7 +1036,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if result.measured is not None:
         from hetsync.steptime import describe_measured
 
-        _say(con, describe_measured(result.measured, scenario.workload))
+        _say(con, describe_measured(result.measured, scenario.job.workload))
     rec = result.recommendation
     style = {"switch": "bold green", "bsp": "bold green", "not-significant": "bold yellow"}.get(rec.verdict, "bold red")
     _say(con, f"recommendation: {rec.headline}", style=style)
@@ -1064,14 +1065,14 @@ def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -
     specs = result.shortlist()
     labels = {r.candidate.choice: r.label for r in result.ranked}
     folder = out / advise.VERIFY_DIR
-    script = result.scenario.script
+    script = result.scenario.job.script
     if script is None:
-        ran = f"{result.scenario.workers} worker processes + 1 server"
+        ran = f"{result.scenario.cluster.workers} worker processes + 1 server"
         forwarded = advise.verify_args(args.scenario, args.overrides, args.seed, specs, folder)
     else:  # a profiled script's cluster: the script itself, once per policy (hetsync.advise.verify_script)
         emulate = script.get("emulate")
         played = (emulate.get("name", "it") if isinstance(emulate, dict) else emulate) if emulate else None
-        ran = f"your script {script['path']} under hetsync launch on {result.scenario.workers} workers, " + (
+        ran = f"your script {script['path']} under hetsync launch on {result.scenario.cluster.workers} workers, " + (
             f"emulating the cluster it was profiled on ({played})" if played else "no emulated cluster (as profiled)"
         )
         forwarded = None
@@ -1132,12 +1133,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if measured is not None:
         nproc = int(measured["workers"])
     job_name = args.scenario or args.emulate or "default"
-    job = (profile.job_of_raw(measured) if measured is not None else None) or load_scenario(job_name).with_workers(
-        nproc
-    )
+    sc = (profile.job_of_raw(measured) if measured is not None else None) or load_scenario(job_name).with_workers(nproc)
     if args.script is None:
-        workload = make_workload(job.workload, **job.workload_args)
-        job.target_direction_for(workload.name, workload.metrics)
+        workload = make_workload(sc.job.workload, **sc.job.workload_args)
+        sc.stop.target.direction_for(workload.name, workload.metrics)
     if args.batch_sizes is not None:
         try:
             sizes = sorted({int(b) for b in args.batch_sizes.split(",") if b.strip()})
@@ -1149,7 +1148,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
                 f"batch_size bound), got {args.batch_sizes!r}"
             )
     elif args.script is None:
-        sizes = list(batch_sizes_for(job.batch_size))
+        sizes = list(batch_sizes_for(sc.job.batch_size))
     else:
         sizes = None  # the script's scenario decides: b/2, b, 2b of its batch_size
     out = Path(args.out)
@@ -1169,7 +1168,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     else:
         _say(
             con,
-            f"profiling {nproc} worker processes + 1 server: {job.workload}, batch sizes {sizes}, "
+            f"profiling {nproc} worker processes + 1 server: {sc.job.workload}, batch sizes {sizes}, "
             f"{args.compute_s:g} s of steps each, then every link"
             + (f"; emulating {args.emulate}" if emulated is not None else "")
             + f" → {out}/",
@@ -1184,14 +1183,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             measured = profile.run_script(
                 args.script, args.script_args, nproc, out, batch_sizes=sizes, workload=ref, **timing
             )
-            job = profile.job_of_raw(measured)
+            sc = profile.job_of_raw(measured)
         raw = measured or profile.measure(
-            job, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
+            sc, job_name, out, batch_sizes=sizes, model_nbytes=workload.model_nbytes, **timing
         )
     except RuntimeError as e:
         _say(con, str(e), style="red")
         return 1
-    prof = profile.fit_profile(raw, job.batch_size)
+    prof = profile.fit_profile(raw, sc.job.batch_size)
     header = f"measured by `{_command_line()}` on {raw.get('host')} ({time.strftime('%Y-%m-%d %H:%M')})\n"
     if raw.get("job") is not None:  # a profiled script: the cluster, and the simulator's job said apart
         header += profile.script_header(raw)
@@ -1200,7 +1199,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     description = f"profiled: {nproc} workers on {raw.get('host')}" + (
         f", emulating {raw['emulate']}" if raw.get("emulate") else ""
     )
-    path = profile.write_profiled(job, prof, out, header=header, description=description)
+    path = profile.write_profiled(sc, prof, out, header=header, description=description)
     written = [path, out / profile.PROFILE_JSON]
     written += profile.write_page(prof, out, scenario_path=path, command=_command_line(), plots=not args.no_plots)
     con.print(profile.terminal_table(prof))
@@ -1270,7 +1269,7 @@ def _cmd_scenarios() -> int:
     table.add_column("description")
     for name in builtin_scenarios():
         sc = load_scenario(name)
-        table.add_row(name, str(sc.workers), sc.workload, escape(sc.description))
+        table.add_row(name, str(sc.cluster.workers), sc.job.workload, escape(sc.description))
     terminal_console().print(table)
     return 0
 

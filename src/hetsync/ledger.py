@@ -477,9 +477,9 @@ class Ledger:
         compute, comm = sum(compute_s), sum(comm_s)
         wait_s = [max(0.0, t - c - m) for t, c, m in zip(in_run_s, compute_s, comm_s, strict=True)]
         names = list(self.workload.metrics)
-        metric, target = scenario.target_metric, scenario.target_value
+        metric, target = scenario.stop.target.metric, scenario.stop.target.value
         if names:
-            direction = scenario.target_direction_for(self.workload.name, self.workload.metrics)
+            direction = scenario.stop.target.direction_for(self.workload.name, self.workload.metrics)
             column = 1 + names.index(metric)
             curve = [[row[0], row[column]] for row in self.curve]
         else:  # nothing evaluated (a training loop without an evaluation): no metric, no target
@@ -504,7 +504,7 @@ class Ledger:
             # what running the scenario as asked changed (Scenario.notes: lists cut to the worker count)
             "notes": list(getattr(scenario, "notes", ())),
             "driver": driver,
-            "seed": scenario.seed,
+            "seed": scenario.job.seed,
             "workers": n,
             "target_metric": metric,
             "target_value": target,

@@ -71,7 +71,7 @@ def batch_bytes(scenario: Scenario, workload: Workload) -> int:
         per_sample = (_graph_bytes(workload, 4) - _graph_bytes(workload, 2)) / 2
     except Exception:  # a user's model that will not run like this: count the data alone
         per_sample = 0.0
-    return int(scenario.batch_size * (sample + _GRADIENT_COPIES * max(0.0, per_sample)))
+    return int(scenario.job.batch_size * (sample + _GRADIENT_COPIES * max(0.0, per_sample)))
 
 
 def _graph_bytes(workload: Workload, batch: int) -> int:
@@ -107,14 +107,14 @@ def check_memory(scenario: Scenario, workload: Workload, *, processes: int = 1) 
     if need > have:
         where = f" ({processes} worker processes at once)" if processes > 1 else ""
         raise BadInput(
-            f"scenario key 'batch_size' = {scenario.batch_size} needs about {need / _GIB:.1f} GiB for the "
+            f"scenario key 'batch_size' = {scenario.job.batch_size} needs about {need / _GIB:.1f} GiB for the "
             f"mini-batches of workload {workload.name!r}{where}, more than this machine's "
             f"{have / _GIB:.1f} GiB: use a smaller batch_size"
         )
-    need = scenario.workers * workload.model_nbytes * _MODEL_COPIES
+    need = scenario.cluster.workers * workload.model_nbytes * _MODEL_COPIES
     if need > have:
         raise BadInput(
-            f"scenario key 'workers' = {scenario.workers} needs about {need / _GIB:.1f} GiB for the workers' "
+            f"scenario key 'workers' = {scenario.cluster.workers} needs about {need / _GIB:.1f} GiB for the workers' "
             f"copies of the {workload.model_nbytes}-byte model of workload {workload.name!r}, more than this "
             f"machine's {have / _GIB:.1f} GiB: use fewer workers"
         )

@@ -289,7 +289,7 @@ def init(
     if profiling is not None:
         _active._profiler = Profiler(rank, sc, profiling, opts.out)
     if rank > 0:  # a worker's failure is loud, its quiet mistakes warned about (hetsync.loop_checks)
-        checks = _active._checks = WorkerChecks(rank - 1, rank, sc.workers, world)
+        checks = _active._checks = WorkerChecks(rank - 1, rank, sc.cluster.workers, world)
         checks.watch_exit(finished=lambda sync=_active: _active is not sync)
         checks.split_samplers_by_worker()
     return _active
@@ -381,8 +381,8 @@ JOB_KEYS |= frozenset({"outer_optimizer", "p2p_mixing", "model_bytes"})
 def _job(sc: Scenario, key: str) -> Any:
     """What a job key of the file became in ``sc``."""
     if key in TARGET_KEYS:
-        return (sc.target_metric, sc.target_value, sc.target_direction)
-    return getattr(sc, key)
+        return (sc.stop.target.metric, sc.stop.target.value, sc.stop.target.direction)
+    return sc.setting(key)
 
 
 class Sync:
@@ -405,7 +405,7 @@ class Sync:
         self.opts = opts
         self.plots = plots  # rank 0 draws the report after the run (report.html, trace.json, PNGs)
         self.out: Path = opts.out
-        self.workers = scenario.workers
+        self.workers = scenario.cluster.workers
         self.worker: int | None = rank - 1 if rank > 0 else None
         self._evaluate = evaluate
         self._metrics = metrics
@@ -421,7 +421,7 @@ class Sync:
         w = self._worker
         if w is not None and w.pending is not None:
             return w.pending[0].batch_size
-        return self.scenario.batch_size
+        return self.scenario.job.batch_size
 
     @property
     def first_step(self) -> int:
@@ -464,7 +464,7 @@ class Sync:
             num_replicas=self.workers,
             rank=self.worker if self.worker is not None else 0,
             shuffle=shuffle,
-            seed=self.scenario.seed if seed is None else seed,
+            seed=self.scenario.job.seed if seed is None else seed,
         )
 
     def loader(
@@ -525,12 +525,12 @@ class Sync:
         from hetsync.runtime.process import _serve_and_report
 
         sc = self.scenario
-        if flat.metrics and sc.target_metric not in flat.metrics:
+        if flat.metrics and sc.stop.target.metric not in flat.metrics:
             first, direction = next(iter(flat.metrics.items()))
             bound = "≤" if direction == "min" else "≥"
             raise BadInput(
-                f"your evaluate reports {', '.join(flat.metrics)}, and the run's target is {sc.target_metric} "
-                f"≥ {sc.target_value:g} (hetsync's default): give yours, e.g. hetsync.init(..., "
+                f"your evaluate reports {', '.join(flat.metrics)}, and the run's target is {sc.stop.target.metric} "
+                f"≥ {sc.stop.target.value:g} (hetsync's default): give yours, e.g. hetsync.init(..., "
                 f"target={{'metric': '{first}', 'value': V}}) for time to {first} {bound} V"
             )
 
@@ -542,7 +542,7 @@ class Sync:
 
             reporter(self.out, plots=self.plots, command=command)(runs)
 
-        stepper = ModuleStepper(flat.params, optimizer, self.scenario.lr)
+        stepper = ModuleStepper(flat.params, optimizer, self.scenario.job.lr)
         _serve_and_report(
             self.scenario,
             flat,  # type: ignore[arg-type]
@@ -974,7 +974,9 @@ class _LoopWorker(WorkerProcess):
         if self.reducer is not None:
             return
         params = self.flat.params
-        full = self.sc.workers * self.sc.batch_size  # (a full round's Σb: its mean comes out of the reduce as is)
+        full = (
+            self.sc.cluster.workers * self.sc.job.batch_size
+        )  # (a full round's Σb: its mean comes out of the reduce as is)
         self.reducer = RoundReducer(
             [p.numel() for p in params], group=workers_group(), expected_weight=full, broken=self.group_broken
         )
@@ -1039,7 +1041,7 @@ class _LoopWorker(WorkerProcess):
         self._grads_reduced = False
         if not self.collective:
             return 0  # (the round is lost: the server's next pull brings the model)
-        ratio = lr / self.sc.lr if self.sc.lr else 1.0
+        ratio = lr / self.sc.job.lr if self.sc.job.lr else 1.0
         lrs = [g["lr"] for g in self.opt.param_groups]
         if ratio != 1.0:
             for g in self.opt.param_groups:

@@ -184,13 +184,13 @@ def _policy_choice(policy: Any, hook: str, default: OptimizerConfig, outer: bool
 
 def gradient_stepper(scenario: Any) -> Stepper:
     """The server's optimizer for gradient pushes: the scenario's ``optimizer``."""
-    return Stepper(scenario.optimizer, scenario.schedule, scenario.clip_norm)
+    return Stepper(scenario.job.optimizer, scenario.job.schedule, scenario.job.clip_norm)
 
 
 def outer_stepper(scenario: Any, policy: Any) -> Stepper:
     """The server's optimizer for delta pushes: the policy's own
     (``Policy.outer_optimizer``, DiLoCo's) or the scenario's ``outer_optimizer``."""
-    cfg = _policy_choice(policy, "outer_optimizer", scenario.outer_optimizer, outer=True)
+    cfg = _policy_choice(policy, "outer_optimizer", scenario.job.outer_optimizer, outer=True)
     return Stepper(cfg, ScheduleConfig(), None)
 
 
@@ -199,9 +199,9 @@ def local_steppers(scenario: Any, policy: Any, count: int = 1) -> list[Stepper]:
     (``Policy.local_optimizer``), else the scenario's ``local_optimizer``, else
     its ``optimizer`` — with the schedule and clipping; one per worker, never
     shared, the choice made once."""
-    default = scenario.local_optimizer if scenario.local_optimizer is not None else scenario.optimizer
+    default = scenario.job.local_optimizer if scenario.job.local_optimizer is not None else scenario.job.optimizer
     cfg = _policy_choice(policy, "local_optimizer", default, outer=False)
-    return [Stepper(cfg, scenario.schedule, scenario.clip_norm) for _ in range(count)]
+    return [Stepper(cfg, scenario.job.schedule, scenario.job.clip_norm) for _ in range(count)]
 
 
 def gpu_devices(params: Iterable[torch.Tensor]) -> list[torch.device]:

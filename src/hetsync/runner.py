@@ -23,6 +23,7 @@ from hetsync.outdir import partial_name, safe_name, write_json_atomic
 from hetsync.policies import make_policy, parse_policy_spec
 from hetsync.scenario import Scenario
 from hetsync.sim.engine import Simulation
+from hetsync.steptime import resolve_measured
 from hetsync.workloads import Workload, make_workload
 
 Progress = Callable[[str, float], None]
@@ -76,7 +77,9 @@ def compare(
         check_servers(servers, scenario, policies, path=path, driver="sim")
     out_dir.mkdir(parents=True, exist_ok=True)
     if workload is None:
-        workload = make_workload(scenario.workload, **scenario.workload_args)
+        workload = make_workload(scenario.job.workload, **scenario.job.workload_args)
+    # `measured` step costs: timed once, here, so every policy is charged the same figures
+    scenario = resolve_measured(scenario, workload)
     runs: list[dict[str, Any]] = []
     for spec, label in zip(specs, labels, strict=True):
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"

@@ -6,6 +6,22 @@ workload and the stop condition. Built-in scenarios ship inside the package
 too. Every key is checked: an unknown key or a bad value raises
 :class:`~hetsync.errors.BadInput` with a message that names the key.
 
+A file's keys are flat (``workers``, ``batch_size``, ``max_time_s``,
+``per_sample_s``, ...; docs/scenarios.md); in code a :class:`Scenario` holds
+them in four sections, each a frozen dataclass that checks its own values:
+
+- :class:`Cluster`: the workers, their speeds and links, the server's costs;
+- :class:`Job`: the workload, the training recipe, the batch, the seed;
+- :class:`StopRule`: the :class:`Target`, the time and step limits, the
+  evaluation interval;
+- :class:`Timing`: the device's curve, the base :class:`StepCost`, noise and
+  stragglers. ``fixed_s: measured`` or ``per_sample_s: measured`` reads as a
+  :class:`StepToMeasure`, which :func:`hetsync.steptime.resolve_measured`
+  turns into a :class:`StepCost` where a scenario is loaded for a simulation.
+
+:func:`scenario_from_dict` reads the flat keys into the sections and
+:meth:`Scenario.to_dict` writes them back.
+
 Per-worker keys (``slowdown``, ``delay_s``, ``bandwidth_Bps``,
 ``saturation_batch``, ``max_batch``) take a scalar (every worker the same), a
 list with one value per worker, or a generator mapping:
@@ -37,7 +53,6 @@ from hetsync.safeyaml import YAMLLimitError, safe_load
 BUILTIN_PACKAGE = "hetsync.scenarios"
 DIRECTIONS = ("max", "min")  # of a target: reached at value >= target ("max") or <= target ("min")
 MEASURED = "measured"  # fixed_s / per_sample_s: time the workload on this machine (hetsync.steptime)
-_MEASURABLE = ("fixed_s", "per_sample_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,12 +88,162 @@ class BackgroundLoad:
         return cycle + self.period_s + self.on_s, 1.0
 
 
+Table = tuple[tuple[int, float], ...]  # (batch size, median seconds per step), as timed
+STEP_COST_KEYS = ("fixed_s", "per_sample_s")  # the YAML keys of a step's base cost
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Scenario:
-    name: str
-    description: str = ""
+class StepCost:
+    """A step's base cost, ``fixed_s + per_sample_s · batch`` seconds, before
+    the cluster's slowdowns, noise, stragglers, load and delays apply
+    (docs/architecture.md §4). ``measured`` names the coefficients timed on
+    this machine (hetsync.steptime) and ``table`` the timings they were
+    fitted to; both are empty where the scenario gave the figures."""
+
+    fixed_s: float
+    per_sample_s: float
+    measured: tuple[str, ...] = ()
+    table: Table = ()
+
+    def __post_init__(self) -> None:
+        for key in STEP_COST_KEYS:
+            _check_step_figure(key, getattr(self, key))
+        _check(set(self.measured) <= set(STEP_COST_KEYS), "measured", self.measured, f"must name {STEP_COST_KEYS}")
+
+    def step_s(self, batch: int, saturation_batch: int = 0) -> float:
+        """The base seconds of a step of ``batch`` samples: linear in the
+        batch (a CPU-like worker), or flat up to ``saturation_batch`` and
+        linear after it (a GPU-like worker, docs/architecture.md §4)."""
+        return self.fixed_s + self.per_sample_s * max(0, batch - saturation_batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A summary's ``measured_step`` (docs/formats.md): the figures, the table, the keys fitted."""
+        return {
+            "fixed_s": self.fixed_s,
+            "per_sample_s": self.per_sample_s,
+            "table": [[b, s] for b, s in self.table],
+            "fitted": list(self.measured),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepToMeasure:
+    """A step cost the scenario asks to time on this machine (``fixed_s`` or
+    ``per_sample_s`` is ``measured``): None for a coefficient to measure, the
+    figure for one given. :func:`hetsync.steptime.resolve_measured` turns it
+    into a :class:`StepCost` where a scenario is loaded for a simulation."""
+
+    fixed_s: float | None
+    per_sample_s: float | None
+
+    def __post_init__(self) -> None:
+        if self.fixed_s is not None and self.per_sample_s is not None:
+            raise BadInput(
+                "a StepToMeasure has fixed_s or per_sample_s to measure (None); figures for both are a StepCost"
+            )
+        for key in STEP_COST_KEYS:
+            if getattr(self, key) is not None:
+                _check_step_figure(key, getattr(self, key))
+
+    @property
+    def to_measure(self) -> tuple[str, ...]:
+        return tuple(k for k in STEP_COST_KEYS if getattr(self, k) is None)
+
+
+def _check_step_figure(key: str, v: Any) -> None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= L.MAX_STEP_S
+    _check(ok, key, v, f"must be a number in [0, {L.shown(L.MAX_STEP_S)}] or {MEASURED!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster:
+    """The machines: how many workers, how fast each one is, the links and
+    what the parameter server costs. A per-worker tuple holds one value per
+    worker (``saturation_batch`` and ``max_batch`` may be empty: none)."""
+
     workers: int
-    # the learning job
+    # each worker's speed: its steps take `slowdown` times the base cost, plus
+    # `delay_s` (an injected sleep, as the WBSP paper makes stragglers); on a
+    # GPU-like worker the cost is flat up to `saturation_batch` and the batch
+    # is capped at `max_batch`
+    slowdown: tuple[float, ...] = ()
+    delay_s: tuple[float, ...] = ()
+    saturation_batch: tuple[int, ...] = ()
+    max_batch: tuple[int, ...] = ()
+    background_load: BackgroundLoad | None = None
+    # the links: each worker's uplink and downlink, the server's (None: the
+    # fastest worker's), the latency of a transfer; while `link_load` is on, a
+    # loaded worker's links carry bandwidth_Bps / factor
+    bandwidth_Bps: tuple[float, ...] = ()
+    server_bandwidth_Bps: float | None = None
+    latency_s: float = 0.0
+    link_load: BackgroundLoad | None = None
+    # the parameter server's own time per message it handles (a report, a push,
+    # a command or a model it sends), one message at a time in arrival order;
+    # 0: the server is free (peer-to-peer runs have no server: ignored there)
+    server_s_per_message: float = 0.0
+    # commands to workers and their step/pull reports to the server are
+    # messages that travel latency_s, as a model's transfer does (False: free)
+    control_latency: bool = False
+
+    def __post_init__(self) -> None:
+        n = self.workers
+        _check(
+            isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= L.MAX_WORKERS,
+            "workers",
+            n,
+            f"must be in 1..{L.MAX_WORKERS}",
+        )
+        for key, low, high in _PER_WORKER_RANGES:
+            values = getattr(self, key)
+            if key in ("saturation_batch", "max_batch") and not values:
+                continue
+            _check(len(values) == n, key, len(values), f"must have one value per worker ({n})")
+            for i, v in enumerate(values):
+                _check_range(f"{key}[{i}]", v, low, high, low_open=key == "slowdown")
+        _check_range("latency_s", self.latency_s, 0, L.MAX_STEP_S)
+        _check_range("server_s_per_message", self.server_s_per_message, 0, L.MAX_STEP_S)
+        _check(isinstance(self.control_latency, bool), "control_latency", self.control_latency, "must be true or false")
+        if self.server_bandwidth_Bps is not None:
+            _check(
+                self.server_bandwidth_Bps >= L.MIN_BANDWIDTH_BPS,
+                "server_bandwidth_Bps",
+                self.server_bandwidth_Bps,
+                f"must be >= {L.MIN_BANDWIDTH_BPS:g} bytes/s (use .inf for a free link)",
+            )
+
+    @property
+    def server_Bps(self) -> float:
+        """The server's link: its own setting, else the fastest worker's."""
+        return self.server_bandwidth_Bps if self.server_bandwidth_Bps is not None else max(self.bandwidth_Bps)
+
+    def cut_to(self, n: int) -> Cluster:
+        """The cluster for n workers: worker i keeps worker i mod N's values;
+        the loads keep the workers below n."""
+
+        def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(values[i % len(values)] for i in range(n)) if values else values
+
+        def keep_workers(load: BackgroundLoad | None) -> BackgroundLoad | None:
+            if load is None:
+                return None
+            keep = [(w, ph) for w, ph in zip(load.workers, load.phases_s, strict=True) if w < n]
+            return dataclasses.replace(load, workers=tuple(w for w, _ in keep), phases_s=tuple(ph for _, ph in keep))
+
+        return dataclasses.replace(
+            self,
+            workers=n,
+            **{key: cut(getattr(self, key)) for key in _PER_WORKER_DEFAULTS},
+            background_load=keep_workers(self.background_load),
+            link_load=keep_workers(self.link_load),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """The learning job: the workload, the training recipe, the batch, the
+    seed, and the policies compared on it unless others are named."""
+
     workload: str = "digits-mlp"
     workload_args: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
@@ -96,62 +261,16 @@ class Scenario:
     # (equal-weight average with its own) or "push-sum" (weights travel with
     # the copies, so the network's weighted average is kept; hetsync.localmodel)
     p2p_mixing: str = "equal"
-    # the target (YAML `target: {metric, value, direction}`, or the shorthand
-    # `target_accuracy: v`); direction None: the workload's for that metric
-    target_metric: str = "accuracy"
-    target_value: float = 0.9
-    target_direction: str | None = None
-    max_time_s: float | None = None
-    max_steps: int | None = None
-    eval_every_s: float | None = None
+    # bytes a model transfer carries; None: the workload's real model size
+    # (set it to emulate, say, a 100 MB model while the math runs on a small one)
+    model_bytes: int | None = None
     seed: int = 0
     policies: tuple[str, ...] = ("bsp", "asp", "ssp")
-    # compute timing (docs/architecture.md §5)
-    device: str = "cpu"
-    fixed_s: float | str = 0.0  # or MEASURED
-    per_sample_s: float | str = 0.001  # or MEASURED
-    slowdown: tuple[float, ...] = ()
-    jitter: float = 0.0
-    straggler_prob: float = 0.0
-    straggler_factor: float = 1.0
-    delay_s: tuple[float, ...] = ()
-    saturation_batch: tuple[int, ...] = ()
-    max_batch: tuple[int, ...] = ()
-    background_load: BackgroundLoad | None = None
-    # traffic on some workers' links: while on, their available uplink and
-    # downlink bandwidth is bandwidth_Bps / factor
-    link_load: BackgroundLoad | None = None
-    # network
-    bandwidth_Bps: tuple[float, ...] = ()
-    server_bandwidth_Bps: float | None = None
-    latency_s: float = 0.0
-    # the parameter server's own time per message it handles (a report, a push,
-    # a command or a model it sends), one message at a time in arrival order;
-    # 0: the server is free (peer-to-peer runs have no server: ignored there)
-    server_s_per_message: float = 0.0
-    # commands to workers and their step/pull reports to the server are
-    # messages that travel latency_s, as a model's transfer does (False: free)
-    control_latency: bool = False
-    model_bytes: int | None = None
-    # how real processes emulate the timing above: "real" stretches each real
-    # step by the worker's slowdown (and adds delay_s) and moves the real model
-    # at loopback speed; "modelled" makes every step last the modelled step
-    # time and every transfer the modelled link time, as `hetsync run --pace
-    # --throttle` does (the simulator ignores this key)
-    runtime_timing: str = "real"
     # a profiled script's (`hetsync profile --script` writes it): what `advise --verify` launches -- the
     # script's path, its arguments, the folder it ran from and the cluster it emulated (the simulator ignores it)
     script: dict[str, Any] | None = None
-    # the mapping it was read from, so generators ({workers: half}, ...) can be
-    # re-resolved for another worker count
-    source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
-    # what running it as asked changed from the file (another worker count cut
-    # or repeated a per-worker list): shown on the terminal, kept in summaries
-    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        n = self.workers
-        _check(1 <= n <= L.MAX_WORKERS, "workers", n, f"must be in 1..{L.MAX_WORKERS}")
         _check(
             1 <= self.batch_size <= L.MAX_BATCH_SIZE, "batch_size", self.batch_size, f"must be in 1..{L.MAX_BATCH_SIZE}"
         )
@@ -159,21 +278,76 @@ class Scenario:
         _check(0 <= self.seed <= L.MAX_SEED, "seed", self.seed, f"must be in 0..{L.MAX_SEED}")
         _check(0 <= self.label_skew <= 1, "label_skew", self.label_skew, "must be in [0, 1]")
         _check(self.p2p_mixing in P2P_MIXING, "p2p_mixing", self.p2p_mixing, f"must be one of {', '.join(P2P_MIXING)}")
+        if self.model_bytes is not None:
+            _check(
+                0 <= self.model_bytes <= L.MAX_MODEL_BYTES,
+                "model_bytes",
+                self.model_bytes,
+                f"must be in 0..{L.MAX_MODEL_BYTES} (10 TB)",
+            )
+        if self.policies:
+            from hetsync.policies import parse_policy_spec, policy_class
+
+            for spec in self.policies:
+                policy_class(parse_policy_spec(spec)[0])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """What counts as reached: ``metric`` (one the workload reports) at
+    ``value``; ``direction`` "max" (reached at >= value) or "min" (<=), None:
+    the workload's for that metric. YAML: ``target: {metric, value,
+    direction}``, or the shorthand ``target_accuracy: v``."""
+
+    metric: str = "accuracy"
+    value: float = 0.9
+    direction: str | None = None
+
+    def __post_init__(self) -> None:
         _check(
-            isinstance(self.target_metric, str) and bool(self.target_metric),
-            "target.metric",
-            self.target_metric,
-            "must be a metric name",
+            isinstance(self.metric, str) and bool(self.metric), "target.metric", self.metric, "must be a metric name"
         )
-        _check(math.isfinite(self.target_value), "target.value", self.target_value, "must be a finite number")
-        if self.target_metric == "accuracy":
-            _check(0 < self.target_value <= 1, "target.value", self.target_value, "must be in (0, 1] for accuracy")
-        _check(
-            self.target_direction in (None, *DIRECTIONS),
-            "target.direction",
-            self.target_direction,
-            "must be 'max' or 'min'",
-        )
+        _check(math.isfinite(self.value), "target.value", self.value, "must be a finite number")
+        if self.metric == "accuracy":
+            _check(0 < self.value <= 1, "target.value", self.value, "must be in (0, 1] for accuracy")
+        _check(self.direction in (None, *DIRECTIONS), "target.direction", self.direction, "must be 'max' or 'min'")
+
+    @property
+    def accuracy(self) -> float | None:
+        """The target value when the metric is accuracy, else None."""
+        return self.value if self.metric == "accuracy" else None
+
+    def direction_for(self, workload_name: str, metrics: dict[str, str]) -> str:
+        """The direction ("max" or "min") given the metrics the workload
+        reports (name -> direction, in order); BadInput naming
+        ``target.metric`` if the workload does not report the metric, or
+        ``target.direction`` if neither the target nor the workload gives one."""
+        if self.metric not in metrics:
+            raise BadInput(
+                f"scenario key 'target.metric': workload {workload_name!r} reports "
+                f"{', '.join(metrics) or 'no metrics'}; got {self.metric!r}"
+            )
+        direction = self.direction or metrics[self.metric]
+        if direction not in DIRECTIONS:
+            raise BadInput(
+                f"scenario key 'target.direction' is required (max or min): workload {workload_name!r} "
+                f"gives no direction for metric {self.metric!r}"
+            )
+        return direction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopRule:
+    """When a run ends and what it aims at: the target, the virtual (or
+    real) time and the steps a run may take (at least one of them), and how
+    often the model is evaluated (None: the driver's default)."""
+
+    target: Target = field(default_factory=Target)
+    max_time_s: float | None = None
+    max_steps: int | None = None
+    eval_every_s: float | None = None
+
+    def __post_init__(self) -> None:
         _check(
             self.max_time_s is not None or self.max_steps is not None,
             "max_time_s",
@@ -195,6 +369,32 @@ class Scenario:
                     f"must be >= max_time_s / {L.MAX_EVALUATIONS} = {self.max_time_s / L.MAX_EVALUATIONS:g} "
                     f"(at most {L.MAX_EVALUATIONS} evaluations per run)",
                 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timing:
+    """How long a step takes (docs/architecture.md §4): the device's curve
+    (``cpu``: linear in the batch; ``gpu``: flat up to each worker's
+    saturation batch), the base step cost, per-step noise and transient
+    stragglers; and how real processes play it (``runtime_timing``).
+    YAML keys: device, fixed_s, per_sample_s, jitter, straggler_prob,
+    straggler_factor, runtime_timing."""
+
+    device: str = "cpu"
+    # the base cost; a StepToMeasure until hetsync.steptime.resolve_measured
+    # times the workload (read it through Scenario.step_cost, which says so)
+    step: StepCost | StepToMeasure = field(default_factory=lambda: StepCost(fixed_s=0.0, per_sample_s=0.001))
+    jitter: float = 0.0
+    straggler_prob: float = 0.0
+    straggler_factor: float = 1.0
+    # how real processes emulate the timing above: "real" stretches each real
+    # step by the worker's slowdown (and adds delay_s) and moves the real model
+    # at loopback speed; "modelled" makes every step last the modelled step
+    # time and every transfer the modelled link time, as `hetsync run --pace
+    # --throttle` does (the simulator ignores this key)
+    runtime_timing: str = "real"
+
+    def __post_init__(self) -> None:
         _check(self.device in ("cpu", "gpu"), "device", self.device, "must be 'cpu' or 'gpu'")
         _check(
             self.runtime_timing in RUNTIME_TIMINGS,
@@ -202,163 +402,125 @@ class Scenario:
             self.runtime_timing,
             f"must be one of {', '.join(RUNTIME_TIMINGS)}",
         )
-        for key in _MEASURABLE:
-            v = getattr(self, key)
-            ok = v == MEASURED or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= L.MAX_STEP_S)
-            _check(ok, key, v, f"must be a number in [0, {L.shown(L.MAX_STEP_S)}] or {MEASURED!r}")
         _check_range("jitter", self.jitter, 0, L.MAX_JITTER)
         _check(0 <= self.straggler_prob <= 1, "straggler_prob", self.straggler_prob, "must be in [0, 1]")
         _check_range("straggler_factor", self.straggler_factor, 1, L.MAX_FACTOR)
-        _check_range("latency_s", self.latency_s, 0, L.MAX_STEP_S)
-        _check_range("server_s_per_message", self.server_s_per_message, 0, L.MAX_STEP_S)
-        _check(isinstance(self.control_latency, bool), "control_latency", self.control_latency, "must be true or false")
-        if self.server_bandwidth_Bps is not None:
-            _check(
-                self.server_bandwidth_Bps >= L.MIN_BANDWIDTH_BPS,
-                "server_bandwidth_Bps",
-                self.server_bandwidth_Bps,
-                f"must be >= {L.MIN_BANDWIDTH_BPS:g} bytes/s (use .inf for a free link)",
-            )
-        if self.model_bytes is not None:
-            _check(
-                0 <= self.model_bytes <= L.MAX_MODEL_BYTES,
-                "model_bytes",
-                self.model_bytes,
-                f"must be in 0..{L.MAX_MODEL_BYTES} (10 TB)",
-            )
-        for key, low, high in _PER_WORKER_RANGES:
-            values = getattr(self, key)
-            if key in ("saturation_batch", "max_batch") and not values:
-                continue
-            _check(len(values) == n, key, len(values), f"must have one value per worker ({n})")
-            for i, v in enumerate(values):
-                _check_range(f"{key}[{i}]", v, low, high, low_open=key == "slowdown")
-        if self.policies:
-            from hetsync.policies import parse_policy_spec, policy_class
-
-            for spec in self.policies:
-                policy_class(parse_policy_spec(spec)[0])
-
-    # ------------------------------------------------------------- helpers
-    @property
-    def server_Bps(self) -> float:
-        """The server's link: its own setting, else the fastest worker's."""
-        return self.server_bandwidth_Bps if self.server_bandwidth_Bps is not None else max(self.bandwidth_Bps)
 
     @property
-    def target_accuracy(self) -> float | None:
-        """The target value when the target metric is accuracy, else None."""
-        return self.target_value if self.target_metric == "accuracy" else None
+    def resolved(self) -> bool:
+        """Whether the step cost is figures (not ``measured`` still to time)."""
+        return isinstance(self.step, StepCost)
 
-    def target_direction_for(self, workload_name: str, metrics: dict[str, str]) -> str:
-        """The target's direction ("max" or "min") given the metrics the
-        workload reports (name -> direction, in order); BadInput naming
-        ``target.metric`` if the workload does not report the metric, or
-        ``target.direction`` if neither the scenario nor the workload gives one."""
-        if self.target_metric not in metrics:
-            raise BadInput(
-                f"scenario key 'target.metric': workload {workload_name!r} reports "
-                f"{', '.join(metrics) or 'no metrics'}; got {self.target_metric!r}"
-            )
-        direction = self.target_direction or metrics[self.target_metric]
-        if direction not in DIRECTIONS:
-            raise BadInput(
-                f"scenario key 'target.direction' is required (max or min): workload {workload_name!r} "
-                f"gives no direction for metric {self.target_metric!r}"
-            )
-        return direction
+    @property
+    def modelled(self) -> bool:
+        """Whether real processes play the modelled step and transfer times (``runtime_timing``)."""
+        return self.runtime_timing == "modelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A cluster and a job on it: the machines (:class:`Cluster`), the
+    learning job (:class:`Job`), when a run stops (:class:`StopRule`) and
+    how long a step takes (:class:`Timing`). A YAML file holds the same
+    settings as flat keys (``workers``, ``batch_size``, ``max_time_s``,
+    ``per_sample_s``, ...): :func:`scenario_from_dict` reads them into the
+    sections and :meth:`to_dict` writes them back."""
+
+    name: str
+    description: str = ""
+    cluster: Cluster
+    job: Job = field(default_factory=Job)
+    stop: StopRule
+    timing: Timing = field(default_factory=Timing)
+    # the mapping it was read from, so generators ({workers: half}, ...) can be
+    # re-resolved for another worker count
+    source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # what running it as asked changed from the file (another worker count cut
+    # or repeated a per-worker list): shown on the terminal, kept in summaries
+    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def step_cost(self) -> StepCost:
+        """The base step cost as figures; an error naming the fix while a
+        ``measured`` coefficient is not timed yet."""
+        step = self.timing.step
+        if isinstance(step, StepCost):
+            return step
+        raise BadInput(
+            f"scenario {self.name!r}: {step.to_measure[0]} is {MEASURED!r} and not measured yet "
+            "(resolve it where the scenario is loaded: hetsync.steptime.resolve_measured(scenario))"
+        )
 
     def nominal_step_s(self, worker: int, batch_size: int) -> float:
         """Step time without noise, stragglers or load."""
-        fixed_s, per_sample_s = self.step_cost
-        if self.device == "gpu":
-            sat = self.saturation_batch[worker] if self.saturation_batch else 0
-            base = fixed_s + per_sample_s * max(0, batch_size - sat)
-        else:
-            base = fixed_s + per_sample_s * batch_size
-        return base * self.slowdown[worker] + self.delay_s[worker]
+        cluster = self.cluster
+        gpu = self.timing.device == "gpu" and bool(cluster.saturation_batch)
+        base = self.step_cost.step_s(batch_size, cluster.saturation_batch[worker] if gpu else 0)
+        return base * cluster.slowdown[worker] + cluster.delay_s[worker]
 
-    @property
-    def modelled_timing(self) -> bool:
-        """Whether real processes play this scenario's modelled step and transfer times (``runtime_timing``)."""
-        return self.runtime_timing == "modelled"
-
-    @property
-    def measured_timing(self) -> bool:
-        """Whether ``fixed_s`` or ``per_sample_s`` is ``measured`` (not resolved yet)."""
-        return self.fixed_s == MEASURED or self.per_sample_s == MEASURED
-
-    @property
-    def step_cost(self) -> tuple[float, float]:
-        """``(fixed_s, per_sample_s)`` as numbers; an error while one is still
-        ``measured`` (hetsync.steptime.resolve_measured times the workload)."""
-        for key in _MEASURABLE:
-            if getattr(self, key) == MEASURED:
-                raise BadInput(
-                    f"scenario {self.name!r}: {key} is {MEASURED!r} and not measured yet "
-                    "(resolve it with hetsync.steptime.resolve_measured(scenario, workload))"
-                )
-        return float(self.fixed_s), float(self.per_sample_s)
-
-    def with_step_cost(self, *, fixed_s: float, per_sample_s: float) -> Scenario:
-        """The scenario with its ``measured`` step-cost keys set to these
-        figures; keys given as numbers keep their values."""
-        figures = (("fixed_s", fixed_s), ("per_sample_s", per_sample_s))
-        given = {k: v for k, v in figures if getattr(self, k) == MEASURED}
-        if not given:
+    def with_step_cost(self, cost: StepCost) -> Scenario:
+        """The scenario charged ``cost`` (its ``measured`` coefficients timed;
+        a coefficient the scenario gave keeps its figure). ``source`` holds
+        the figures too, so :meth:`with_workers` keeps them."""
+        if self.timing.resolved:
             return self
-        source = {**self.source, **given} if self.source is not None else None
-        return dataclasses.replace(self, **given, source=source)
+        source = {**self.source, **{k: getattr(cost, k) for k in cost.measured}} if self.source is not None else None
+        return dataclasses.replace(self, timing=dataclasses.replace(self.timing, step=cost), source=source)
 
     def with_workers(self, n: int) -> Scenario:
         """The same cluster for n workers. Generators (``{workers: half, ...}``,
         ``{linspace: ...}``) are resolved again for n; explicit per-worker
-        lists are cycled (worker i gets the value of worker i mod N)."""
-        if n == self.workers:
+        lists are cycled (worker i gets the value of worker i mod N). The job,
+        the stop rule and the timing stay as they are."""
+        if n == self.cluster.workers:
             return self
         if not 1 <= n <= L.MAX_WORKERS:
             raise BadInput(f"scenario {self.name!r}: cannot run with {n} workers (1..{L.MAX_WORKERS})")
         if self.source is not None:
             note = describe_fit(self.source, n, name=self.name)
             fitted = scenario_from_dict(fit_to_workers(self.source, n), default_name=self.name)
-            return dataclasses.replace(fitted, notes=(*self.notes, *([note] if note else [])))
+            source: dict[str, Any] | None = fitted.source
+            cluster = fitted.cluster
+        else:
+            c = self.cluster
+            loads = {k: getattr(c, k) for k in ("background_load", "link_load")}
+            written: dict[str, Any] = {k: list(getattr(c, k)) for k in _PER_WORKER_DEFAULTS}
+            written |= {k: {"workers": list(v.workers)} for k, v in loads.items() if v is not None}
+            note = describe_fit({"workers": c.workers, **written}, n, name=self.name)
+            source, cluster = None, c.cut_to(n)
+        return dataclasses.replace(self, cluster=cluster, source=source, notes=(*self.notes, *([note] if note else [])))
 
-        loads = {k: getattr(self, k) for k in ("background_load", "link_load")}
-        written = {k: list(getattr(self, k)) for k in _PER_WORKER_DEFAULTS}
-        written |= {k: {"workers": list(v.workers)} for k, v in loads.items() if v is not None}
-        note = describe_fit({"workers": self.workers, **written}, n, name=self.name)
-
-        def cut(values: tuple[Any, ...]) -> tuple[Any, ...]:
-            return tuple(values[i % len(values)] for i in range(n)) if values else values
-
-        def keep_workers(load: BackgroundLoad | None) -> BackgroundLoad | None:
-            if load is None:
-                return None
-            keep = [(w, ph) for w, ph in zip(load.workers, load.phases_s, strict=True) if w < n]
-            return dataclasses.replace(load, workers=tuple(w for w, _ in keep), phases_s=tuple(ph for _, ph in keep))
-
-        return dataclasses.replace(
-            self,
-            workers=n,
-            slowdown=cut(self.slowdown),
-            delay_s=cut(self.delay_s),
-            bandwidth_Bps=cut(self.bandwidth_Bps),
-            saturation_batch=cut(self.saturation_batch),
-            max_batch=cut(self.max_batch),
-            background_load=keep_workers(self.background_load),
-            link_load=keep_workers(self.link_load),
-            notes=(*self.notes, *([note] if note else [])),
-        )
+    def setting(self, key: str) -> Any:
+        """What the YAML key ``key`` became, for code that walks a file's keys:
+        ``setting("batch_size")`` is ``job.batch_size``; ``fixed_s`` and
+        ``per_sample_s`` give the figure (``measured`` while it is to be
+        measured); ``target`` and ``target_accuracy`` give the :class:`Target`."""
+        if key in ("name", "description"):
+            return getattr(self, key)
+        if key in ("target", "target_accuracy"):
+            return self.stop.target
+        if key in STEP_COST_KEYS:
+            figure = getattr(self.timing.step, key)
+            return MEASURED if figure is None else figure
+        if key not in _SECTION_OF:
+            raise KeyError(f"no scenario key {key!r}")
+        return getattr(getattr(self, _SECTION_OF[key]), key)
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out.pop("source")
-        out.pop("notes")
-        out["policies"] = list(self.policies)
+        """The scenario as flat YAML keys (the file format, docs/scenarios.md)."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        out |= dataclasses.asdict(self.cluster)
+        out |= dataclasses.asdict(self.job)
+        out["policies"] = list(self.job.policies)
+        stop = dataclasses.asdict(self.stop)
+        target = stop.pop("target")
+        out |= stop
         # the target as the scenario key that sets it
-        target = {"metric": out.pop("target_metric"), "value": out.pop("target_value")}
-        direction = out.pop("target_direction")
-        out["target"] = target if direction is None else {**target, "direction": direction}
+        out["target"] = {k: v for k, v in target.items() if k != "direction" or v is not None}
+        timing = dataclasses.asdict(self.timing)
+        step = timing.pop("step")
+        out |= timing
+        out |= {k: MEASURED if step[k] is None else step[k] for k in STEP_COST_KEYS}
         return out
 
 
@@ -559,13 +721,29 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
     return BackgroundLoad(workers=workers, period_s=period, on_s=on, factor=factor, phases_s=phases)
 
 
-_TARGET_FIELDS = ("target_metric", "target_value", "target_direction")  # set by the `target` key
-_FIELDS = {
-    f.name: f
-    for f in dataclasses.fields(Scenario)
-    if f.name not in ("source", "notes") and f.name not in _TARGET_FIELDS
+def _flat_keys(section: type) -> tuple[str, ...]:
+    """The YAML keys a section reads (its target and step cost have their own keys)."""
+    return tuple(f.name for f in dataclasses.fields(section) if f.name not in ("target", "step"))
+
+
+_SECTIONS = (Cluster, Job, StopRule, Timing)
+_SECTION_OF = {  # a flat YAML key -> the Scenario field of the section that holds it
+    key: name
+    for name, section in (("cluster", Cluster), ("job", Job), ("stop", StopRule), ("timing", Timing))
+    for key in _flat_keys(section)
 }
-_KEYS = frozenset({*_FIELDS, "target", "target_accuracy"})  # what a scenario mapping may hold
+_DEFAULT_STEP = {"fixed_s": 0.0, "per_sample_s": 0.001}  # fixed_s / per_sample_s when the file gives none
+# what a scenario mapping may hold: `target` or its shorthand `target_accuracy` sets the stop rule's target
+_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        *(k for s in _SECTIONS for k in _flat_keys(s)),
+        *STEP_COST_KEYS,
+        "target",
+        "target_accuracy",
+    }
+)
 _TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,),
     "description": (str,),
@@ -610,11 +788,11 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
         if key not in raw or raw[key] is None:
             continue
         v = _yaml_number(raw[key]) if float in types else raw[key]
-        if key in _MEASURABLE and v == MEASURED:
+        if key in STEP_COST_KEYS and v == MEASURED:
             values[key] = MEASURED
             continue
         if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
-            want = " or ".join(t.__name__ for t in types) + (f" or {MEASURED!r}" if key in _MEASURABLE else "")
+            want = " or ".join(t.__name__ for t in types) + (f" or {MEASURED!r}" if key in STEP_COST_KEYS else "")
             raise BadInput(f"scenario key {key!r} must be {want}, got {v!r}")
         values[key] = float(v) if float in types else v
     n = values.get("workers")
@@ -636,10 +814,28 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     values["schedule"] = parse_schedule("schedule", raw.get("schedule"))
     values["clip_norm"] = parse_clip_norm(raw.get("clip_norm"))
     values["link_load"] = _background_load(raw.get("link_load"), n, rng, "link_load")
-    values.update(_target(raw))
     values["script"] = parse_script(raw.get("script"))
-    values["source"] = {"name": values["name"], **raw}
-    return Scenario(**values)
+    return Scenario(
+        name=values["name"],
+        description=values.get("description", ""),
+        cluster=Cluster(**_pick(Cluster, values)),
+        job=Job(**_pick(Job, values)),
+        stop=StopRule(target=_target(raw), **_pick(StopRule, values)),
+        timing=Timing(step=_step_cost(values), **_pick(Timing, values)),
+        source={"name": values["name"], **raw},
+    )
+
+
+def _pick(section: type, values: dict[str, Any]) -> dict[str, Any]:
+    return {k: values[k] for k in _flat_keys(section) if k in values}
+
+
+def _step_cost(values: dict[str, Any]) -> StepCost | StepToMeasure:
+    """``fixed_s`` and ``per_sample_s`` as a step cost: figures, or one to measure if either is ``measured``."""
+    figures = {k: values.get(k, _DEFAULT_STEP[k]) for k in STEP_COST_KEYS}
+    if MEASURED in figures.values():
+        return StepToMeasure(**{k: None if v == MEASURED else v for k, v in figures.items()})
+    return StepCost(**figures)
 
 
 SCRIPT_FIELDS = ("path", "args", "cwd", "emulate")  # the `script` key's
@@ -675,11 +871,11 @@ def parse_script(value: Any) -> dict[str, Any] | None:
     return {"path": path, "args": list(args), "cwd": cwd, "emulate": emulate}
 
 
-def _target(raw: dict[str, Any]) -> dict[str, Any]:
-    """The target fields from ``target: {metric, value, direction}`` or the
+def _target(raw: dict[str, Any]) -> Target:
+    """The target from ``target: {metric, value, direction}`` or the
     shorthand ``target_accuracy: v`` (= ``{metric: accuracy, value: v}``);
-    none given: the Scenario's default (accuracy 0.9). Whether the workload
-    reports the metric is checked where the workload is built."""
+    none given: the default (accuracy 0.9). Whether the workload reports the
+    metric is checked where the workload is built."""
     spec, short = raw.get("target"), raw.get("target_accuracy")
     if spec is not None and short is not None:
         raise BadInput(
@@ -691,9 +887,9 @@ def _target(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise BadInput(f"scenario key 'target_accuracy' must be int or float, got {v!r}")
         _check(0 < v <= 1, "target_accuracy", v, "must be in (0, 1]")
-        return {"target_metric": "accuracy", "target_value": float(v)}
+        return Target(metric="accuracy", value=float(v))
     if spec is None:
-        return {}
+        return Target()
     if not isinstance(spec, dict):
         raise BadInput(
             f"scenario key 'target' must be a mapping {{metric: NAME, value: NUMBER, direction: max|min}}, got {spec!r}"
@@ -714,7 +910,7 @@ def _target(raw: dict[str, Any]) -> dict[str, Any]:
     direction = spec.get("direction")
     if direction is not None and direction not in DIRECTIONS:
         raise BadInput(f"scenario key 'target.direction' must be 'max' or 'min', got {direction!r}")
-    return {"target_metric": metric.strip(), "target_value": float(value), "target_direction": direction}
+    return Target(metric=metric.strip(), value=float(value), direction=direction)
 
 
 def builtin_scenarios() -> dict[str, Path]:

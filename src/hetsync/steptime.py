@@ -6,8 +6,11 @@ simulator to charge the workload's real step cost instead of a number from
 the file. :func:`resolve_measured` times ``Workload.gradient`` on real shard
 batches at a few batch sizes around the scenario's (b/2, b, 2b) with one
 torch thread, as the simulator runs, fits the line with non-negative
-coefficients (:func:`fit_step_cost`) and returns the scenario with the
-measured keys replaced by the fitted figures. The scenario's slowdowns,
+coefficients (:func:`fit_step_cost`) and returns the scenario charged the
+fitted figures (a :class:`~hetsync.scenario.StepCost` in its timing, which
+names the keys measured and keeps the table). Whoever loads a scenario for a
+simulation calls it (hetsync.runner.compare, hetsync.simulate, advise, the
+benches); the simulator's constructor times nothing. The scenario's slowdowns,
 noise, stragglers, load and delays then apply on top, as to any base cost.
 
 Measurements are cached per workload, its arguments and the batch sizes for
@@ -21,52 +24,19 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from hetsync.scenario import MEASURED, Scenario
-from hetsync.workloads import Workload
+from hetsync.scenario import Scenario, StepCost, Table
+from hetsync.workloads import Workload, make_workload
 
 BUDGET_S = 1.0  # timed repetitions stop after this long (at least MIN_REPS each)
 MIN_REPS = 5
 MAX_REPS = 400
 WARMUP = 3  # untimed calls per batch size first (allocator, caches, lazy init)
 BATCHES_PER_SIZE = 4  # distinct real batches cycled through per size
-
-Table = tuple[tuple[int, float], ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepCost:
-    """A measured base step cost: ``fixed_s + per_sample_s · batch`` seconds,
-    fitted to ``table``, the median seconds per step at each batch size.
-    ``fitted`` names the coefficients fitted (the others were given)."""
-
-    fixed_s: float
-    per_sample_s: float
-    table: Table
-    fitted: tuple[str, ...] = ("fixed_s", "per_sample_s")
-
-    def __post_init__(self) -> None:
-        if not (self.fixed_s >= 0 and self.per_sample_s >= 0):
-            raise ValueError(f"step cost must be >= 0, got {self.fixed_s} + {self.per_sample_s}/sample")
-
-    def step_s(self, batch: int) -> float:
-        return self.fixed_s + self.per_sample_s * batch
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "fixed_s": self.fixed_s,
-            "per_sample_s": self.per_sample_s,
-            "table": [[b, s] for b, s in self.table],
-            "fitted": list(self.fitted),
-        }
-
-    def describe(self) -> str:
-        return describe_step_cost(self.fixed_s, self.per_sample_s)
 
 
 def describe_step_cost(fixed_s: float, per_sample_s: float) -> str:
@@ -156,14 +126,15 @@ _CACHE: dict[tuple[Any, ...], Table] = {}
 
 
 def _cache_key(scenario: Scenario, workload: Workload, batch_sizes: tuple[int, ...]) -> tuple[Any, ...]:
-    args = tuple(sorted((k, repr(v)) for k, v in scenario.workload_args.items()))
-    return (scenario.workload, args, workload.name, workload.n_params, batch_sizes)
+    job = scenario.job
+    args = tuple(sorted((k, repr(v)) for k, v in job.workload_args.items()))
+    return (job.workload, args, workload.name, workload.n_params, batch_sizes)
 
 
 def measured_table(scenario: Scenario, workload: Workload) -> Table:
     """The step times of the scenario's workload around its batch size,
     measured once per process (per workload, arguments and batch sizes)."""
-    sizes = batch_sizes_for(scenario.batch_size)
+    sizes = batch_sizes_for(scenario.job.batch_size)
     key = _cache_key(scenario, workload, sizes)
     table = _CACHE.get(key)
     if table is None:
@@ -171,22 +142,23 @@ def measured_table(scenario: Scenario, workload: Workload) -> Table:
     return table
 
 
-def resolve_measured(scenario: Scenario, workload: Workload) -> tuple[Scenario, StepCost | None]:
-    """The scenario with its ``measured`` step-cost keys replaced by figures
-    measured on this machine for ``workload``, and those figures; the
-    scenario itself and None when it measures nothing. A key given as a
-    number keeps its value and only the other is fitted."""
-    if not scenario.measured_timing:
-        return scenario, None
+def resolve_measured(scenario: Scenario, workload: Workload | None = None) -> Scenario:
+    """The scenario charged figures measured on this machine where its step
+    cost is ``measured`` (its ``timing.step`` a :class:`StepCost` recording
+    the coefficients timed and the table); the scenario itself when it
+    measures nothing. A coefficient given as a number keeps its value and
+    only the other is fitted. ``workload``: the scenario's, built here if
+    not given. Call it where a scenario is loaded for a simulation: the
+    simulator times nothing."""
+    step = scenario.timing.step
+    if isinstance(step, StepCost):
+        return scenario
+    if workload is None:
+        workload = make_workload(scenario.job.workload, **scenario.job.workload_args)
     table = measured_table(scenario, workload)
-    fitted = tuple(k for k in ("fixed_s", "per_sample_s") if getattr(scenario, k) == MEASURED)
-    fixed_s, per_sample_s = fit_step_cost(
-        table,
-        fixed_s=None if "fixed_s" in fitted else float(scenario.fixed_s),
-        per_sample_s=None if "per_sample_s" in fitted else float(scenario.per_sample_s),
-    )
-    cost = StepCost(fixed_s=fixed_s, per_sample_s=per_sample_s, table=table, fitted=fitted)
-    return scenario.with_step_cost(fixed_s=fixed_s, per_sample_s=per_sample_s), cost
+    fixed_s, per_sample_s = fit_step_cost(table, fixed_s=step.fixed_s, per_sample_s=step.per_sample_s)
+    cost = StepCost(fixed_s=fixed_s, per_sample_s=per_sample_s, measured=step.to_measure, table=table)
+    return scenario.with_step_cost(cost)
 
 
 def clear_cache() -> None:

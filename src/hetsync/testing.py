@@ -29,6 +29,7 @@ import numpy as np
 from hetsync.errors import DeadlockError, PolicyError
 from hetsync.scenario import Scenario, scenario_from_dict
 from hetsync.sim.engine import Simulation
+from hetsync.steptime import resolve_measured
 from hetsync.trace import read_trace
 
 
@@ -71,27 +72,30 @@ def check_contract(spec: str, scenario: Scenario, *, drains: bool = False) -> di
     """Simulate ``spec`` on ``scenario`` (which must set ``max_steps``) and
     check the contract; ``drains``: nothing may be left in flight at the end
     (true of policies that stop cleanly, such as BSP). Returns the summary."""
-    if scenario.max_steps is None:
+    if scenario.stop.max_steps is None:
         raise ValueError("check_contract needs a scenario with max_steps (the budget it must spend)")
+    scenario = resolve_measured(scenario)  # (a `measured` step cost: timed here, as for any simulation)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.jsonl"
         sim = Simulation(scenario, spec, trace_path=trace, math=False)
-        cluster = (
-            f"{scenario.workers} workers (slowdown {[round(x, 3) for x in scenario.slowdown]}, seed {scenario.seed})"
-        )
+        slowdown = [round(x, 3) for x in scenario.cluster.slowdown]
+        cluster = f"{scenario.cluster.workers} workers (slowdown {slowdown}, seed {scenario.job.seed})"
         try:
             s = sim.run().summary
         except (DeadlockError, PolicyError) as e:  # stalled, or a command no driver can execute
             raise ContractError(f"on {cluster}: {e}") from e
         records = read_trace(trace)
-    n = scenario.workers
+    n = scenario.cluster.workers
     where = f"{s['label']} on {cluster}"
 
     def rule(ok: bool, what: str) -> None:
         if not ok:
             raise ContractError(f"{where}: {what}")
 
-    rule(s["steps"] == scenario.max_steps * n, f"stalled: {s['steps']} of {scenario.max_steps * n} steps computed")
+    rule(
+        s["steps"] == scenario.stop.max_steps * n,
+        f"stalled: {s['steps']} of {scenario.stop.max_steps * n} steps computed",
+    )
     rule(
         s["steps"] == s["applied_steps"] + s["dropped_steps"] + s["outstanding_steps"],
         f"steps {s['steps']} != applied {s['applied_steps']} + dropped {s['dropped_steps']} "

@@ -333,7 +333,8 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
 
 @pytest.mark.dist
 def test_parallel_runs_match_serial_runs(tmp_path, tiny):
-    sc = replace(load_scenario(tiny), max_time_s=1.0)
+    base = load_scenario(tiny)
+    sc = replace(base, stop=replace(base.stop, max_time_s=1.0))
     cands, _ = advise.candidates(sc, ["asp"])
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -443,11 +444,11 @@ def test_verify_refuses_what_it_cannot_start_before_simulating(tmp_path, tiny, c
 
 def test_noise_stragglers_and_load_weigh_by_the_base_share_of_a_step():
     # a profiled cluster: a 0.5 ms gradient and a 10 ms delay; the noise of the base barely moves a step
-    sc = replace(
-        load_scenario("hetero-4"),
+    sc = load_scenario(
+        "hetero-4",
         fixed_s=0.0005,
         per_sample_s=0.0,
-        delay_s=(0.01,) * 4,
+        delay_s=[0.01] * 4,
         jitter=0.8,
         straggler_prob=0.05,
         straggler_factor=11.0,
@@ -455,7 +456,7 @@ def test_noise_stragglers_and_load_weigh_by_the_base_share_of_a_step():
     f = advise.features(sc, 1000)
     share = 0.0005 / 0.0105
     assert f.jitter == pytest.approx(0.8 * share) and f.straggler_factor == pytest.approx(1 + 10 * share)
-    plain = advise.features(replace(sc, delay_s=(0.0,) * 4), 1000)
+    plain = advise.features(replace(sc, cluster=replace(sc.cluster, delay_s=(0.0,) * 4)), 1000)
     assert plain.jitter == 0.8 and plain.straggler_factor == 11.0
 
 

@@ -43,7 +43,7 @@ def test_bad_settings_name_the_key(text, needle):
 def test_default_sizes_are_around_the_scenarios_batch():
     sc = load_scenario("hetero-4")
     sizes = step_sizes(ProfileSettings(out="x"), sc)
-    assert sc.batch_size in sizes and min(sizes) < sc.batch_size < max(sizes)
+    assert sc.job.batch_size in sizes and min(sizes) < sc.job.batch_size < max(sizes)
     assert step_sizes(ProfileSettings(out="x", batch_sizes=(32, 8, 8)), sc) == [8, 32]
 
 
@@ -105,9 +105,9 @@ def test_the_profile_plays_the_scripts_own_scenario_unless_emulate_names_another
 
     script = _scenario("hetero-4", 3, {"batch_size": 32})  # examples/own_loop_cnn.py's, on 3 workers
     own = Profiler(1, script, ProfileSettings(out=str(tmp_path)), tmp_path).emulated
-    assert own is not None and own.delay_s == pytest.approx((0.01, 0.025, 0.04))  # hetero-4's delays, for 3
+    assert own is not None and own.cluster.delay_s == pytest.approx((0.01, 0.025, 0.04))  # hetero-4's delays, for 3
     other = Profiler(1, script, ProfileSettings(out=str(tmp_path), emulate="slow-links-4"), tmp_path).emulated
-    assert other is not None and other.name == "slow-links-4" and other.workers == 3
+    assert other is not None and other.name == "slow-links-4" and other.cluster.workers == 3
     bare = _scenario(None, 3, {})
     assert Profiler(1, bare, ProfileSettings(out=str(tmp_path)), tmp_path).emulated is None
 

@@ -192,10 +192,10 @@ def test_a_profiled_scripts_cluster_file_holds_the_cluster_not_its_runs_job(tmp_
     path = profile.write_profiled(job, prof, tmp_path, header=header, description="d")
     text = path.read_text()
     sc = load_scenario(str(path))
-    assert sc.workers == 2 and sc.batch_size == 32 and sc.model_bytes == 19432
-    assert sc.delay_s[1] == pytest.approx(0.02, rel=0.1)  # the fitted cluster
-    assert sc.max_time_s == 30.0 and sc.eval_every_s == 0.5  # the simulator's job, not the run's
-    assert (sc.target_metric, sc.target_value) == ("accuracy", 0.93) and sc.workload == "digits-mlp"
+    assert sc.cluster.workers == 2 and sc.job.batch_size == 32 and sc.job.model_bytes == 19432
+    assert sc.cluster.delay_s[1] == pytest.approx(0.02, rel=0.1)  # the fitted cluster
+    assert sc.stop.max_time_s == 30.0 and sc.stop.eval_every_s == 0.5  # the simulator's job, not the run's
+    assert (sc.stop.target.metric, sc.stop.target.value) == ("accuracy", 0.93) and sc.job.workload == "digits-mlp"
     assert "workload" not in sc.source  # (advise says it falls back to the built-in)
     comments = " ".join(" ".join(line[1:].split()) for line in text.splitlines() if line.startswith("#"))
     assert "max_time_s=600" in comments and "left out" in comments  # what was dropped, said
@@ -220,9 +220,14 @@ def test_a_profiled_script_with_its_workload_named_simulates_that_model(tmp_path
     job, prof = script_profile(workload=ref, optimizer=optimizer)
     path = profile.write_profiled(job, prof, tmp_path, header=profile.script_header(prof.raw), description="d")
     sc = load_scenario(str(path))
-    assert sc.workload == ref and (sc.target_metric, sc.target_value) == ("accuracy", 0.65)  # the script's target
-    assert sc.lr == 0.01 and sc.optimizer.name == "adamw" and sc.optimizer.weight_decay == 0.001
-    assert sc.max_time_s == profile.OWN_JOB["max_time_s"] and sc.eval_every_s == profile.OWN_JOB["eval_every_s"]
+    assert sc.job.workload == ref and (sc.stop.target.metric, sc.stop.target.value) == (
+        "accuracy",
+        0.65,
+    )  # the script's target
+    assert sc.job.lr == 0.01 and sc.job.optimizer.name == "adamw" and sc.job.optimizer.weight_decay == 0.001
+    assert (
+        sc.stop.max_time_s == profile.OWN_JOB["max_time_s"] and sc.stop.eval_every_s == profile.OWN_JOB["eval_every_s"]
+    )
     assert "the simulator learns your workload" in " ".join(path.read_text().split())
     with pytest.raises(profile.BadInput, match="no module 'nosuch'"):
         profile.script_workload("nosuch:workload", script)
@@ -287,10 +292,10 @@ def test_the_server_work_is_the_runtime_servers_own_for_a_push_and_its_reply(tmp
     from hetsync.advise.profile_job import ServerWork
 
     job = load_scenario("hetero-4")
-    work = ServerWork(job, job.workers, tmp_path / "server-trace.jsonl")
+    work = ServerWork(job, job.cluster.workers, tmp_path / "server-trace.jsonl")
     theta = work.core.ledger.theta
     for i in range(8):
-        work.handle(i % job.workers, 0.001 * i)
+        work.handle(i % job.cluster.workers, 0.001 * i)
     assert work.core.ledger.version == 8  # ASP: every push applied with the job's optimizer
     assert not bool((work.core.ledger.theta == theta).all())
     work.close()
@@ -370,14 +375,14 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
     truth = []
     for w in range(3):
         gradient_s = statistics.median(r[3] for r in raw["per_rank"][w + 1]["compute"]["steps"] if r[1] == 32)
-        truth.append(gradient_s * emulated.slowdown[w] + emulated.delay_s[w])
+        truth.append(gradient_s * emulated.cluster.slowdown[w] + emulated.cluster.delay_s[w])
     for w, step_s in enumerate(prof["step_s"]):
         assert within_emulated(step_s, truth[w]), (w, prof["step_s"], truth)
     # worker 2's 80 ms more per step (its delay over worker 0's), recovered
     slower_s = prof["step_s"][2] - prof["step_s"][0]
     assert slower_s == pytest.approx(truth[2] - truth[0], rel=STEP_TOLERANCE), (prof["step_s"], truth)
     for w, bw in enumerate(prof["bandwidth_Bps"]):
-        assert bw == pytest.approx(emulated.bandwidth_Bps[w], rel=LINK_TOLERANCE), (w, prof["bandwidth_Bps"])
+        assert bw == pytest.approx(emulated.cluster.bandwidth_Bps[w], rel=LINK_TOLERANCE), (w, prof["bandwidth_Bps"])
     pair = next(lk for lk in prof["links"] if (lk["a"], lk["b"]) == (2, 3))  # workers 1 and 2: the slower end
     assert pair["Bps"] == pytest.approx(2.5e5, rel=LINK_TOLERANCE)
     # every worker's round trips with the server while it stepped: the scenario's latency is what they cost
@@ -391,10 +396,12 @@ def test_profile_recovers_an_emulated_cluster_and_the_simulator_runs_it(tmp_path
     assert prof["server_s_per_message"] is not None and 0 < prof["server_s_per_message"] < 0.05
     # the written scenario runs as it is, and keeps the job's keys
     cluster = load_scenario(str(out / "cluster.yaml"))
-    assert cluster.workers == 3 and cluster.workload == "digits-mlp" and cluster.policies == ("bsp", "asp")
+    assert (
+        cluster.cluster.workers == 3 and cluster.job.workload == "digits-mlp" and cluster.job.policies == ("bsp", "asp")
+    )
     assert cluster.nominal_step_s(2, 32) == pytest.approx(prof["step_s"][2], rel=1e-3)
-    assert cluster.server_s_per_message == pytest.approx(prof["server_s_per_message"], rel=1e-3)
-    assert cluster.control_latency is True
+    assert cluster.cluster.server_s_per_message == pytest.approx(prof["server_s_per_message"], rel=1e-3)
+    assert cluster.cluster.control_latency is True
     assert "server_s_per_message" in (out / "profile.md").read_text()
     assert (out / "profile.png").read_bytes()[:4] == b"\x89PNG"
     assert "data:image/png;base64," in (out / "profile.html").read_text()
@@ -442,8 +449,8 @@ def test_bad_input_exits_2_with_one_line_before_anything_starts(tmp_path, capsys
 
 def test_an_emulated_cluster_plays_at_any_worker_count_as_with_workers_maps_it():
     emulated, n = profile.check_emulation("hetero-4", 3)  # 4 workers of 10..40 ms delays, played by 3
-    assert n == 3 and emulated.workers == 3
-    assert emulated.delay_s == pytest.approx((0.01, 0.025, 0.04))  # the linspace resolved again for 3
+    assert n == 3 and emulated.cluster.workers == 3
+    assert emulated.cluster.delay_s == pytest.approx((0.01, 0.025, 0.04))  # the linspace resolved again for 3
     assert any("has 4 workers, running 3" in note for note in emulated.notes)  # (printed by the command)
     assert profile.check_emulation("hetero-4", None)[1] == 4  # without --nproc: the cluster's own workers
     assert profile.check_emulation(None, None) == (None, 4)
@@ -547,4 +554,4 @@ def test_profile_of_a_paced_cluster_recovers_its_modelled_steps(tmp_path):
     assert slower_s == pytest.approx(want[1] - want[0], rel=STEP_TOLERANCE, abs=0.002), (prof["step_s"], want)
     assert prof["per_sample_s"] == pytest.approx(0.0002, rel=0.25)  # the per-sample cost shows in a paced step
     cluster = load_scenario(str(out / "cluster.yaml"))
-    assert cluster.runtime_timing == "modelled"
+    assert cluster.timing.runtime_timing == "modelled"

@@ -35,8 +35,8 @@ def test_verify_launches_the_profiled_script_under_the_shortlist_on_the_emulated
     capsys.readouterr()
     cluster = prof / "cluster.yaml"
     sc = load_scenario(str(cluster))
-    assert sc.script is not None and sc.script["path"] == str(TINYNET) and sc.script["args"] == []
-    assert sc.script["emulate"]["name"] == "hetero-4" and sc.script["emulate"]["delay_s"] == [0.01, 0.04]
+    assert sc.job.script is not None and sc.job.script["path"] == str(TINYNET) and sc.job.script["args"] == []
+    assert sc.job.script["emulate"]["name"] == "hetero-4" and sc.job.script["emulate"]["delay_s"] == [0.01, 0.04]
 
     out = tmp_path / "adv"
     argv = ["advise", "-s", str(cluster), "--set", "max_time_s=3", "--seeds", "1", "-p", "asp"]

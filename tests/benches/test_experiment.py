@@ -116,7 +116,7 @@ def test_an_experiment_rejects_repeated_seeds_and_lays_out_its_folders(tmp_path)
 
 def test_the_diagnosis_runs_nothing_when_the_scenario_has_no_noise(tmp_path):
     exp = ex.Experiment(cases=(ex.Case(key="", scenario="elastic-4"),), seeds=(0,), overrides={"jitter": 0.0})
-    assert exp.scenario(exp.cases[0], 7).seed == 7
+    assert exp.scenario(exp.cases[0], 7).job.seed == 7
     assert exp.calm_runs(exp.cases[0], tmp_path, ("bsp",)) == []
     assert not tmp_path.joinpath("trace-bsp.jsonl").exists()
 
@@ -130,7 +130,7 @@ def test_run_case_runs_every_policy_and_seed_under_its_folder(tmp_path, capsys):
     )
     seen: list[Path] = []
     sc, runs = exp.run_case(exp.cases[0], tmp_path, after=lambda r, where, s: seen.append(where))
-    assert sc.seed == 1 and list(runs) == [0, 1] and ex.labels_of(runs) == ["bsp", "asp"]
+    assert sc.job.seed == 1 and list(runs) == [0, 1] and ex.labels_of(runs) == ["bsp", "asp"]
     assert seen == [tmp_path / "c" / "seed-0", tmp_path / "c" / "seed-1"]
     assert (tmp_path / "c" / "seed-1" / "summary.json").is_file()
     assert "elastic-4 seed 1 · asp: TTA" in capsys.readouterr().out

@@ -50,15 +50,20 @@ def test_the_gpu_signal_variant_keeps_the_cluster_and_takes_the_signal_recipe():
     from hetsync.scenario import load_scenario
 
     sc, base, ref = load_scenario("lbbsp-gpu-signal"), load_scenario("lbbsp-gpu"), load_scenario("lbbsp-cpu-signal")
-    assert sc.workload == "signal1d-cnn" and sc.policies == base.policies and sc.device == "gpu"
+    assert sc.job.workload == "signal1d-cnn" and sc.job.policies == base.job.policies and sc.timing.device == "gpu"
     for key in ("workers", "batch_size", "fixed_s", "per_sample_s", "slowdown", "saturation_batch", "max_batch"):
-        assert getattr(sc, key) == getattr(base, key), key
-    assert (sc.bandwidth_Bps, sc.server_bandwidth_Bps, sc.model_bytes) == (
-        base.bandwidth_Bps,
-        base.server_bandwidth_Bps,
-        base.model_bytes,
+        assert sc.setting(key) == base.setting(key), key
+    assert (sc.cluster.bandwidth_Bps, sc.cluster.server_bandwidth_Bps, sc.job.model_bytes) == (
+        base.cluster.bandwidth_Bps,
+        base.cluster.server_bandwidth_Bps,
+        base.job.model_bytes,
     )
-    assert (sc.lr, sc.optimizer, sc.clip_norm, sc.schedule.gamma) == (ref.lr, ref.optimizer, ref.clip_norm, 0.1)
+    assert (sc.job.lr, sc.job.optimizer, sc.job.clip_norm, sc.job.schedule.gamma) == (
+        ref.job.lr,
+        ref.job.optimizer,
+        ref.job.clip_norm,
+        0.1,
+    )
 
 
 def test_the_runtime_section_reports_the_batches_the_workers_computed():

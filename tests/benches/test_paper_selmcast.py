@@ -114,9 +114,11 @@ def test_sync_per_step_is_the_time_not_computing_per_step():
 @pytest.mark.parametrize("name", paper_selmcast.SCENARIOS)
 def test_the_scenarios_are_the_issues_settings(name):
     sc = load_scenario(name)
-    assert sc.workers == 16 and sc.model_bytes == 100_000_000
+    assert sc.cluster.workers == 16 and sc.job.model_bytes == 100_000_000
     if name == "p2p-bw":
-        assert min(sc.bandwidth_Bps) == 1.25e7 and max(sc.bandwidth_Bps) == 1.25e9  # 100 Mb/s .. 10 Gb/s
-        assert sc.link_load is not None and len(sc.link_load.workers) == 8
+        assert (
+            min(sc.cluster.bandwidth_Bps) == 1.25e7 and max(sc.cluster.bandwidth_Bps) == 1.25e9
+        )  # 100 Mb/s .. 10 Gb/s
+        assert sc.cluster.link_load is not None and len(sc.cluster.link_load.workers) == 8
     else:
-        assert set(sc.bandwidth_Bps) == {1.25e8} and sc.link_load is None
+        assert set(sc.cluster.bandwidth_Bps) == {1.25e8} and sc.cluster.link_load is None

@@ -75,24 +75,32 @@ def test_the_set_up_follows_the_scenario_signal_variant():
 @pytest.mark.parametrize("name", ["wbsp-h1-signal", "wbsp-h2-signal", "wbsp-h3-signal"])
 def test_the_signal_variants_keep_the_cluster_and_the_recipe(name):
     sc, base, ref = load_scenario(name), load_scenario(name.removesuffix("-signal")), load_scenario("wbsp-h1-signal")
-    assert sc.workload == "signal1d-cnn" and sc.delay_s == base.delay_s and sc.policies == base.policies
-    assert (sc.fixed_s, sc.per_sample_s, sc.bandwidth_Bps, sc.model_bytes, sc.runtime_timing) == (
-        base.fixed_s,
-        base.per_sample_s,
-        base.bandwidth_Bps,
-        base.model_bytes,
-        base.runtime_timing,
+    assert (
+        sc.job.workload == "signal1d-cnn"
+        and sc.cluster.delay_s == base.cluster.delay_s
+        and sc.job.policies == base.job.policies
     )
-    assert (sc.lr, sc.optimizer, sc.schedule, sc.clip_norm) == (ref.lr, ref.optimizer, ref.schedule, ref.clip_norm)
+    assert (sc.timing.step, sc.cluster.bandwidth_Bps, sc.job.model_bytes, sc.timing.runtime_timing) == (
+        base.timing.step,
+        base.cluster.bandwidth_Bps,
+        base.job.model_bytes,
+        base.timing.runtime_timing,
+    )
+    assert (sc.job.lr, sc.job.optimizer, sc.job.schedule, sc.job.clip_norm) == (
+        ref.job.lr,
+        ref.job.optimizer,
+        ref.job.schedule,
+        ref.job.clip_norm,
+    )
 
 
 @pytest.mark.parametrize("name", paper_wbsp.SCENARIOS)
 def test_the_scenarios_are_the_papers_settings(name):
     sc = load_scenario(name)
     delay = {"wbsp-h1": 0.5, "wbsp-h2": 1.0, "wbsp-h3": 1.5}[name]
-    assert sc.delay_s == (0.0,) * 4 + (delay,) * 4  # half of the workers sleep
-    assert sc.workload == "digits-cnn" and sc.policies == paper_wbsp.POLICIES
-    assert sc.runtime_timing == "modelled"  # real processes keep the paper's 0.1 s steps and 32 ms transfers
+    assert sc.cluster.delay_s == (0.0,) * 4 + (delay,) * 4  # half of the workers sleep
+    assert sc.job.workload == "digits-cnn" and sc.job.policies == paper_wbsp.POLICIES
+    assert sc.timing.runtime_timing == "modelled"  # real processes keep the paper's 0.1 s steps and 32 ms transfers
 
 
 def _run(label, tta, seed=0, share=0.5):

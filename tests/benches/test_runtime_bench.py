@@ -32,10 +32,10 @@ def fake_trace(path, n=4):
 def test_the_calibrated_latency_on_each_path(tmp_path):
     trace = fake_trace(tmp_path / "t.jsonl")
     ps = bench.calibrated_scenario("hetero-4", trace, 4, 10)
-    assert ps.latency_s == pytest.approx(0.003)  # the mean transfer: a round's push and pull take 2 of them
-    assert list(ps.slowdown) == pytest.approx([0.01, 0.02, 0.03, 0.04])
+    assert ps.cluster.latency_s == pytest.approx(0.003)  # the mean transfer: a round's push and pull take 2 of them
+    assert list(ps.cluster.slowdown) == pytest.approx([0.01, 0.02, 0.03, 0.04])
     coll = bench.calibrated_scenario("hetero-4", trace, 4, 10, path="collective")
-    assert coll.latency_s == pytest.approx((0.001 + 0.005) / 6)  # spread over the ring's 2(4−1) phases
+    assert coll.cluster.latency_s == pytest.approx((0.001 + 0.005) / 6)  # spread over the ring's 2(4−1) phases
     # (so a simulated round communicates as long on either path: a ring of free links costs its latencies)
     rounds = {
         path: Simulation(sc, "bsp", math=False, path=path).run().summary["wall_time_s"]

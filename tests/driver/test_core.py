@@ -41,7 +41,7 @@ def core_for(spec: str, tmp_path: Path | None = None, **overrides: object) -> Dr
     sc = make_scenario(**overrides)
     policy = make_policy(spec, policy_context(sc))
     trace = TraceWriter(tmp_path / "t.jsonl" if tmp_path is not None else None)
-    ledger = Ledger(policy, make_workload(sc.workload), None, trace)
+    ledger = Ledger(policy, make_workload(sc.job.workload), None, trace)
     return DriverCore(policy, ledger, sc)
 
 

@@ -28,7 +28,7 @@ from tests.sim.conftest import make_scenario
 def ledger_for(spec: str, theta: torch.Tensor, *, workers: int = 2, stepper: Stepper | None = None) -> Ledger:
     sc = make_scenario(workers=workers)
     policy = make_policy(spec, policy_context(sc))
-    return Ledger(policy, make_workload(sc.workload), theta, TraceWriter(None), stepper=stepper)
+    return Ledger(policy, make_workload(sc.job.workload), theta, TraceWriter(None), stepper=stepper)
 
 
 def grad_push(worker: int, grad: list[float], base: int) -> HeldPush:
@@ -167,7 +167,7 @@ def test_lr_scale_inverse_applies_stale_pushes_with_smaller_steps(rule: str, fac
     for a in seen:
         # plain SGD: the step is lr·w·g, so its length over the unscaled one is the factor applied
         step = (a["after"] - a["before"]).norm().item()
-        unscaled = sc.lr * a["w"] * a["g"].norm().item()
+        unscaled = sc.job.lr * a["w"] * a["g"].norm().item()
         assert step / unscaled == pytest.approx(factor(a["tau"]), rel=1e-4), a["tau"]
 
 

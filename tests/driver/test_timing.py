@@ -30,8 +30,8 @@ def test_gpu_curve_is_flat_then_linear():
 def test_noise_has_mean_one_and_stragglers_and_delay_apply():
     sc = make_scenario(workers=1, jitter=0.3, straggler_prob=0.1, straggler_factor=5.0, delay_s=0.5)
     tm = TimingModel(sc)
-    base = sc.per_sample_s * sc.batch_size
-    d = [tm.step_duration_s(0, sc.batch_size, 0.0) - 0.5 for _ in range(20000)]
+    base = sc.step_cost.step_s(sc.job.batch_size) - sc.step_cost.fixed_s
+    d = [tm.step_duration_s(0, sc.job.batch_size, 0.0) - 0.5 for _ in range(20000)]
     mean = sum(d) / len(d)
     assert mean == pytest.approx(base * (0.9 + 0.1 * 5.0), rel=0.05)
     assert min(d) > 0
@@ -42,10 +42,10 @@ def test_background_load_square_wave():
         workers=2, background_load={"workers": [1], "period_s": 10, "on_s": 4, "factor": 3, "random_phase": False}
     )
     tm = TimingModel(sc)
-    base = sc.per_sample_s * sc.batch_size
-    assert tm.step_duration_s(1, sc.batch_size, 1.0) == pytest.approx(3 * base)
-    assert tm.step_duration_s(1, sc.batch_size, 5.0) == pytest.approx(base)
-    assert tm.step_duration_s(0, sc.batch_size, 1.0) == pytest.approx(base)
+    base = sc.step_cost.step_s(sc.job.batch_size) - sc.step_cost.fixed_s
+    assert tm.step_duration_s(1, sc.job.batch_size, 1.0) == pytest.approx(3 * base)
+    assert tm.step_duration_s(1, sc.job.batch_size, 5.0) == pytest.approx(base)
+    assert tm.step_duration_s(0, sc.job.batch_size, 1.0) == pytest.approx(base)
 
 
 def test_a_paced_step_lasts_the_modelled_time_whatever_the_real_step_took():
@@ -67,7 +67,7 @@ def test_durations_are_those_of_one_draw_per_step(straggler_prob):
     assert fast._chunked == (straggler_prob == 0.0)
     plain._chunked = False
     order = [w for w in (0, 2, 1, 0, 0, 2) for _ in range(23)]  # workers interleaved, past a chunk's end
-    got = [fast.step_duration_s(w, sc.batch_size, 0.0) for w in order]
-    want = [plain.step_duration_s(w, sc.batch_size, 0.0) for w in order]
+    got = [fast.step_duration_s(w, sc.job.batch_size, 0.0) for w in order]
+    want = [plain.step_duration_s(w, sc.job.batch_size, 0.0) for w in order]
     assert [x.hex() for x in got] == [x.hex() for x in want]
     assert len(set(got)) == len(got)  # noise there is

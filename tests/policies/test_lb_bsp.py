@@ -254,8 +254,8 @@ def test_variants_keep_the_contract(sc, spec):
         sim = Simulation(sc, spec, trace_path=trace, math=False)
         s = sim.run().summary
         records = [json.loads(line) for line in trace.read_text().splitlines()]
-    n = sc.workers
-    assert s["steps"] == sc.max_steps * n
+    n = sc.cluster.workers
+    assert s["steps"] == sc.stop.max_steps * n
     assert s["steps"] == s["applied_steps"] + s["dropped_steps"] + s["outstanding_steps"]
     check_step_gaps(records, n, 0, s["label"])
     per_step: dict[int, list[int]] = {}
@@ -265,7 +265,7 @@ def test_variants_keep_the_contract(sc, spec):
     for batches in per_step.values():
         assert min(batches) >= 1
         if len(batches) == n:  # a full round: the global batch is kept
-            assert sum(batches) == n * sc.batch_size, (s["label"], batches)
+            assert sum(batches) == n * sc.job.batch_size, (s["label"], batches)
 
 
 def test_gpu_variant_takes_the_clusters_memory_caps_without_a_parameter(tmp_path):
@@ -279,5 +279,5 @@ def test_gpu_variant_takes_the_clusters_memory_caps_without_a_parameter(tmp_path
     Simulation(sc, "lb-bsp:variant=gpu", trace_path=trace, math=False).run()
     batches = [json.loads(x) for x in trace.read_text().splitlines()]
     batches = [(r["w"], r["batch"]) for r in batches if r["ev"] == "compute"]
-    assert batches and all(b <= sc.max_batch[w] for w, b in batches)
-    assert any(b != sc.batch_size for _, b in batches)  # it did re-size
+    assert batches and all(b <= sc.cluster.max_batch[w] for w, b in batches)
+    assert any(b != sc.job.batch_size for _, b in batches)  # it did re-size

@@ -77,7 +77,7 @@ def test_state_is_plain_json_and_round_trips(spec):
 def test_lb_bsp_sizes_batches_as_before_the_restart(spec):
     a = learned(spec)
     b = restored(spec, a.state_dict())
-    workers = list(range(SCENARIO.workers))
+    workers = list(range(SCENARIO.cluster.workers))
     assert b.batch == a.batch
     assert [c.batch_size for c in b.start(10.0)] == [a.batch[w] for w in workers]  # the batches it had learned
     for _ in range(3):  # the next barriers (the gpu variant's damper moves on too)
@@ -90,7 +90,7 @@ def test_lb_bsp_predictors_are_restored(predictor):
     spec = f"lb-bsp:predictor={predictor}"
     a = learned(spec)
     b = restored(spec, a.state_dict())
-    workers = list(range(SCENARIO.workers))
+    workers = list(range(SCENARIO.cluster.workers))
     assert b.manager.predicted_speeds(workers) == a.manager.predicted_speeds(workers)
     assert all(s is not None for s in b.manager.predicted_speeds(workers))
 
@@ -134,7 +134,7 @@ def test_wbsp_keeps_its_rounds(spec):
 def test_peer_to_peer_plans_the_receivers_it_would_have(spec):
     a = learned(spec)
     b = restored(spec, a.state_dict())
-    senders = list(range(SCENARIO.workers))
+    senders = list(range(SCENARIO.cluster.workers))
     for _ in range(3):  # p2p-random: the random stream goes on where it was
         assert b.receivers(senders, 1e6) == a.receivers(senders, 1e6)
 
@@ -150,7 +150,7 @@ def test_a_state_of_another_worker_count_is_refused():
 def test_async_local_sgd_sizes_its_windows_from_the_learned_speeds():
     a = learned("async-local-sgd")
     b = restored("async-local-sgd", a.state_dict())
-    workers = range(SCENARIO.workers)
+    workers = range(SCENARIO.cluster.workers)
     assert b.step_s == a.step_s and None not in b.step_s
     assert [b.steps_for(w) for w in workers] == [a.steps_for(w) for w in workers]
     assert len({b.steps_for(w) for w in workers}) > 1  # it had learned something: unequal windows

@@ -85,8 +85,8 @@ def test_an_unreadable_file_is_bad_input(tmp_path):
 def test_the_scenario_and_specs_are_resolved_on_the_rank():
     config = RunConfig(scenario="hetero-4", overrides={"seed": 5, "workers": 3})
     sc = config.load_scenario()
-    assert (sc.seed, sc.workers) == (5, 3)
-    assert config.specs(sc) == list(sc.policies)  # none given: the scenario's
+    assert (sc.job.seed, sc.cluster.workers) == (5, 3)
+    assert config.specs(sc) == list(sc.job.policies)  # none given: the scenario's
     assert RunConfig(policies=("asp",)).specs(sc) == ["asp"]
 
 
@@ -107,7 +107,7 @@ def test_the_scenario_can_ask_for_its_modelled_timing_and_the_flags_add_to_it():
     from hetsync.scenario import load_scenario
 
     plain, paper = load_scenario("hetero-4"), load_scenario("wbsp-h1")
-    assert (plain.runtime_timing, paper.runtime_timing) == ("real", "modelled")
+    assert (plain.timing.runtime_timing, paper.timing.runtime_timing) == ("real", "modelled")
     assert ProcessOptions().emulation(plain) == (False, False)
     assert ProcessOptions(pace=True).emulation(plain) == (False, True)
     assert ProcessOptions().emulation(paper) == (True, True)

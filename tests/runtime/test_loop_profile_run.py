@@ -44,17 +44,17 @@ def test_profile_your_own_loop(tmp_path, capsys):
     raw = json.loads((out / "raw.json").read_text())
     assert raw["model"] == "SignalCNN" and raw["job"]["name"] == "hetero-4"  # the script's own scenario
     sc = load_scenario(str(out / "cluster.yaml"))
-    assert sc.workers == 2 and sc.model_bytes == raw["model_bytes"]  # transfers cost the user's model
+    assert sc.cluster.workers == 2 and sc.job.model_bytes == raw["model_bytes"]  # transfers cost the user's model
     prof = json.loads((out / "profile.json").read_text())
     steps = [len(r["compute"]["steps"]) for r in raw["per_rank"][1:]]
     assert min(steps) > 10, steps
     # worker 1 sleeps 20 ms more per step than worker 0: its loop is clearly slower
-    slow, fast = sc.nominal_step_s(1, sc.batch_size), sc.nominal_step_s(0, sc.batch_size)
+    slow, fast = sc.nominal_step_s(1, sc.job.batch_size), sc.nominal_step_s(0, sc.job.batch_size)
     assert slow > fast + 0.010, (fast, slow, prof)
-    assert all(0.8e6 <= b <= 1.2e6 for b in sc.bandwidth_Bps), sc.bandwidth_Bps  # 1 MB/s links
+    assert all(0.8e6 <= b <= 1.2e6 for b in sc.cluster.bandwidth_Bps), sc.cluster.bandwidth_Bps  # 1 MB/s links
     again = tmp_path / "again"
     assert main(["profile", "--from-raw", str(out / "raw.json"), "-o", str(again), "--no-plots"]) == 0
-    assert load_scenario(str(again / "cluster.yaml")).model_bytes == raw["model_bytes"]
+    assert load_scenario(str(again / "cluster.yaml")).job.model_bytes == raw["model_bytes"]
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
@@ -73,7 +73,7 @@ def test_profile_your_own_loop_with_the_module_on_a_gpu(tmp_path, capsys):
     steps = [r["compute"]["steps"] for r in raw["per_rank"][1:]]
     assert min(len(s) for s in steps) > 10, steps
     sc = load_scenario(str(out / "cluster.yaml"))
-    assert sc.nominal_step_s(1, sc.batch_size) > sc.nominal_step_s(0, sc.batch_size) + 0.010
+    assert sc.nominal_step_s(1, sc.job.batch_size) > sc.nominal_step_s(0, sc.job.batch_size) + 0.010
 
 
 def test_profile_your_own_loop_plays_the_scenario_it_names(tmp_path, capsys):
@@ -88,8 +88,8 @@ def test_profile_your_own_loop_plays_the_scenario_it_names(tmp_path, capsys):
     argv = ["profile", "--script", str(script), "--nproc", "2", "--compute-s", "2", "--link-reps", "1"]
     assert main([*argv, "-o", str(out), "--no-plots", "--", "--policy", "bsp"]) == 0, capsys.readouterr()
     sc = load_scenario(str(out / "cluster.yaml"))
-    fast, slow = (sc.nominal_step_s(w, sc.batch_size) for w in range(2))
-    assert slow > fast + 0.020, (fast, slow, sc.delay_s)
+    fast, slow = (sc.nominal_step_s(w, sc.job.batch_size) for w in range(2))
+    assert slow > fast + 0.020, (fast, slow, sc.cluster.delay_s)
     assert "emulated the scenario the script passes to hetsync.init, 'hetero-4'" in capsys.readouterr().out
     raw = json.loads((out / "raw.json").read_text())
     assert raw["emulate"] == "hetero-4" and raw["emulated_by"] == "script"
@@ -106,10 +106,10 @@ def test_profile_a_loop_with_its_workload_named_and_simulate_that_model(tmp_path
     assert main(argv) == 0, capsys.readouterr()
     sc = load_scenario(str(out / "cluster.yaml"))
     assert (
-        sc.workload == f"{script}:workload"
-        and sc.model_bytes == json.loads((out / "raw.json").read_text())["model_bytes"]
+        sc.job.workload == f"{script}:workload"
+        and sc.job.model_bytes == json.loads((out / "raw.json").read_text())["model_bytes"]
     )
-    assert sc.optimizer.name == "adamw" and sc.lr == 0.01 and sc.target_value == 0.9
+    assert sc.job.optimizer.name == "adamw" and sc.job.lr == 0.01 and sc.stop.target.value == 0.9
     compare = ["compare", "-s", str(out / "cluster.yaml"), "-p", "bsp", "--set", "max_time_s=0.5"]
     assert main([*compare, "-o", str(tmp_path / "cmp"), "--no-plots"]) == 0
     assert json.loads((tmp_path / "cmp" / "summary.json").read_text())[0]["final_metric"] is not None

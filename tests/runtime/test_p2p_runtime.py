@@ -101,7 +101,7 @@ def test_p2p_allreduce_bsp_equals_the_simulator(p2p_runs):
         3
     )
     sim = simulate(sc, "p2p-allreduce:sync=bsp")
-    module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
+    module = make_workload(sc.job.workload, **sc.job.workload_args).module_with(torch.zeros_like(sim.params))
     module.load_state_dict(saved)
     ours = torch.cat([p.detach().reshape(-1) for p in module.parameters() if p.requires_grad])
     assert run["allreduces"] == sim.summary["allreduces"] == STEPS
@@ -121,7 +121,7 @@ def test_push_sum_with_unequal_fan_in_equals_the_simulator(p2p_runs):
         3
     )
     sim = simulate(sc, UNEQUAL)
-    module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
+    module = make_workload(sc.job.workload, **sc.job.workload_args).module_with(torch.zeros_like(sim.params))
     module.load_state_dict(saved)
     ours = torch.cat([p.detach().reshape(-1) for p in module.parameters() if p.requires_grad])
     sends = traced(out, run, "send")

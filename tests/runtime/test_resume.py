@@ -194,10 +194,10 @@ def test_a_checkpoint_of_another_scenario_or_workload_is_refused(legs):
 
     def offer(name: str, **overrides: object) -> str:
         sc = load_scenario(name, **overrides).with_workers(2)
-        wl = make_workload(sc.workload, **sc.workload_args)
+        wl = make_workload(sc.job.workload, **sc.job.workload_args)
         checkpointer = Checkpointer(ckpt, checkpoint_check.identity(sc, wl, "bsp", 2), workers=2)
         with pytest.raises(BadInput) as err:
-            checkpointer.load(wl.init_params(sc.seed))
+            checkpointer.load(wl.init_params(sc.job.seed))
         return str(err.value)
 
     assert "scenario is 'hetero-4'" in offer("default")

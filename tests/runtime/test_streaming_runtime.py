@@ -60,11 +60,13 @@ def test_the_runtime_lands_on_the_simulators_model(streamed):
     sim = simulate(sc, EXACT)
     assert run["updates"] == sim.summary["updates"] == STEPS // 5  # a fragment synced every 5 steps (H=10, P=2)
     saved = torch.load(out / f"model-{safe_name(run['label'])}.pt", weights_only=True)
-    module = make_workload(sc.workload, **sc.workload_args).module_with(torch.zeros_like(sim.params))
+    module = make_workload(sc.job.workload, **sc.job.workload_args).module_with(torch.zeros_like(sim.params))
     module.load_state_dict(saved)
     ours = torch.cat([p.detach().reshape(-1) for p in module.parameters() if p.requires_grad])
     assert (ours - sim.params).abs().max().item() <= 1e-5
-    assert (ours - make_workload(sc.workload, **sc.workload_args).init_params(sc.seed)).abs().max().item() > 0.01
+    assert (
+        ours - make_workload(sc.job.workload, **sc.job.workload_args).init_params(sc.job.seed)
+    ).abs().max().item() > 0.01
 
 
 def test_a_fragment_travels_at_its_width_both_ways(streamed):
@@ -72,7 +74,7 @@ def test_a_fragment_travels_at_its_width_both_ways(streamed):
     run = runs[1]
     assert run["stop_reason"] == "max_steps" and run["updates"] > 0 and run["final_accuracy"] > 0.3
     n = make_workload("digits-mlp").n_params
-    model_nbytes = load_scenario("homogeneous-8").model_bytes or 4 * n
+    model_nbytes = load_scenario("homogeneous-8").job.model_bytes or 4 * n
     pushes, pulls = traced(out, run, "push"), traced(out, run, "pull")
     assert pushes and pulls and {p["bits"] for p in pushes + pulls} == {4}
     for p in pushes + pulls:  # the encoded delta, or mean: an eighth of float32's bytes and the scale

@@ -10,7 +10,7 @@ SLOW = [1.0, 2.0, 3.0, 4.0]
 
 
 def step_times(sc):
-    return [sc.nominal_step_s(w, sc.batch_size) for w in range(sc.workers)]
+    return [sc.nominal_step_s(w, sc.job.batch_size) for w in range(sc.cluster.workers)]
 
 
 def test_bsp_wall_time_is_steps_times_slowest_and_compute_share_mean_over_max():

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from hetsync import steptime
+from hetsync.errors import BadInput
 from hetsync.runner import compare
 from hetsync.sim.engine import Simulation
 from tests.sim.conftest import make_scenario
@@ -17,12 +18,11 @@ def mean_step_s(summary):
 
 
 def test_a_measured_run_records_the_figures_it_was_charged():
-    sc = make_scenario(per_sample_s="measured", fixed_s="measured", max_steps=5)
+    sc = steptime.resolve_measured(make_scenario(per_sample_s="measured", fixed_s="measured", max_steps=5))
     sim = Simulation(sc, "bsp")
-    assert not sim.sc.measured_timing and sim.sc.per_sample_s == sim.measured.per_sample_s
     s = sim.run().summary
     m = s["measured_step"]
-    assert (m["fixed_s"], m["per_sample_s"]) == (sim.sc.fixed_s, sim.sc.per_sample_s)
+    assert (m["fixed_s"], m["per_sample_s"]) == (sc.step_cost.fixed_s, sc.step_cost.per_sample_s)
     assert [b for b, _ in m["table"]] == [8, 16, 32] and all(t > 0 for _, t in m["table"])
     assert mean_step_s(s) == pytest.approx(sim.sc.nominal_step_s(0, 16))  # equal speeds, no noise
     json.dumps(s, allow_nan=False)
@@ -34,10 +34,10 @@ def test_a_bigger_model_takes_proportionally_longer_virtual_steps():
     # margin leaves room for a busy machine
     steps = {}
     for workload in ("digits-logreg", "digits-cnn"):
-        sc = make_scenario(workload=workload, per_sample_s="measured", fixed_s=0.0)
+        sc = steptime.resolve_measured(make_scenario(workload=workload, per_sample_s="measured", fixed_s=0.0))
         s = Simulation(sc, "asp", math=False).run().summary
         steps[workload] = mean_step_s(s)
-        assert steps[workload] == pytest.approx(s["measured_step"]["per_sample_s"] * sc.batch_size)
+        assert steps[workload] == pytest.approx(s["measured_step"]["per_sample_s"] * sc.job.batch_size)
     assert steps["digits-cnn"] > 1.5 * steps["digits-logreg"]
 
 
@@ -57,6 +57,16 @@ def test_every_policy_of_a_comparison_is_charged_the_same_measurement(tmp_path, 
     assert runs[0]["measured_step"] == runs[1]["measured_step"] == runs[2]["measured_step"] is not None
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk[0]["measured_step"]["table"] == [list(row) for row in runs[0]["measured_step"]["table"]]
+
+
+def test_the_simulator_times_nothing_and_names_the_fix_for_an_unresolved_cost(monkeypatch):
+    def timed(*args, **kwargs):
+        raise AssertionError("the simulator's constructor timed the workload")
+
+    monkeypatch.setattr(steptime, "measure_step_times", timed)
+    monkeypatch.setattr(steptime, "_CACHE", {})
+    with pytest.raises(BadInput, match=r"step cost is 'measured' and not timed yet.*resolve_measured\(scenario\)"):
+        Simulation(make_scenario(per_sample_s="measured", max_steps=2), "bsp")
 
 
 def test_the_runtime_timing_needs_no_numbers():

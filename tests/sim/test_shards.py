@@ -104,7 +104,7 @@ def test_the_runtime_names_are_the_driver_cores():
 
     for name in ("check_servers", "shard_ranges", "server_rank", "MAX_SERVERS"):
         assert getattr(runtime, name) is getattr(core, name)
-    assert resolve_scenario("hetero-4", {}).workers == 4  # (a built-in scenario the CLI tests use)
+    assert resolve_scenario("hetero-4", {}).cluster.workers == 4  # (a built-in scenario the CLI tests use)
 
 
 def test_fragment_pushes_and_pulls_go_to_the_servers_holding_their_ranges():

@@ -59,7 +59,7 @@ def test_fewer_bits_move_fewer_bytes_and_change_the_model_a_little():
     runs = {b: Simulation(sc, f"streaming-diloco:H=6:P=2:tau=1:bits={b}:inner_lr=0.01").run() for b in (32, 8, 4)}
     sent = {b: r.summary["bytes_sent"] / r.summary["updates"] for b, r in runs.items()}
     assert sent[8] == pytest.approx(sent[32] / 4, rel=0.01) and sent[4] == pytest.approx(sent[32] / 8, rel=0.01)
-    start = make_workload("digits-mlp").init_params(sc.seed)
+    start = make_workload("digits-mlp").init_params(sc.job.seed)
     moved = (runs[32].params - start).abs().max().item()
     for b in (8, 4):
         off = (runs[b].params - runs[32].params).abs().max().item()

@@ -180,33 +180,33 @@ class Features:
 def features(scenario: Scenario, model_bytes: int) -> Features:
     """The scenario's features (its step cost must be numbers: resolve ``measured`` first)."""
     sc = scenario
-    n = sc.workers
-    step_s = tuple(sc.nominal_step_s(w, sc.batch_size) for w in range(n))
-    bw = sorted(sc.bandwidth_Bps)
+    n = sc.cluster.workers
+    step_s = tuple(sc.nominal_step_s(w, sc.job.batch_size) for w in range(n))
+    bw = sorted(sc.cluster.bandwidth_Bps)
     median_bw = statistics.median(bw)
     # a BSP push: every worker's model over its own uplink, all of them into the server's
     # (and the server handles the round's n pushes, then its n models, one at a time: server_s_per_message)
     one_way = (
-        max(_seconds(model_bytes, median_bw), _seconds(n * model_bytes, sc.server_Bps))
-        + sc.latency_s
-        + n * sc.server_s_per_message
+        max(_seconds(model_bytes, median_bw), _seconds(n * model_bytes, sc.cluster.server_Bps))
+        + sc.cluster.latency_s
+        + n * sc.cluster.server_s_per_message
     )
-    load, link = sc.background_load, sc.link_load
+    load, link = sc.cluster.background_load, sc.cluster.link_load
     # noise, stragglers and load scale the base part of a step, not the injected delay (docs/architecture.md §5): on
     # the whole step they weigh by the base's share (a profiled cluster is often mostly delay)
-    share = statistics.median((s - d) / s if s > 0 else 1.0 for s, d in zip(step_s, sc.delay_s, strict=True))
+    share = statistics.median((s - d) / s if s > 0 else 1.0 for s, d in zip(step_s, sc.cluster.delay_s, strict=True))
     return Features(
         workers=n,
         step_s=step_s,
-        jitter=sc.jitter * share,
-        straggler_prob=sc.straggler_prob,
-        straggler_factor=1 + (sc.straggler_factor - 1) * share,
+        jitter=sc.timing.jitter * share,
+        straggler_prob=sc.timing.straggler_prob,
+        straggler_factor=1 + (sc.timing.straggler_factor - 1) * share,
         load_workers=len(load.workers) if load is not None and load.factor > 1 else 0,
         load_factor=1 + (load.factor - 1) * share if load is not None else 1.0,
         load_duty=load.on_s / load.period_s if load is not None else 0.0,
         model_bytes=model_bytes,
         transfer_s=2 * one_way,
-        link_Bps=tuple(sc.bandwidth_Bps),
+        link_Bps=tuple(sc.cluster.bandwidth_Bps),
         link_load_workers=len(link.workers) if link is not None and link.factor > 1 else 0,
         link_load_factor=link.factor if link is not None else 1.0,
     )
@@ -293,7 +293,7 @@ def grid_specs(scenario: Scenario, names: Sequence[str]) -> list[str]:
     for name in names:
         for suffix in GRID.get(name, ("",)):
             spec = name + suffix
-            if name in INNER_ADAMW and scenario.optimizer.name == "sgd":
+            if name in INNER_ADAMW and scenario.job.optimizer.name == "sgd":
                 spec += f":inner_lr={DILOCO_SGD_INNER_LR:g}"
             specs.append(spec)
     return specs
@@ -303,7 +303,7 @@ def not_applicable(scenario: Scenario, policy: str, params: Mapping[str, Any]) -
     """Why a candidate that builds fine still makes no sense on this cluster (None: it does)."""
     from hetsync.policies import policy_class
 
-    n = scenario.workers
+    n = scenario.cluster.workers
     if n < 2 and policy != BASELINE:
         return "one worker: there is nothing to synchronize"
     if getattr(policy_class(policy), "simulator_only", False):
@@ -312,9 +312,9 @@ def not_applicable(scenario: Scenario, policy: str, params: Mapping[str, Any]) -
         return f"b={params['b']} would drop more than half of the {n} workers' gradients"
     if policy in ("p2p-random", "selmcast") and params.get("p", 0) >= n:
         return f"p={params['p']} needs more than {params['p']} workers"
-    if policy == "lb-bsp" and params.get("variant") == "gpu" and scenario.device != "gpu":
+    if policy == "lb-bsp" and params.get("variant") == "gpu" and scenario.timing.device != "gpu":
         return "variant=gpu fits GPU step curves; this cluster's workers are CPU-like (device: cpu)"
-    if policy == "lb-bsp" and params.get("predictor") == "ewma" and scenario.device == "gpu":
+    if policy == "lb-bsp" and params.get("predictor") == "ewma" and scenario.timing.device == "gpu":
         return "the ewma predictor is for CPU-like workers"
     return None
 
@@ -389,7 +389,7 @@ def candidates(
         # (a user's own loop reduces gradient rounds only: hetsync.loop)
         if "collective" in paths and getattr(policy, "collective", False) and _collective_here(scenario, policy):
             elsewhere.append(("collective", 1))
-        for k in (k for k in servers if k > 1 and scenario.script is None):
+        for k in (k for k in servers if k > 1 and scenario.job.script is None):
             try:
                 check_servers(k, scenario, [policy], path="ps")
             except BadInput:
@@ -419,7 +419,7 @@ def _collective_here(scenario: Scenario, policy: Any) -> bool:
     """Whether the collective path can carry this policy on this cluster: a
     profiled script's (its own training loop) reduces gradient rounds only;
     one worker has nobody to reduce with."""
-    return scenario.workers >= 2 and (scenario.script is None or policy.collective_kind == "grad")
+    return scenario.cluster.workers >= 2 and (scenario.job.script is None or policy.collective_kind == "grad")
 
 
 # -------------------------------------------------------------- simulation
@@ -468,9 +468,9 @@ def _run_one(task: _Task) -> dict[str, Any]:
     from hetsync.workloads import make_workload
 
     sc = task.scenario
-    key = (sc.workload, repr(sorted(sc.workload_args.items())))
+    key = (sc.job.workload, repr(sorted(sc.job.workload_args.items())))
     if key not in _WORKLOADS:
-        _WORKLOADS[key] = make_workload(sc.workload, **sc.workload_args)
+        _WORKLOADS[key] = make_workload(sc.job.workload, **sc.job.workload_args)
     try:
         simulation = Simulation(
             sc, task.spec, trace_path=task.trace, workload=_WORKLOADS[key], path=task.path, servers=task.servers
@@ -483,7 +483,7 @@ def _run_one(task: _Task) -> dict[str, Any]:
             task.trace.replace(partial_name(task.trace))
         if not isinstance(e, Exception):
             raise
-        return {"spec": task.spec, "path": task.path, "seed": sc.seed, "error": f"{type(e).__name__}: {e}"}
+        return {"spec": task.spec, "path": task.path, "seed": sc.job.seed, "error": f"{type(e).__name__}: {e}"}
     return summary if task.seed_index == 0 else {k: summary.get(k) for k in _SLIM_KEYS}
 
 
@@ -520,7 +520,7 @@ def simulate(
         _Task(
             index=i,
             seed_index=k,
-            scenario=replace(scenario, seed=seed),
+            scenario=replace(scenario, job=replace(scenario.job, seed=seed)),
             spec=c.spec,
             trace=out / f"trace-{safe_name(c.label)}.jsonl" if k == 0 else None,
             path=c.path,
@@ -979,13 +979,13 @@ class Advice:
         sc = self.scenario
         return {
             "scenario": sc.name,
-            "workers": sc.workers,
+            "workers": sc.cluster.workers,
             "seeds": list(self.seeds),
             "target": self.target,
-            "target_metric": sc.target_metric,
-            "target_value": sc.target_value,
-            "max_time_s": sc.max_time_s,
-            "max_steps": sc.max_steps,
+            "target_metric": sc.stop.target.metric,
+            "target_value": sc.stop.target.value,
+            "max_time_s": sc.stop.max_time_s,
+            "max_steps": sc.stop.max_steps,
             "features": self.features.to_dict(),
             "recommendation": self.recommendation.to_dict(),
             "ranking": [{**r.to_dict(), **_speedup_dict(r, self.baseline)} for r in self.ranked],
@@ -995,7 +995,7 @@ class Advice:
             "jobs": self.jobs,
             "measured_step": self.measured,
             "verification": self.verification.to_dict() if self.verification is not None else None,
-            "workload": sc.workload,
+            "workload": sc.job.workload,
             "workload_note": self.workload_note,
         }
 
@@ -1016,14 +1016,14 @@ def workload_note(sc: Scenario) -> str | None:
     if sc.source is None or "workload" in sc.source:
         return None
     return (
-        f"{sc.name} names no workload: the simulator learns the built-in {sc.workload} in place of your model, so "
-        f"this ranking weighs your cluster's costs with {sc.workload}'s convergence, not your model's; to simulate "
+        f"{sc.name} names no workload: the simulator learns the built-in {sc.job.workload} in place of your model, so "
+        f"this ranking weighs your cluster's costs with {sc.job.workload}'s convergence, not your model's; to simulate "
         "your model, name it in the file: workload: module:function (returning hetsync.workloads.from_module(...))"
     )
 
 
 def target_text(sc: Scenario, direction: str) -> str:
-    return f"{sc.target_metric} {'≥' if direction == 'max' else '≤'} {sc.target_value:g}"
+    return f"{sc.stop.target.metric} {'≥' if direction == 'max' else '≤'} {sc.stop.target.value:g}"
 
 
 def advise(
@@ -1048,14 +1048,15 @@ def advise(
     if seeds < 1:
         raise BadInput(f"--seeds must be >= 1, got {seeds}")
     t0 = time.perf_counter()
-    workload = make_workload(scenario.workload, **scenario.workload_args)
-    direction = scenario.target_direction_for(workload.name, workload.metrics)
+    workload = make_workload(scenario.job.workload, **scenario.job.workload_args)
+    direction = scenario.stop.target.direction_for(workload.name, workload.metrics)
     # `measured` step costs: timed once, here, so every run of every process is charged the same figures
-    scenario, measured = resolve_measured(scenario, workload)
-    nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
+    scenario = resolve_measured(scenario, workload)
+    measured = scenario.step_cost if scenario.step_cost.measured else None
+    nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else workload.model_nbytes
     feats = features(scenario, nbytes)
     cands, skipped = candidates(scenario, only, model_bytes=nbytes, paths=paths, servers=servers)
-    seed_list = tuple(scenario.seed + k for k in range(seeds))
+    seed_list = tuple(scenario.job.seed + k for k in range(seeds))
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise BadInput(f"--jobs must be >= 1, got {jobs}")
@@ -1075,7 +1076,7 @@ def advise(
     entries = [(c, [results[(i, k)] for k in range(len(seed_list))]) for i, c in enumerate(cands)]
     ranked = rank(entries, direction=direction)
     target = target_text(scenario, direction)
-    rec = recommend(ranked, feats, target=target, limit_s=scenario.max_time_s)
+    rec = recommend(ranked, feats, target=target, limit_s=scenario.stop.max_time_s)
     by_label = {c.label: results[(i, 0)] for i, c in enumerate(cands)}
     runs = tuple(by_label[r.label] for r in ranked if "error" not in by_label[r.label])
     write_json_atomic(out / SUMMARY, list(runs))  # ranked order

@@ -140,7 +140,7 @@ def step_sizes(settings: ProfileSettings, scenario: Scenario) -> list[int]:
 
     if settings.batch_sizes is not None:
         return sorted(set(settings.batch_sizes))
-    return list(batch_sizes_for(scenario.batch_size))
+    return list(batch_sizes_for(scenario.job.batch_size))
 
 
 def optimizer_keys(optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
@@ -176,7 +176,7 @@ def emulated_cluster(settings: ProfileSettings, scenario: Scenario) -> Scenario 
     if settings.emulate is not None:
         from hetsync.scenario import load_scenario
 
-        return load_scenario(settings.emulate).with_workers(scenario.workers)
+        return load_scenario(settings.emulate).with_workers(scenario.cluster.workers)
     return scenario if _emulates(scenario) else None
 
 
@@ -186,14 +186,14 @@ def _emulates(sc: Scenario) -> bool:
     import math
 
     return bool(
-        sc.modelled_timing
-        or any(s != 1.0 for s in sc.slowdown)
-        or any(d > 0 for d in sc.delay_s)
-        or sc.jitter > 0
-        or sc.straggler_prob > 0
-        or sc.background_load is not None
-        or sc.link_load is not None
-        or any(math.isfinite(b) for b in sc.bandwidth_Bps)
+        sc.timing.modelled
+        or any(s != 1.0 for s in sc.cluster.slowdown)
+        or any(d > 0 for d in sc.cluster.delay_s)
+        or sc.timing.jitter > 0
+        or sc.timing.straggler_prob > 0
+        or sc.cluster.background_load is not None
+        or sc.cluster.link_load is not None
+        or any(math.isfinite(b) for b in sc.cluster.bandwidth_Bps)
     )
 
 
@@ -204,7 +204,7 @@ class Profiler:
     def __init__(self, rank: int, scenario: Scenario, settings: ProfileSettings, out: Path) -> None:
         self.rank = rank
         self.scenario = scenario
-        self.workers = scenario.workers
+        self.workers = scenario.cluster.workers
         self.settings = settings
         self.out = out
         self.sizes = step_sizes(settings, scenario)
@@ -261,7 +261,7 @@ class Profiler:
         gathered = self._links_and_gather({})
         sc = self.scenario
         job = dict(sc.source) if sc.source is not None else sc.to_dict()
-        job.update(name=sc.name, workers=sc.workers, model_bytes=model_nbytes)
+        job.update(name=sc.name, workers=sc.cluster.workers, model_bytes=model_nbytes)
         emulate, by = self.settings.emulate, "--emulate"
         if emulate is None and self.emulated is not None:  # the script's own scenario, as hetsync launch plays it
             emulate, by = sc.name, "script"

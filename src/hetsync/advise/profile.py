@@ -847,11 +847,11 @@ def cluster_mapping(sc: Any) -> dict[str, Any]:
     """``sc``'s cluster keys (:data:`CLUSTER_KEYS`) as a scenario mapping, its per-worker values as lists."""
     from hetsync.scenario import _PER_WORKER_DEFAULTS, fit_to_workers
 
-    source = fit_to_workers(dict(sc.source) if sc.source is not None else sc.to_dict(), sc.workers)
+    source = fit_to_workers(dict(sc.source) if sc.source is not None else sc.to_dict(), sc.cluster.workers)
     out = {k: v for k, v in source.items() if k in CLUSTER_KEYS}
-    out["name"], out["workers"] = sc.name, sc.workers
+    out["name"], out["workers"] = sc.name, sc.cluster.workers
     for key in _PER_WORKER_DEFAULTS:
-        values = list(getattr(sc, key))
+        values = list(getattr(sc.cluster, key))
         if key in out or any(v is not None for v in values):
             out[key] = [v if not isinstance(v, float) else float(f"{v:.6g}") for v in values]
     return out
@@ -1016,7 +1016,7 @@ def run_job(nproc: int, job_args: Sequence[str], out: Path, *, host: str, limit_
 
 
 def measure(
-    job: Any,
+    sc: Any,
     job_name: str,
     out: Path,
     *,
@@ -1027,11 +1027,11 @@ def measure(
     host: str,
     model_nbytes: int,
 ) -> dict[str, Any]:
-    """Run the profiling job for ``job`` (its workers, workload and batch) and
+    """Run the profiling job for scenario ``sc`` (its workers, workload and batch) and
     return its ``raw.json``: steps at ``batch_sizes`` for ``compute_s``, then
     every link ``link_reps`` times at sizes around the model's."""
-    nproc = job.workers
-    nbytes = job.model_bytes if job.model_bytes is not None else model_nbytes
+    nproc = sc.cluster.workers
+    nbytes = sc.job.model_bytes if sc.job.model_bytes is not None else model_nbytes
     job_args = job_arguments(
         scenario=job_name,
         emulate=emulate,
@@ -1184,7 +1184,7 @@ def check_emulation(emulate: str | None, nproc: int | None) -> tuple[Any, int]:
     if emulate is None:
         return None, nproc if nproc is not None else 4
     emulated = load_scenario(emulate)
-    n = nproc if nproc is not None else emulated.workers
+    n = nproc if nproc is not None else emulated.cluster.workers
     return emulated.with_workers(n), n
 
 

@@ -181,7 +181,7 @@ def paced(emulated: Any) -> bool:
     """Whether an emulated cluster's steps last its modelled step time
     (``runtime_timing: modelled``, as ``hetsync run --pace`` makes them)
     rather than the real step stretched by its slowdown."""
-    return emulated is not None and bool(emulated.modelled_timing)
+    return emulated is not None and bool(emulated.timing.modelled)
 
 
 def emulated_step(
@@ -223,7 +223,7 @@ class ServerWork:
     with the model as the runtime's protocol sends it. What the runtime
     server adds to each message beyond the wire, timed where it runs."""
 
-    def __init__(self, job: Any, n: int, trace_path: Path | None) -> None:
+    def __init__(self, sc: Any, n: int, trace_path: Path | None) -> None:
         import torch
 
         from hetsync.driver import DriverCore, policy_context
@@ -234,23 +234,23 @@ class ServerWork:
         from hetsync.trace import TraceWriter
         from hetsync.workloads import make_workload
 
-        workload = make_workload(job.workload, **job.workload_args)
-        theta = workload.init_params(job.seed)
-        self.nbytes = job.model_bytes if job.model_bytes is not None else workload.model_nbytes
-        policy = make_policy("asp", policy_context(job, self.nbytes))
+        workload = make_workload(sc.job.workload, **sc.job.workload_args)
+        theta = workload.init_params(sc.job.seed)
+        self.nbytes = sc.job.model_bytes if sc.job.model_bytes is not None else workload.model_nbytes
+        policy = make_policy("asp", policy_context(sc, self.nbytes))
         self.trace = TraceWriter(trace_path)
         ledger = Ledger(
             policy,
             workload,
             theta,
             self.trace,
-            stepper=gradient_stepper(job),
-            outer=outer_stepper(job, policy),
-            global_batch=n * job.batch_size,
+            stepper=gradient_stepper(sc),
+            outer=outer_stepper(sc, policy),
+            global_batch=n * sc.job.batch_size,
         )
-        self.core = DriverCore(policy, ledger, job)
+        self.core = DriverCore(policy, ledger, sc)
         self.policy = policy
-        self.batch_size = job.batch_size
+        self.batch_size = sc.job.batch_size
         self.grad = torch.full_like(theta, 1e-6)  # a gradient small enough to leave the model usable
         self.channel = P.Channel(workload.n_params)
         self.steps = [0] * n
@@ -339,7 +339,7 @@ def _exchange(payload: Any, reply: Any, Bps: float) -> tuple[float, float]:
 
 
 def _compute_phase(
-    w: int, job: Any, emulated: Any, sizes: list[int], compute_s: float, exchange_bytes: int = 0
+    w: int, sc: Any, emulated: Any, sizes: list[int], compute_s: float, exchange_bytes: int = 0
 ) -> dict[str, Any]:
     """Timed steps of worker ``w``: ``steps`` as [start_s, batch, seconds, measured_s] rows,
     and (``exchange_bytes`` > 0) after each a round trip with the server: ``exchanges`` as
@@ -350,9 +350,9 @@ def _compute_phase(
     from hetsync.driver.timing import TimingModel
     from hetsync.workloads import make_workload
 
-    workload = make_workload(job.workload, **job.workload_args)
-    params = workload.init_params(job.seed)
-    shard = workload.make_shards(job.workers, job.seed, job.label_skew)[w]
+    workload = make_workload(sc.job.workload, **sc.job.workload_args)
+    params = workload.init_params(sc.job.seed)
+    shard = workload.make_shards(sc.cluster.workers, sc.job.seed, sc.job.label_skew)[w]
     timing = TimingModel(emulated) if emulated is not None else None
     pace = paced(emulated)
     failed: dict[int, str] = {}

@@ -185,7 +185,7 @@ def check_verifiable(scenario: Scenario) -> None:
     (and, for a profiled script's cluster, a script, folder or emulated cluster that is gone)."""
     from hetsync import limits
 
-    n = scenario.workers
+    n = scenario.cluster.workers
     if n < 2:
         raise BadInput(
             f"--verify needs at least 2 worker processes to compare policies; scenario {scenario.name!r} has {n} "
@@ -196,7 +196,7 @@ def check_verifiable(scenario: Scenario) -> None:
             f"--verify runs the scenario's {n} workers as processes on this machine, at most {limits.MAX_NPROC}: "
             "advise a smaller cluster with --set workers=N, or run the shortlist with torchrun"
         )
-    if scenario.script is not None:  # a profiled script's cluster: --verify launches that script (verify_script)
+    if scenario.job.script is not None:  # a profiled script's cluster: --verify launches that script (verify_script)
         from hetsync.advise.verify_script import check
 
         check(scenario)
@@ -235,7 +235,7 @@ def verify(
     specs = advice.shortlist()
     replacing = begin(folder)  # (an earlier verification: set aside until this one finishes)
     try:
-        if advice.scenario.script is not None:
+        if advice.scenario.job.script is not None:
             verified = _verify_script(advice, folder, specs, host=host, on_progress=on_progress, seeds=seeds, t0=t0)
         else:
             assert forwarded is not None, "the built-in workload's verification needs the run config"
@@ -264,8 +264,8 @@ def _verify_runs(
     from hetsync.summary import read_summary
 
     sc = advice.scenario
-    per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
-    seed_list = tuple(sc.seed + k for k in range(seeds)) if seeds > 1 else ()
+    per_run_s = sc.stop.max_time_s if sc.stop.max_time_s is not None else 300.0
+    seed_list = tuple(sc.job.seed + k for k in range(seeds)) if seeds > 1 else ()
     configs = [forwarded] if not seed_list else [_seeded(forwarded, seed) for seed in seed_list]
     by_path: dict[tuple[str, int], list[str]] = {}
     for choice in specs:
@@ -282,7 +282,7 @@ def _verify_runs(
             shown = {_run_label_of(advice, c): _label_of(advice, c) for c in choices}  # (progress by advise's labels)
             tick = None if on_progress is None else _relabelled(on_progress, shown)
             code = launch.launch_run(
-                group, sc.workers, host=host, on_progress=tick, timeout_s=3 * per_run_s * len(choices) + 300
+                group, sc.cluster.workers, host=host, on_progress=tick, timeout_s=3 * per_run_s * len(choices) + 300
             )
             if code != 0:
                 why = launch.launcher_reason(where) or launch.server_log_tail(where)
@@ -345,7 +345,7 @@ def verified_rows(
     holds one mapping per real seed, from spec to that run's summary."""
     by_spec = {r.candidate.choice: r for r in advice.ranked}
     rec = advice.recommendation.label
-    metric = advice.scenario.target_metric
+    metric = advice.scenario.stop.target.metric
     rows = []
     for spec in specs:
         r = by_spec[spec]
@@ -402,7 +402,7 @@ def _verify_script(
     from hetsync.advise.verify_script import run_shortlist
 
     sc = advice.scenario
-    seed_list = [sc.seed + k for k in range(seeds)]
+    seed_list = [sc.job.seed + k for k in range(seeds)]
     bases = [(seed, folder if seeds == 1 else folder / seed_folder(seed)) for seed in seed_list]
     labels = {spec: _label_of(advice, spec) for spec in specs}
     ran = run_shortlist(sc, specs, labels, folder, bases, host=host, on_progress=on_progress)

@@ -52,7 +52,7 @@ def check(sc: Scenario) -> dict[str, Any]:
     entry with the emulated cluster loaded (``cluster``: a Scenario or None)."""
     from hetsync.scenario import load_scenario, scenario_from_dict
 
-    entry = dict(sc.script or {})
+    entry = dict(sc.job.script or {})
     where = f"{sc.name}'s script"
     again = "or profile it again (hetsync profile --script SCRIPT ... -- ARGS)"
     path = Path(entry["path"])
@@ -72,9 +72,9 @@ def check(sc: Scenario) -> dict[str, Any]:
     try:
         if isinstance(emulate, dict):
             stop = {} if emulate.keys() & {"max_time_s", "max_steps"} else {"max_time_s": STOP_S}  # (a cluster: no job)
-            cluster = scenario_from_dict({**emulate, **stop}, default_name="emulated").with_workers(sc.workers)
+            cluster = scenario_from_dict({**emulate, **stop}, default_name="emulated").with_workers(sc.cluster.workers)
         elif isinstance(emulate, str):
-            cluster = load_scenario(emulate).with_workers(sc.workers)
+            cluster = load_scenario(emulate).with_workers(sc.cluster.workers)
     except BadInput as e:
         raise BadInput(
             f"{where}.emulate (the cluster the profile played) cannot be used: {e}; fix it in the cluster file, "
@@ -112,7 +112,9 @@ def run_shortlist(
 
         emulated = folder.resolve() / EMULATED_YAML
         # (a scenario file needs a stop condition: the job's, which the runs impose anyway)
-        mapping = cluster_mapping(cluster) | {"max_time_s": sc.max_time_s if sc.max_time_s is not None else STOP_S}
+        mapping = cluster_mapping(cluster) | {
+            "max_time_s": sc.stop.max_time_s if sc.stop.max_time_s is not None else STOP_S
+        }
         emulated.write_text(
             f"# the cluster {sc.name}'s script played when profiled, emulated for every verified run\n"
             + yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True, width=120),
@@ -135,14 +137,14 @@ def run_shortlist(
 
 def job_of(sc: Scenario, seed: int) -> dict[str, Any]:
     """Advise's job, imposed on the script's ``hetsync.init``: what the simulator ran."""
-    target: dict[str, Any] = {"metric": sc.target_metric, "value": sc.target_value}
-    if sc.target_direction is not None:
-        target["direction"] = sc.target_direction
+    target: dict[str, Any] = {"metric": sc.stop.target.metric, "value": sc.stop.target.value}
+    if sc.stop.target.direction is not None:
+        target["direction"] = sc.stop.target.direction
     job = {
-        "max_time_s": sc.max_time_s,
-        "max_steps": sc.max_steps,
-        "eval_every_s": sc.eval_every_s,
-        "batch_size": sc.batch_size,
+        "max_time_s": sc.stop.max_time_s,
+        "max_steps": sc.stop.max_steps,
+        "eval_every_s": sc.stop.eval_every_s,
+        "batch_size": sc.job.batch_size,
         "target": target,
         "seed": seed,
     }
@@ -179,18 +181,18 @@ def _run_one(
         by=BY,
     )
     env = {RUN_AS_ENV: run_as.to_env()} | ({PATH_ENV: path} if path != "ps" else {})
-    per_run_s = sc.max_time_s if sc.max_time_s is not None else 300.0
+    per_run_s = sc.stop.max_time_s if sc.stop.max_time_s is not None else 300.0
     tick = None if on_progress is None else (lambda _label, fraction, status="": on_progress(label, fraction, status))
     alone = (
         (f"cd {shlex.quote(entry['cwd'])} && " if entry.get("cwd") else "")
-        + f"{RUN_AS_ENV}={shlex.quote(env[RUN_AS_ENV])} hetsync launch --nproc {sc.workers} "
+        + f"{RUN_AS_ENV}={shlex.quote(env[RUN_AS_ENV])} hetsync launch --nproc {sc.cluster.workers} "
         + (f"--path {path} " if path != "ps" else "")
         + f"-o {shlex.quote(str(out))} "
         + shlex.join([entry["path"], *entry["args"]])
     )
     try:
         code = launch.launch(
-            sc.workers,
+            sc.cluster.workers,
             list(entry["args"]),
             out,
             host=host,

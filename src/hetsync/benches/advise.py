@@ -185,24 +185,24 @@ def profile_cluster(cluster: str, out: Path, s: Settings, *, host: str = "127.0.
 
     t0 = time.perf_counter()
     emulated, nproc = profile.check_emulation(cluster, None)
-    job = emulated.with_workers(nproc)
-    workload = make_workload(job.workload, **job.workload_args)
+    sc = emulated.with_workers(nproc)
+    workload = make_workload(sc.job.workload, **sc.job.workload_args)
     out.mkdir(parents=True, exist_ok=True)
     raw = profile.measure(
-        job,
+        sc,
         cluster,
         out,
         emulate=cluster,
-        batch_sizes=batch_sizes_for(job.batch_size),
+        batch_sizes=batch_sizes_for(sc.job.batch_size),
         compute_s=s.compute_s,
         link_reps=s.link_reps,
         host=host,
         model_nbytes=workload.model_nbytes,
     )
-    prof = profile.fit_profile(raw, job.batch_size)
+    prof = profile.fit_profile(raw, sc.job.batch_size)
     header = f"measured by `hetsync bench {NAME}` (profile --emulate {cluster}) on {raw.get('host')}"
     description = f"profiled: {nproc} workers, emulating {cluster}"
-    path = profile.write_profiled(job, prof, out, header=header, description=description)
+    path = profile.write_profiled(sc, prof, out, header=header, description=description)
     return prof, path, time.perf_counter() - t0
 
 
@@ -221,22 +221,22 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
     fitted one) on a paced cluster, whose step is all it injects; on a
     cluster with real timing it is the injected delay (the rest of a step
     is this machine's gradient, which nothing injected)."""
-    paced = emulated.modelled_timing
+    paced = emulated.timing.modelled
     workers = []
-    for w in range(emulated.workers):
-        bw_in = emulated.bandwidth_Bps[w] if emulated.bandwidth_Bps else math.inf
+    for w in range(emulated.cluster.workers):
+        bw_in = emulated.cluster.bandwidth_Bps[w] if emulated.cluster.bandwidth_Bps else math.inf
         bw_fit = prof.bandwidth_Bps[w]
         if paced:
             injected, fitted = emulated.nominal_step_s(w, prof.batch_size), prof.step_s(w)
         else:
-            injected, fitted = emulated.delay_s[w], prof.delay_s[w]
+            injected, fitted = emulated.cluster.delay_s[w], prof.delay_s[w]
         workers.append(
             {
                 "worker": w,
                 "compute_injected_s": injected,
                 "compute_fitted_s": fitted,
                 "compute_error": _error(fitted, injected),
-                "slowdown_injected": emulated.slowdown[w],
+                "slowdown_injected": emulated.cluster.slowdown[w],
                 "slowdown_fitted": prof.slowdown[w],
                 "step_fitted_s": prof.step_s(w),
                 "bandwidth_injected_Bps": bw_in if math.isfinite(bw_in) else None,
@@ -248,14 +248,14 @@ def recovery(emulated: Any, prof: Any) -> dict[str, Any]:
         "compared": "step" if paced else "delay",
         "paced": paced,
         "workers": workers,
-        "straggler_prob_injected": emulated.straggler_prob,
+        "straggler_prob_injected": emulated.timing.straggler_prob,
         "straggler_prob_fitted": prof.straggler_prob,
-        "straggler_factor_injected": emulated.straggler_factor if emulated.straggler_prob else None,
+        "straggler_factor_injected": emulated.timing.straggler_factor if emulated.timing.straggler_prob else None,
         "straggler_factor_fitted": prof.straggler_factor if prof.straggler_prob else None,
-        "jitter_injected": emulated.jitter,
+        "jitter_injected": emulated.timing.jitter,
         "jitter_fitted": prof.jitter,
         "base_step_s": prof.fixed_s + prof.per_sample_s * prof.batch_size,
-        "latency_injected_s": emulated.latency_s,
+        "latency_injected_s": emulated.cluster.latency_s,
         "latency_fitted_s": prof.latency_s,
         "link_latency_fitted_s": prof.link_latency_s,
         "exchange_median_s": (statistics.median(x.median_s for x in prof.exchanges) if prof.exchanges else None),
@@ -370,7 +370,7 @@ def bench_cluster(cluster: str, out: Path, s: Settings) -> dict[str, Any]:
     return {
         "cluster": Path(cluster).stem if cluster.endswith((".yaml", ".yml")) else cluster,
         "description": emulated.description,
-        "workers": emulated.workers,
+        "workers": emulated.cluster.workers,
         "profile_s": profile_s,
         "advise_s": result.elapsed_s,
         "verify_s": v.elapsed_s,
@@ -378,11 +378,11 @@ def bench_cluster(cluster: str, out: Path, s: Settings) -> dict[str, Any]:
         "cluster_yaml": str(path),
         "recovery": recovery(emulated, prof),
         "target": result.target,
-        "max_time_s": result.scenario.max_time_s,
+        "max_time_s": result.scenario.stop.max_time_s,
         "candidates": len(result.candidates),
         "skipped": [spec for spec, _ in result.skipped],
         "seeds": list(result.seeds),
-        "verify_seeds": list(v.seeds) or [result.scenario.seed],
+        "verify_seeds": list(v.seeds) or [result.scenario.job.seed],
         "recommendation": result.recommendation.to_dict(),
         "runs": runs,
         "held": held_strictly(runs),

@@ -82,7 +82,7 @@ def policies_for(sc: Scenario) -> tuple[str, ...]:
     inner AdamW of DiLoCo and asynchronous local SGD takes advise's small rate."""
     from hetsync.advise import DILOCO_SGD_INNER_LR
 
-    if sc.optimizer.name != "sgd":
+    if sc.job.optimizer.name != "sgd":
         return POLICIES
     return tuple(
         f"{spec}:inner_lr={DILOCO_SGD_INNER_LR:g}" if spec.split(":")[0] in INNER_ADAMW else spec for spec in POLICIES

@@ -254,8 +254,8 @@ def run_target(sc: Any, runs: list[dict[str, Any]] | None = None) -> dict[str, A
     metric unless the scenario gives one)."""
     direction = next((r["target_direction"] for r in runs or [] if r.get("target_direction")), None)
     if direction is None:
-        direction = sc.target_direction or ("min" if sc.target_metric in ("loss", "perplexity") else "max")
-    return {"target_metric": sc.target_metric, "target_value": sc.target_value, "target_direction": direction}
+        direction = sc.stop.target.direction or ("min" if sc.stop.target.metric in ("loss", "perplexity") else "max")
+    return {"target_metric": sc.stop.target.metric, "target_value": sc.stop.target.value, "target_direction": direction}
 
 
 def target_of(record: dict[str, Any]) -> dict[str, Any]:
@@ -338,55 +338,55 @@ def schedule_text(schedule: Any) -> str:
 
 def recipe_text(sc: Any) -> str:
     """The training recipe of a scenario in one line: optimizer, lr, schedule, clipping."""
-    parts = [f"{optimizer_text(sc.optimizer)}, lr {sc.lr:g}", f"schedule {schedule_text(sc.schedule)}"]
-    if not sc.schedule.constant:
+    parts = [f"{optimizer_text(sc.job.optimizer)}, lr {sc.job.lr:g}", f"schedule {schedule_text(sc.job.schedule)}"]
+    if not sc.job.schedule.constant:
         parts[-1] += " (server: global steps, samples applied / global batch; workers' local steps: their own)"
-    parts.append("no clipping" if sc.clip_norm is None else f"gradient clipping at norm {sc.clip_norm:g}")
-    if sc.local_optimizer is not None:
-        parts.append(f"workers' local steps: {optimizer_text(sc.local_optimizer)}")
-    if not sc.outer_optimizer.plain:
-        parts.append(f"delta pushes: {optimizer_text(sc.outer_optimizer)}, lr {sc.outer_optimizer.lr:g}")
+    parts.append("no clipping" if sc.job.clip_norm is None else f"gradient clipping at norm {sc.job.clip_norm:g}")
+    if sc.job.local_optimizer is not None:
+        parts.append(f"workers' local steps: {optimizer_text(sc.job.local_optimizer)}")
+    if not sc.job.outer_optimizer.plain:
+        parts.append(f"delta pushes: {optimizer_text(sc.job.outer_optimizer)}, lr {sc.job.outer_optimizer.lr:g}")
     return "; ".join(parts)
 
 
 def step_text(sc: Any) -> str:
     """The step time of a scenario in words: base cost, spread, noise, injected delays, load."""
-    if sc.measured_timing:
+    if not sc.timing.resolved:
         base = "measured on this machine (fixed_s / per_sample_s: measured)"
     else:
-        fixed_s, per_sample_s = sc.step_cost
-        if sc.device == "gpu":
-            knee = _values(tuple(float(b) for b in sc.saturation_batch)) if sc.saturation_batch else "0"
+        cost = sc.step_cost
+        fixed_s, per_sample_s = cost.fixed_s, cost.per_sample_s
+        if sc.timing.device == "gpu":
+            knee = _values(tuple(float(b) for b in sc.cluster.saturation_batch)) if sc.cluster.saturation_batch else "0"
             base = (
                 f"GPU curve: {_secs_text(fixed_s)} flat up to the knee ({knee} samples), "
                 f"+{_secs_text(per_sample_s)} per sample beyond it"
             )
         else:
-            step = fixed_s + per_sample_s * sc.batch_size
             base = (
                 f"{_secs_text(fixed_s)} + {_secs_text(per_sample_s)} per sample "
-                f"({_secs_text(step)} at batch {sc.batch_size})"
+                f"({_secs_text(cost.step_s(sc.job.batch_size))} at batch {sc.job.batch_size})"
             )
     parts = [base]
-    if sc.slowdown and set(sc.slowdown) != {1.0}:
-        parts.append(f"workers {_values(sc.slowdown, lambda x: f'{x:.3g}')}× slower")
-    if sc.jitter:
-        parts.append(f"per-step noise log-sd {sc.jitter:g}")
-    if sc.straggler_prob:
-        parts.append(f"a step {sc.straggler_factor:g}× slower with probability {sc.straggler_prob:g}")
-    delayed = [w for w, d in enumerate(sc.delay_s) if d > 0]
+    if sc.cluster.slowdown and set(sc.cluster.slowdown) != {1.0}:
+        parts.append(f"workers {_values(sc.cluster.slowdown, lambda x: f'{x:.3g}')}× slower")
+    if sc.timing.jitter:
+        parts.append(f"per-step noise log-sd {sc.timing.jitter:g}")
+    if sc.timing.straggler_prob:
+        parts.append(f"a step {sc.timing.straggler_factor:g}× slower with probability {sc.timing.straggler_prob:g}")
+    delayed = [w for w, d in enumerate(sc.cluster.delay_s) if d > 0]
     if delayed:
         parts.append(
-            f"workers {_worker_list(delayed)} sleep {_values(tuple(sc.delay_s[w] for w in delayed))} s per step"
+            f"workers {_worker_list(delayed)} sleep {_values(tuple(sc.cluster.delay_s[w] for w in delayed))} s per step"
         )
-    load = sc.background_load
+    load = sc.cluster.background_load
     if load is not None:
         parts.append(
             f"background load {load.factor:g}× on workers {_worker_list(list(load.workers))}, "
             f"on {load.on_s:g} s every {load.period_s:g} s"
         )
-    if sc.max_batch:
-        parts.append(f"memory caps {_values(tuple(float(b) for b in sc.max_batch))} samples")
+    if sc.cluster.max_batch:
+        parts.append(f"memory caps {_values(tuple(float(b) for b in sc.cluster.max_batch))} samples")
     return "; ".join(parts)
 
 
@@ -398,18 +398,22 @@ def _worker_list(workers: list[int]) -> str:
 
 def network_text(sc: Any, model_nbytes: int | None = None) -> str:
     """Links, server, latency and the bytes of one transfer."""
-    parts = [f"{_values(tuple(sc.bandwidth_Bps), _bits_per_s)} per worker" if sc.bandwidth_Bps else "no link limit"]
-    if sc.server_bandwidth_Bps:
-        parts.append(f"{_bits_per_s(sc.server_bandwidth_Bps)} at the server")
-    if sc.latency_s:
-        parts.append(f"latency {_secs_text(sc.latency_s)}")
-    nbytes = sc.model_bytes if sc.model_bytes is not None else model_nbytes
-    if nbytes is not None and sc.bandwidth_Bps:
-        fastest, slowest = max(sc.bandwidth_Bps), min(sc.bandwidth_Bps)
-        cost = _values((nbytes / fastest + sc.latency_s, nbytes / slowest + sc.latency_s), _secs_text)
-        what = "as for" if sc.model_bytes is not None else "the model's own"
+    parts = [
+        f"{_values(tuple(sc.cluster.bandwidth_Bps), _bits_per_s)} per worker"
+        if sc.cluster.bandwidth_Bps
+        else "no link limit"
+    ]
+    if sc.cluster.server_bandwidth_Bps:
+        parts.append(f"{_bits_per_s(sc.cluster.server_bandwidth_Bps)} at the server")
+    if sc.cluster.latency_s:
+        parts.append(f"latency {_secs_text(sc.cluster.latency_s)}")
+    nbytes = sc.job.model_bytes if sc.job.model_bytes is not None else model_nbytes
+    if nbytes is not None and sc.cluster.bandwidth_Bps:
+        fastest, slowest = max(sc.cluster.bandwidth_Bps), min(sc.cluster.bandwidth_Bps)
+        cost = _values((nbytes / fastest + sc.cluster.latency_s, nbytes / slowest + sc.cluster.latency_s), _secs_text)
+        what = "as for" if sc.job.model_bytes is not None else "the model's own"
         parts.append(f"each transfer {what} {nbytes / 1e6:.3g} MB ({cost})")
-    load = sc.link_load
+    load = sc.cluster.link_load
     if load is not None:
         parts.append(
             f"traffic on workers {_worker_list(list(load.workers))}' links ({load.factor:g}× less bandwidth, "
@@ -424,24 +428,24 @@ def scenario_setup(sc: Any) -> dict[str, Any]:
     (and the figures behind them: ``workload_name``, ``params``)."""
     from hetsync.workloads import make_workload
 
-    wl = make_workload(sc.workload, **sc.workload_args)
-    if sc.max_time_s is not None:
-        duration = f"{sc.max_time_s:g} virtual seconds per run"
+    wl = make_workload(sc.job.workload, **sc.job.workload_args)
+    if sc.stop.max_time_s is not None:
+        duration = f"{sc.stop.max_time_s:g} virtual seconds per run"
     else:
-        duration = f"{sc.max_steps} steps per run"
-    if sc.eval_every_s:
-        duration += f", evaluated every {sc.eval_every_s:g} s"
+        duration = f"{sc.stop.max_steps} steps per run"
+    if sc.stop.eval_every_s:
+        duration += f", evaluated every {sc.stop.eval_every_s:g} s"
     return {
         "scenario": sc.name,
-        "workload_name": sc.workload,
+        "workload_name": sc.job.workload,
         "params": wl.n_params,
-        "workload": f"`{sc.workload}` ({wl.n_params:,} parameters)",
-        "batch": f"{sc.batch_size} per worker (global {sc.workers * sc.batch_size})",
+        "workload": f"`{sc.job.workload}` ({wl.n_params:,} parameters)",
+        "batch": f"{sc.job.batch_size} per worker (global {sc.cluster.workers * sc.job.batch_size})",
         "recipe": recipe_text(sc),
         "step": step_text(sc),
         "network": network_text(sc, wl.model_nbytes),
         "duration": duration,
-        "workers": sc.workers,
+        "workers": sc.cluster.workers,
     }
 
 

@@ -137,7 +137,7 @@ class Experiment:
         return where / f"seed-{seed}" if self.seed_dirs or len(self.seeds) > 1 else where
 
     def specs(self, sc: Scenario) -> list[str]:
-        return list(self.policies) if self.policies is not None else list(sc.policies)
+        return list(self.policies) if self.policies is not None else list(sc.job.policies)
 
     def run_case(
         self,
@@ -188,7 +188,7 @@ class Experiment:
         sc = self.scenario(case, self.seeds[0])
         wanted = set(families)
         specs = [spec for spec in self.specs(sc) if spec.split(":")[0] in wanted]
-        if sc.jitter <= 0 or not specs:
+        if sc.timing.jitter <= 0 or not specs:
             return []
         report.terminal_console().print(
             f"  {case.key or sc.name} diagnosis: seed {self.seeds[0]} without step-time noise (jitter 0)"
@@ -292,8 +292,8 @@ def run_real(
     sc = scenario_from_dict(dict(raw))
     policies = tuple(specs if specs is not None else raw["policies"])
     report.terminal_console().print(
-        f"  {sc.name} on real processes: {sc.workers} workers and a server{', throttled links' if throttle else ''}, "
-        f"{', '.join(policies)}, {sc.max_time_s or 0:g} s each"
+        f"  {sc.name} on real processes: {sc.cluster.workers} workers and a server{', throttled links' if throttle else ''}, "
+        f"{', '.join(policies)}, {sc.stop.max_time_s or 0:g} s each"
     )
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{raw['name']}.yaml"
@@ -520,11 +520,11 @@ def case_record(
         "scenario": sc.name,
         "description": sc.description,
         "setup": scenario_setup(sc),
-        "workers": sc.workers,
+        "workers": sc.cluster.workers,
         **run_target(sc, next(iter(per_seed.values()))),
-        "max_time_s": sc.max_time_s,
-        "eval_every_s": sc.eval_every_s,
-        "jitter": sc.jitter,
+        "max_time_s": sc.stop.max_time_s,
+        "eval_every_s": sc.stop.eval_every_s,
+        "jitter": sc.timing.jitter,
         "seeds": list(per_seed),
         "labels": labels_of(per_seed),
         "aggregate": aggregates,

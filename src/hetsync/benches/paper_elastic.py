@@ -157,7 +157,7 @@ def bench_paper_elastic(
         for label in ex.labels_of(per_seed)
     ]
     results = ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=quiet)
-    results["slowdown_range"] = [min(sc.slowdown), max(sc.slowdown)] if sc.slowdown else None
+    results["slowdown_range"] = [min(sc.cluster.slowdown), max(sc.cluster.slowdown)] if sc.cluster.slowdown else None
     results["readings"] = [] if readings is None else [_reading(readings, c, out) for c in readings.cases]
     results["host_time_s"] = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
@@ -182,14 +182,14 @@ def _reading_figures(r: dict[str, Any], folder: Path, sc: Any) -> dict[str, Any]
     reading's rate follows the server's global step instead (None here)."""
     figures = _barriers(r, folder, sc)
     clocked = r["policy"] == BASELINE or within_of(r["label"]) == "local"
-    if sc.schedule.name != "step" or not clocked or not r.get("trace"):
+    if sc.job.schedule.name != "step" or not clocked or not r.get("trace"):
         return figures | {"milestones_s": None}
     starts: dict[tuple[int, int], float] = {}
-    wanted = {int(m) for m in sc.schedule.milestones}
+    wanted = {int(m) for m in sc.job.schedule.milestones}
     for rec in iter_records(folder / r["trace"], kinds={"compute"}):
         if rec["step"] in wanted:
             starts.setdefault((rec["w"], rec["step"]), rec["t"])
-    by_milestone = [[starts.get((w, int(m))) for w in range(sc.workers)] for m in sc.schedule.milestones]
+    by_milestone = [[starts.get((w, int(m))) for w in range(sc.cluster.workers)] for m in sc.job.schedule.milestones]
     return figures | {"milestones_s": by_milestone}
 
 
@@ -210,7 +210,7 @@ def _reading(exp: ex.Experiment, case: ex.Case, out: Path) -> dict[str, Any]:
         for label in ex.labels_of(per_seed)
     ]
     record = ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=[]) | {"case": case.key}
-    record["milestones"] = list(sc.schedule.milestones) if sc.schedule.name == "step" else []
+    record["milestones"] = list(sc.job.schedule.milestones) if sc.job.schedule.name == "step" else []
     bsp = next((a for a in aggregates if a["policy"] == BASELINE), None)
     for a in aggregates:
         a |= claims(a, bsp, maximize=record["target_direction"] != "min")

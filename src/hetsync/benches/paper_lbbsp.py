@@ -78,10 +78,10 @@ def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: b
     )
     folder = out / case.key
     quiet = [_lite(r) for r in exp.calm_runs(case, folder / "jitter-0", (BASELINE, *BALANCING))] if diagnosis else []
-    load = sc.background_load
+    load = sc.cluster.background_load
     aggregates = [_aggregate(label, per_seed) for label in ex.labels_of(per_seed)]
     return ex.case_record(sc, per_seed, aggregates=aggregates, keep=_lite, calm=quiet) | {
-        "global_batch": sc.workers * sc.batch_size,
+        "global_batch": sc.cluster.workers * sc.job.batch_size,
         "loaded_workers": list(load.workers) if load is not None else [],
         "folder": str(folder),
         "overrides": dict(exp.overrides),
@@ -90,7 +90,9 @@ def bench_scenario(exp: ex.Experiment, case: ex.Case, out: Path, *, diagnosis: b
 
 def _batches(r: dict[str, Any], folder: Path, sc: Scenario) -> dict[str, Any]:
     """A batch-sizing run's batch statistics (:func:`experiment.batch_stats`); None for the others."""
-    return {"batches": ex.batch_stats(folder / r["trace"], sc.background_load) if r["policy"] in BALANCING else None}
+    return {
+        "batches": ex.batch_stats(folder / r["trace"], sc.cluster.background_load) if r["policy"] in BALANCING else None
+    }
 
 
 KEPT = (
@@ -143,7 +145,7 @@ def run_runtime(out: Path, max_time_s: float) -> dict[str, Any]:
 def _runtime_figures(r: dict[str, Any], folder: Path, sc: Scenario) -> dict[str, Any]:
     """A real run's batch statistics, rounds per second and the batch sizes its workers computed."""
     return {
-        "batches": ex.batch_stats(folder / r["trace"], sc.background_load),
+        "batches": ex.batch_stats(folder / r["trace"], sc.cluster.background_load),
         "rounds_per_s": r["updates"] / r["wall_time_s"] if r["wall_time_s"] else None,
         "distinct_batches": sorted({rec["batch"] for rec in compute_records(folder / r["trace"])}),
     }
@@ -208,7 +210,7 @@ def _plots(results: dict[str, Any], img: Path) -> dict[str, str]:
             report.plot_metric([{**r, "label": short_label(r["label"])} for r in runs], img / made[f"{name}:curve"])
         sc = load_scenario(name, **{**res["overrides"], "seed": first})
         balancing = [r for r in res["runs"][str(first)] if r["policy"] in BALANCING and r.get("trace")]
-        if sc.background_load is not None:  # the predicting lb-bsp, then the static one
+        if sc.cluster.background_load is not None:  # the predicting lb-bsp, then the static one
             order = [r for r in balancing if r["policy"] == "lb-bsp" and "predictor=" not in r["label"]]
             order += [r for r in balancing if r["policy"] == "lb-bsp-static"]
         else:  # lb-bsp's GPU variant first

@@ -133,11 +133,11 @@ def bench_runtime(specs: list[str] | None, out: Path) -> dict[str, Any]:
     """The comparison on real processes with throttled links (rank 0 coordinates)."""
     raw = {**load_scenario(RUNTIME_SCENARIO).source, **RUNTIME_OVERRIDES, "name": f"{RUNTIME_SCENARIO}-runtime"}
     sc = scenario_from_dict(raw)
-    specs = specs or list(sc.policies)
-    timeout_s = 120 + 3 * len(specs) * (sc.max_time_s or 60)
+    specs = specs or list(sc.job.policies)
+    timeout_s = 120 + 3 * len(specs) * (sc.stop.max_time_s or 60)
     runs = ex.run_real(raw, out, timeout_s=timeout_s, specs=specs, throttle=True)
     _draw(RUNTIME_TIMELINE_S)(runs, out, sc)
-    return {**_aggregate(sc.name, "dist", {sc.seed: runs}, out), "setup": scenario_setup(sc)}
+    return {**_aggregate(sc.name, "dist", {sc.job.seed: runs}, out), "setup": scenario_setup(sc)}
 
 
 def bench_windows(windows: list[float], exp: ex.Experiment, out: Path) -> dict[str, Any]:

@@ -131,16 +131,16 @@ def case_result(case: Case, sc: Scenario, runs_by_seed: ex.RunsBySeed, where: Pa
         seed: ex.fastest([r for r in runs if _is_baseline(r)], "time_to_target_s")
         for seed, runs in runs_by_seed.items()
     }
-    nbytes, timelines = sc.model_bytes, [a for a in aggregates if a["policy"] in TIMELINES and not case.sweep]
+    nbytes, timelines = sc.job.model_bytes, [a for a in aggregates if a["policy"] in TIMELINES and not case.sweep]
     return ex.case_record(sc, runs_by_seed, aggregates=aggregates, keep=lambda r: ex.lite(r, KEPT), calm=[]) | {
         "case": case.key,
         "sweep": case.sweep,
         "model_bytes": nbytes,
-        "transfer_s": None if nbytes is None else nbytes / min(sc.bandwidth_Bps) + sc.latency_s,
-        "delay_s": max(sc.delay_s),
+        "transfer_s": None if nbytes is None else nbytes / min(sc.cluster.bandwidth_Bps) + sc.cluster.latency_s,
+        "delay_s": max(sc.cluster.delay_s),
         "fastest_baseline": {s: (f["label"] if f else None) for s, f in fastest.items()},
         "host_time_s": sum(r["host_time_s"] for runs in runs_by_seed.values() for r in runs),
-        "plots": plots.drawn(where, sc.target_metric),
+        "plots": plots.drawn(where, sc.stop.target.metric),
         "timelines": {a["label"]: str(where / plots.timeline_name(a["label"])) for a in timelines},
     }
 

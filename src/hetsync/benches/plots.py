@@ -183,13 +183,13 @@ def scenario_batches(
     load, the loaded workers in colour and the load below; otherwise a colour per
     kind of worker (its slowdown) over the first second. ``title`` replaces the
     one that says so."""
-    if sc.background_load is not None:
+    if sc.cluster.background_load is not None:
         title = title or f"{sc.name}: batch size per worker (loaded workers in colour, the others grey)"
-        return plot_batches(panels, path, title=title, load=sc.background_load, virtual=virtual)
-    fastest = min(sc.slowdown)
-    colors, legend = group_colors(sc.slowdown, lambda s: "fastest" if s == fastest else f"{s:g}x slower")
+        return plot_batches(panels, path, title=title, load=sc.cluster.background_load, virtual=virtual)
+    fastest = min(sc.cluster.slowdown)
+    colors, legend = group_colors(sc.cluster.slowdown, lambda s: "fastest" if s == fastest else f"{s:g}x slower")
     title = title or f"{sc.name}: batch size per worker over the first second"
-    window_s = min(1.0, sc.max_time_s or 1.0)
+    window_s = min(1.0, sc.stop.max_time_s or 1.0)
     return plot_batches(panels, path, title=title, colors=colors, legend=legend, window_s=window_s, virtual=virtual)
 
 

@@ -172,13 +172,14 @@ def _measure(
     """
     from hetsync.scenario import load_scenario
     from hetsync.sim.engine import Simulation
+    from hetsync.steptime import resolve_measured
 
     start = time.perf_counter()
-    scenario = load_scenario(scenario_name, **overrides)
+    scenario = resolve_measured(load_scenario(scenario_name, **overrides))
     network_s = [0.0]
     with tempfile.TemporaryDirectory() as tmp:
         if warm_up:
-            small = load_scenario(scenario_name, **{**overrides, "max_steps": 1})
+            small = resolve_measured(load_scenario(scenario_name, **{**overrides, "max_steps": 1}))
             Simulation(small, policy, math=math, batch_math=batch_math).run()
         trace = Path(tmp) / "trace.jsonl"
         s = Simulation(scenario, policy, trace_path=trace, math=math, batch_math=batch_math)
@@ -259,9 +260,12 @@ def _measure_floor(scenario_name: str, overrides: dict[str, Any], policy: str, r
     replayed run wrote the recorded run's trace (it must)."""
     from hetsync.scenario import load_scenario
     from hetsync.sim.engine import Simulation
+    from hetsync.steptime import resolve_measured
 
-    scenario = load_scenario(scenario_name, **overrides)
-    Simulation(load_scenario(scenario_name, **{**overrides, "max_steps": 1}), policy, math=False).run()
+    scenario = resolve_measured(load_scenario(scenario_name, **overrides))
+    Simulation(
+        resolve_measured(load_scenario(scenario_name, **{**overrides, "max_steps": 1})), policy, math=False
+    ).run()
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.jsonl"
@@ -354,11 +358,11 @@ def _math_floor(scenario_name: str, overrides: dict[str, Any], models: int, repe
     from hetsync.workloads import make_workload
 
     sc = load_scenario(scenario_name, **overrides)
-    wl = make_workload(sc.workload, **sc.workload_args)
-    shards = wl.make_shards(max(models, sc.workers), sc.seed, sc.label_skew)
-    base = wl.init_params(sc.seed)
+    wl = make_workload(sc.job.workload, **sc.job.workload_args)
+    shards = wl.make_shards(max(models, sc.cluster.workers), sc.job.seed, sc.job.label_skew)
+    base = wl.init_params(sc.job.seed)
     params = torch.stack([base + 1e-3 * i for i in range(models)])  # models that differ, as in ASP
-    batches = [shards[i].next_batch(sc.batch_size) for i in range(models)]
+    batches = [shards[i].next_batch(sc.job.batch_size) for i in range(models)]
     x, y = torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])
     torch.set_num_threads(1)
     with FlopCounterMode(display=False) as counter:
@@ -489,10 +493,10 @@ def bench_sim(
     versions = [None] if source is None else [None, source]
 
     rows: list[Row] = []
-    floor = _in_fresh_process_call(_math_floor, scenario_name, overrides, min(MAX_GROUP, scenario.workers))
+    floor = _in_fresh_process_call(_math_floor, scenario_name, overrides, min(MAX_GROUP, scenario.cluster.workers))
     rows += _floor_rows(f"{scenario.name}, {floor['workload']}", floor)
     for policy in policies:
-        where = f"{scenario.name}, {policy}, {scenario.workers} workers"
+        where = f"{scenario.name}, {policy}, {scenario.cluster.workers} workers"
         # (version, mode) -> runs; mode True / False: batched / unbatched math, None: math off
         runs: dict[tuple[str | None, bool | None], list[dict[str, Any]]] = {}
         for _ in range(repeat):  # alternating, so every mode and version sees the same (busy) machine

@@ -72,11 +72,11 @@ def policy_context(scenario: Scenario, model_bytes: int = 0, param_sizes: Sequen
     ``param_sizes``: the model's parameter tensors' sizes, where the driver has
     the model (Streaming DiLoCo cuts its fragments on them)."""
     return PolicyContext(
-        workers=scenario.workers,
-        batch_size=scenario.batch_size,
-        lr=scenario.lr,
-        rng=np.random.default_rng([scenario.seed, 0x9017]),
-        max_batch=scenario.max_batch,
+        workers=scenario.cluster.workers,
+        batch_size=scenario.job.batch_size,
+        lr=scenario.job.lr,
+        rng=np.random.default_rng([scenario.job.seed, 0x9017]),
+        max_batch=scenario.cluster.max_batch,
         model_bytes=model_bytes,
         param_sizes=tuple(int(s) for s in param_sizes),
     )
@@ -84,7 +84,7 @@ def policy_context(scenario: Scenario, model_bytes: int = 0, param_sizes: Sequen
 
 def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
     """``--policies a,b:k=v`` as a list, or the scenario's own list without it."""
-    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.policies)
+    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.job.policies)
 
 
 def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "sim") -> list[str]:
@@ -102,10 +102,14 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
                 f"{policy.name} yet; use hetsync compare or simulate without --runtime dist"
             )
         config = policy.config
-        if isinstance(config, StalenessConfig) and config.momentum == "corrected" and scenario.optimizer.name != "sgd":
+        if (
+            isinstance(config, StalenessConfig)
+            and config.momentum == "corrected"
+            and scenario.job.optimizer.name != "sgd"
+        ):
             raise BadInput(
                 f"policy {spec!r}: momentum=corrected lowers an SGD server's momentum, "
-                f"and this scenario's optimizer is {scenario.optimizer.name}"
+                f"and this scenario's optimizer is {scenario.job.optimizer.name}"
             )
     labels = [p.label for p in policies]
     seen: set[str] = set()
@@ -121,13 +125,13 @@ def eval_interval_s(sc: Scenario, *, floor_s: float = 1e-9) -> float:
     of the run's nominal length (``max_steps`` of the slowest worker's nominal
     step), at least ``floor_s`` — the runtime sets a floor because an
     evaluation there takes real time from the run it measures."""
-    if sc.eval_every_s is not None:
-        return sc.eval_every_s
-    if sc.max_time_s is not None:
-        return sc.max_time_s / EVALS_PER_RUN
-    assert sc.max_steps is not None  # a scenario sets one of the two (Scenario validates it)
-    slowest = max(sc.nominal_step_s(w, sc.batch_size) for w in range(sc.workers))
-    return max(sc.max_steps * slowest / EVALS_PER_RUN, floor_s)
+    if sc.stop.eval_every_s is not None:
+        return sc.stop.eval_every_s
+    if sc.stop.max_time_s is not None:
+        return sc.stop.max_time_s / EVALS_PER_RUN
+    assert sc.stop.max_steps is not None  # a scenario sets one of the two (Scenario validates it)
+    slowest = max(sc.nominal_step_s(w, sc.job.batch_size) for w in range(sc.cluster.workers))
+    return max(sc.stop.max_steps * slowest / EVALS_PER_RUN, floor_s)
 
 
 class DriverCore:
@@ -141,11 +145,11 @@ class DriverCore:
         self.ledger = ledger
         self.trace = ledger.trace
         self.label = policy.label
-        self.n = scenario.workers
+        self.n = scenario.cluster.workers
         self.p2p = policy.topology == "p2p"
-        self.max_batch = scenario.max_batch
-        self.max_time_s = scenario.max_time_s
-        self.budget = scenario.max_steps * self.n if scenario.max_steps is not None else None
+        self.max_batch = scenario.cluster.max_batch
+        self.max_time_s = scenario.stop.max_time_s
+        self.budget = scenario.stop.max_steps * self.n if scenario.stop.max_steps is not None else None
         self.computing: set[int] = set()
         self.stats = ExchangeStats()  # peer-to-peer exchanges (summary fields)
         self.heard: Event | None = None  # the last event the policy was given (its start: None)
@@ -450,7 +454,7 @@ class DriverCore:
                 "workers": self.n,
                 "policy": self.label,
                 "scenario": scenario.name,
-                "seed": scenario.seed,
+                "seed": scenario.job.seed,
                 "model_nbytes": model_nbytes,
                 **extra,
             }

@@ -84,7 +84,7 @@ class Run:
             version=version,
             stepper=stepper if stepper is not None else gradient_stepper(scenario),
             outer=outer_stepper(scenario, policy),
-            global_batch=scenario.workers * scenario.batch_size,
+            global_batch=scenario.cluster.workers * scenario.job.batch_size,
         )
         self.core = DriverCore(policy, self.ledger, scenario)
         self.plane = plane

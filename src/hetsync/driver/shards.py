@@ -67,7 +67,7 @@ def check_servers(servers: int, scenario: Any, policies: Sequence[Any], *, path:
     why = None
     if path != "ps":
         why = "the collective path holds no model on any server: drop --servers or use --path ps"
-    elif scenario.clip_norm is not None:
+    elif scenario.job.clip_norm is not None:
         why = "clip_norm clips by the whole gradient's norm, which no shard sees: drop clip_norm or use --servers 1"
     else:
         for policy in policies:

@@ -39,13 +39,13 @@ _NOISE_CHUNK = 16  # normals drawn at a time per worker (when the noise is the o
 class TimingModel:
     def __init__(self, scenario: Scenario) -> None:
         self.sc = scenario
-        seeds = np.random.SeedSequence([scenario.seed, 0x71E]).spawn(scenario.workers)
+        seeds = np.random.SeedSequence([scenario.job.seed, 0x71E]).spawn(scenario.cluster.workers)
         self._rngs = [np.random.default_rng(s) for s in seeds]
-        self._sigma = scenario.jitter
-        self._mu = -0.5 * scenario.jitter**2  # E[exp(N(mu, sigma))] = 1
+        self._sigma = scenario.timing.jitter
+        self._mu = -0.5 * scenario.timing.jitter**2  # E[exp(N(mu, sigma))] = 1
         # normals drawn ahead, last one first (pop), per worker; only when no other draw interleaves
-        self._chunked = self._sigma > 0 and not scenario.straggler_prob > 0
-        self._normals: list[list[float]] = [[] for _ in range(scenario.workers)] if self._chunked else []
+        self._chunked = self._sigma > 0 and not scenario.timing.straggler_prob > 0
+        self._normals: list[list[float]] = [[] for _ in range(scenario.cluster.workers)] if self._chunked else []
         self._base_s: dict[tuple[int, int], tuple[float, float]] = {}  # (worker, batch): (base, delay)
 
     def step_duration_s(self, worker: int, batch_size: int, now_s: float) -> float:
@@ -53,8 +53,8 @@ class TimingModel:
         if found is None:
             sc = self.sc
             found = self._base_s[worker, batch_size] = (
-                sc.nominal_step_s(worker, batch_size) - sc.delay_s[worker],
-                sc.delay_s[worker],
+                sc.nominal_step_s(worker, batch_size) - sc.cluster.delay_s[worker],
+                sc.cluster.delay_s[worker],
             )
         base, delay = found
         return base * self.random_factor(worker, now_s) + delay
@@ -70,15 +70,15 @@ class TimingModel:
             factor *= math.exp(normals.pop())
         elif self._sigma > 0:
             factor *= math.exp(self._rngs[worker].normal(self._mu, self._sigma))
-        if sc.straggler_prob > 0 and self._rngs[worker].random() < sc.straggler_prob:
-            factor *= sc.straggler_factor
-        if sc.background_load is not None:
-            factor *= sc.background_load.factor_at(worker, now_s)
+        if sc.timing.straggler_prob > 0 and self._rngs[worker].random() < sc.timing.straggler_prob:
+            factor *= sc.timing.straggler_factor
+        if sc.cluster.background_load is not None:
+            factor *= sc.cluster.background_load.factor_at(worker, now_s)
         return factor
 
     def load_factor(self, worker: int, now_s: float) -> float:
         """The background load on the worker at ``now_s`` (1.0 when none)."""
-        load = self.sc.background_load
+        load = self.sc.cluster.background_load
         return 1.0 if load is None else load.factor_at(worker, now_s)
 
     def extra_sleep_s(self, worker: int, measured_s: float, now_s: float, *, paced_batch: int | None = None) -> float:
@@ -93,5 +93,5 @@ class TimingModel:
         (the real base cost stands in for ``fixed_s + per_sample_s · b``)."""
         if paced_batch is not None:
             return max(0.0, self.step_duration_s(worker, paced_batch, now_s) - measured_s)
-        factor = self.sc.slowdown[worker] * self.random_factor(worker, now_s)
-        return max(0.0, measured_s * (factor - 1.0)) + self.sc.delay_s[worker]
+        factor = self.sc.cluster.slowdown[worker] * self.random_factor(worker, now_s)
+        return max(0.0, measured_s * (factor - 1.0)) + self.sc.cluster.delay_s[worker]

@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         scenario = config.load_scenario()
         from hetsync.workloads import make_workload
 
-        workload = make_workload(scenario.workload, **scenario.workload_args)
-        scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks, on every rank
+        workload = make_workload(scenario.job.workload, **scenario.job.workload_args)
+        scenario.stop.target.direction_for(
+            workload.name, workload.metrics
+        )  # BadInput: a metric it lacks, on every rank
         specs = config.specs(scenario)
         from hetsync.runner import reporter
 

@@ -97,9 +97,9 @@ def identity(scenario: Any, workload: Any, label: str, workers: int) -> dict[str
     return {
         "scenario": scenario.name,
         "workload": workload.name,
-        "workload_args": json.dumps(scenario.workload_args, sort_keys=True, default=str),
+        "workload_args": json.dumps(scenario.job.workload_args, sort_keys=True, default=str),
         "workers": workers,
-        "seed": scenario.seed,
+        "seed": scenario.job.seed,
         "policy": label,
         "n_params": workload.n_params,
     }
@@ -147,7 +147,7 @@ def check_resume(checkpoint_dir: Path, *, scenario: Any, labels: list[str], work
             f"--resume: {str(checkpoint_dir)!r} holds no checkpoint of these policies ({names}); "
             "drop --resume to start afresh"
         )
-    theta = workload.init_params(scenario.seed)
+    theta = workload.init_params(scenario.job.seed)
     for label, path in found.items():
         state = read_checkpoint(path)
         check_format(path, state)

@@ -99,9 +99,9 @@ class ProcessOptions:
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where
         the scenario asks for its modelled timing (``runtime_timing: modelled``)."""
-        modelled = scenario.modelled_timing
+        modelled = scenario.timing.modelled
         throttle, pace = self.throttle or modelled, self.pace or modelled
-        if pace and scenario.measured_timing:
+        if pace and not scenario.timing.resolved:
             why = "runtime_timing: modelled" if modelled else "--pace"
             raise BadInput(
                 f"{why} needs scenario {scenario.name!r}'s fixed_s and per_sample_s as numbers, and they are "

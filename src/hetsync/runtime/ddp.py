@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     sc = load_scenario(args.scenario, **dict(parse_override(o) for o in args.overrides)).with_workers(world)
-    wl = make_workload(sc.workload, **sc.workload_args)
-    direction = sc.target_direction_for(wl.name, wl.metrics)  # BadInput: a metric the workload lacks
+    wl = make_workload(sc.job.workload, **sc.job.workload_args)
+    direction = sc.stop.target.direction_for(wl.name, wl.metrics)  # BadInput: a metric the workload lacks
 
     def fresh_model() -> torch.nn.Module:
-        return wl.module_with(wl.init_params(sc.seed))
+        return wl.module_with(wl.init_params(sc.job.seed))
 
     def flat(model: torch.nn.Module) -> torch.Tensor:
         """The trainable parameters as the workload's flat vector."""
@@ -62,16 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         """The scenario's recipe as a plain loop: its optimizer (torch.optim),
         schedule on the step count (the global version under BSP) and clipping
         of the all-reduced gradient."""
-        opt = build_optimizer(sc.optimizer, [p for p in model.parameters() if p.requires_grad])
-        shard = wl.make_shards(world, sc.seed, sc.label_skew)[rank]
+        opt = build_optimizer(sc.job.optimizer, [p for p in model.parameters() if p.requires_grad])
+        shard = wl.make_shards(world, sc.job.seed, sc.job.label_skew)[rank]
         for step in range(steps):
-            x, y = shard.next_batch(sc.batch_size)
+            x, y = shard.next_batch(sc.job.batch_size)
             opt.zero_grad()
             wl.loss_fn(model(x), y).backward()
-            if sc.clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), sc.clip_norm)
+            if sc.job.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), sc.job.clip_norm)
             for group in opt.param_groups:
-                group["lr"] = sc.lr * sc.schedule.factor(step)
+                group["lr"] = sc.job.lr * sc.job.schedule.factor(step)
             opt.step()
 
     train(fresh_model(), 1)  # (untimed: an optimizer's first step imports torch's compiler, a second or two)
@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             "steps": args.steps,
             "step_s": step,
             "compute_share": min(1.0, compute / step),
-            "target_metric": sc.target_metric,
-            "target_value": sc.target_value,
+            "target_metric": sc.stop.target.metric,
+            "target_value": sc.stop.target.value,
             "target_direction": direction,
-            "final_metric": metrics[sc.target_metric],
+            "final_metric": metrics[sc.stop.target.metric],
             "final_metrics": {name: metrics[name] for name in wl.metrics},
             **({"final_accuracy": metrics["accuracy"]} if "accuracy" in metrics else {}),
         }

@@ -98,8 +98,8 @@ def link_Bps(sc: Scenario, worker: int, t: float, throttle: bool) -> float:
     ``bandwidth_Bps / link_load factor``; inf without throttling."""
     if not throttle:
         return math.inf
-    load = sc.link_load
-    return sc.bandwidth_Bps[worker] / (load.factor_at(worker, t) if load is not None else 1.0)
+    load = sc.cluster.link_load
+    return sc.cluster.bandwidth_Bps[worker] / (load.factor_at(worker, t) if load is not None else 1.0)
 
 
 def _seconds(nbytes: float, Bps: float) -> float:

@@ -125,14 +125,14 @@ class ServerProcess:
         self, scenario: Scenario, workload: Workload, opts: RuntimeOptions, *, gradient_stepper: Stepper | None = None
     ) -> None:
         if workload.metrics:  # (a training loop without an evaluation reports none)
-            scenario.target_direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks
+            scenario.stop.target.direction_for(workload.name, workload.metrics)  # BadInput: a metric it lacks
         # the optimizer for gradient pushes: the scenario's, or (hetsync.loop) the user's own
         self.gradient_stepper = gradient_stepper
         self.sc = scenario
-        self.n = scenario.workers
+        self.n = scenario.cluster.workers
         self.workload = workload
         self.opts = opts
-        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
+        self.nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else workload.model_nbytes
         self.alive = set(range(self.n))
         self.inbox: queue.Queue[Received] = queue.Queue()
         # backpressure: a worker's receiver stops reading while this many of its
@@ -274,7 +274,7 @@ class _Run:
         sc = self.sc
         self.eval_every_s = eval_interval_s(sc, floor_s=MIN_EVAL_EVERY_S)
         self.resumed: dict[str, Any] | None = None
-        theta = server.workload.init_params(sc.seed)
+        theta = server.workload.init_params(sc.job.seed)
         version, self.offset_s = 0, 0.0
         d = server.opts.checkpoint_dir
         self.checkpointer = Checkpointer(
@@ -501,7 +501,7 @@ class _Run:
     # ------------------------------------------------------------ loop
     def _loop(self) -> None:
         srv, sc = self.srv, self.sc
-        limit = sc.max_time_s if sc.max_time_s is not None else float("inf")
+        limit = sc.stop.max_time_s if sc.stop.max_time_s is not None else float("inf")
         last_progress = 0.0
         while True:
             now = self.now()
@@ -566,7 +566,7 @@ class _Run:
         parts = [f"{now:.1f} s", f"{led.steps} steps", f"{len(self.srv.alive)} workers"]
         names = list(self.srv.workload.metrics)
         if led.curve and names:
-            metric = self.sc.target_metric if self.sc.target_metric in names else names[0]
+            metric = self.sc.stop.target.metric if self.sc.stop.target.metric in names else names[0]
             value = led.curve[-1][1 + names.index(metric)]
             parts.append(f"{metric} {value:.4g}" if value is not None else f"{metric} diverged")
         return " · ".join(parts)
@@ -1134,7 +1134,7 @@ class _Run:
         assert self.resumed is not None
         sc, started = self.sc, int(state["ledger"]["started_steps"])
         budget = self.core.budget
-        goes_on = (sc.max_time_s is None or t < sc.max_time_s) and (budget is None or started < budget)
+        goes_on = (sc.stop.max_time_s is None or t < sc.stop.max_time_s) and (budget is None or started < budget)
         self.resumed["lost_steps"] = self.ledger.load_state_dict(state["ledger"], t, goes_on=goes_on)
         for p, saved in zip(self.peers, state["peers"], strict=True):
             for key in _Peer.CHECKPOINTED:

@@ -98,7 +98,7 @@ class WorkerProcess:
         self.kill_at_s = kill_at_s
         self.throttle = throttle
         self.pace = pace  # steps last the scenario's modelled time (TimingModel.extra_sleep_s)
-        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else workload.model_nbytes
+        self.nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else workload.model_nbytes
         self.epoch = time.time()
         self.model = LocalModel(None)
         # fragments pulled and held until a step merges them (Streaming DiLoCo): (lo, hi, values, keep, version)
@@ -167,7 +167,7 @@ class WorkerProcess:
 
     def _write_sharded(self, msg: P.Command | P.Report, payload: torch.Tensor) -> None:
         assert self.ranges is not None
-        first, sends = split_push(payload, self.ranges, self.sc.workers)
+        first, sends = split_push(payload, self.ranges, self.sc.cluster.workers)
         self._shard_sends = unfinished(self._shard_sends) + sends
         self._write(self.channel.pack_message(msg, first))
 
@@ -275,7 +275,9 @@ class WorkerProcess:
                 cmd, first = self.channel.recv_command(SERVER_RANK)
                 # sharded servers: the model's other ranges, received as this command is read (in order)
                 payload = (
-                    PendingModel(first, self.ranges, self.sc.workers) if self.ranges and first is not None else first
+                    PendingModel(first, self.ranges, self.sc.cluster.workers)
+                    if self.ranges and first is not None
+                    else first
                 )
                 if isinstance(cmd, P.MulticastCmd | P.ExpectCmd | P.AllReduceCmd):
                     self._maybe_die()  # a death in the middle of an exchange
@@ -325,7 +327,7 @@ class WorkerProcess:
         self._rounds_saved = None
         self.epoch = cmd.epoch_s
         self.model = LocalModel(
-            model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.p2p_mixing == "push-sum"
+            model, cmd.version, stepper=self._stepper(cmd.run), push_sum=self.sc.job.p2p_mixing == "push-sum"
         )
         self.held = []  # (fragments the last run pulled and never merged are its, not this one's)
         self.fragment_outer = {}
@@ -353,8 +355,8 @@ class WorkerProcess:
         policy = self._policy(run)
         self.round_kind = policy.collective_kind if policy is not None else "grad"
         # a full round's Σ weights (see RoundReducer): each gradient weighs its batch, each delta 1
-        per_worker = self.sc.batch_size if self.round_kind == "grad" else 1
-        self.reducer.expected = float(self.sc.workers * per_worker)
+        per_worker = self.sc.job.batch_size if self.round_kind == "grad" else 1
+        self.reducer.expected = float(self.sc.cluster.workers * per_worker)
         self.replica = gradient_stepper(self.sc)
         self.outer_replica = outer_stepper(self.sc, policy) if policy is not None else None
 
@@ -453,7 +455,9 @@ class WorkerProcess:
     def _reset_data(self, drawn: int) -> None:
         """This worker's shard of the workload's data, positioned after the
         ``drawn`` samples a resumed run had already used."""
-        self.shard = self.workload.make_shards(self.sc.workers, self.sc.seed, self.sc.label_skew)[self.w]
+        self.shard = self.workload.make_shards(self.sc.cluster.workers, self.sc.job.seed, self.sc.job.label_skew)[
+            self.w
+        ]
         self._skip(drawn)
 
     def _skip(self, samples: int) -> None:

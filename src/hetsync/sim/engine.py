@@ -85,7 +85,7 @@ from hetsync.driver.paths import check_path, uses_collective
 from hetsync.driver.policycall import describe
 from hetsync.driver.run import Run
 from hetsync.driver.shards import check_servers, server_rank, shard_ranges
-from hetsync.errors import DeadlockError, PolicyError
+from hetsync.errors import BadInput, DeadlockError, PolicyError
 from hetsync.ledger import HeldPush, wire
 from hetsync.localmodel import LocalModel, weighted_average
 from hetsync.optim import local_steppers
@@ -108,7 +108,6 @@ from hetsync.policies.base import (
 from hetsync.scenario import Scenario
 from hetsync.sim.batch import GradientBatcher
 from hetsync.sim.network import Network
-from hetsync.steptime import resolve_measured
 from hetsync.trace import TraceWriter
 from hetsync.workloads import Workload, make_workload
 
@@ -206,18 +205,21 @@ class Simulation:
         path: str = "ps",
         servers: int = 1,
     ) -> None:
-        n = scenario.workers
+        if not scenario.timing.resolved:
+            raise BadInput(
+                f"scenario {scenario.name!r}: its step cost is 'measured' and not timed yet; the simulator times "
+                "nothing: resolve it where you load the scenario, with hetsync.steptime.resolve_measured(scenario) "
+                "(hetsync.runner.compare and hetsync.sim.engine.simulate do)"
+            )
+        n = scenario.cluster.workers
         self.path = check_path(path)
         self.n = n
         self.math = math
         self.progress = progress
-        self.workload = workload or make_workload(scenario.workload, **scenario.workload_args)
-        scenario.target_direction_for(self.workload.name, self.workload.metrics)  # BadInput: a metric it lacks
-        # `measured` step costs: timed once per process on this machine, so
-        # every policy of a comparison is charged the same figures
-        scenario, self.measured = resolve_measured(scenario, self.workload)
+        self.workload = workload or make_workload(scenario.job.workload, **scenario.job.workload_args)
+        scenario.stop.target.direction_for(self.workload.name, self.workload.metrics)  # BadInput: a metric it lacks
         self.sc = scenario
-        self.nbytes = scenario.model_bytes if scenario.model_bytes is not None else self.workload.model_nbytes
+        self.nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else self.workload.model_nbytes
         self.policy: Policy = make_policy(
             policy, policy_context(scenario, self.nbytes, getattr(self.workload, "param_sizes", ()))
         )
@@ -234,20 +236,20 @@ class Simulation:
         )
         self._round: _Exchange | None = None  # path collective: the last round's ring (ended or not)
         self.timing = TimingModel(scenario)
-        bw = [b / self._link_factor(w, 0.0) for w, b in enumerate(scenario.bandwidth_Bps)]
-        more = (scenario.server_Bps,) * (servers - 1)  # sharded servers 1 … S−1: nodes N+1 … N+S−1
+        bw = [b / self._link_factor(w, 0.0) for w, b in enumerate(scenario.cluster.bandwidth_Bps)]
+        more = (scenario.cluster.server_Bps,) * (servers - 1)  # sharded servers 1 … S−1: nodes N+1 … N+S−1
         self.net = Network(
-            uplink_Bps=(scenario.server_Bps, *bw, *more),
-            downlink_Bps=(scenario.server_Bps, *bw, *more),
-            latency_s=scenario.latency_s,
+            uplink_Bps=(scenario.cluster.server_Bps, *bw, *more),
+            downlink_Bps=(scenario.cluster.server_Bps, *bw, *more),
+            latency_s=scenario.cluster.latency_s,
         )
         self.trace = TraceWriter(trace_path)
         self.trace_path = trace_path
 
         theta = None
         if math:
-            theta = self.workload.init_params(scenario.seed)
-            self.shards = self.workload.make_shards(n, scenario.seed, scenario.label_skew)
+            theta = self.workload.init_params(scenario.job.seed)
+            self.shards = self.workload.make_shards(n, scenario.job.seed, scenario.job.label_skew)
         # None: one gradient call per step, as it starts
         self.batcher = (
             GradientBatcher(self.workload) if math and batch_math and self.workload.batch_blocker is None else None
@@ -255,13 +257,15 @@ class Simulation:
         self.wiring = Run(scenario, self.policy, self.workload, theta, self.trace, plane=self, path=self.path)
         self.ledger, self.core = self.wiring.ledger, self.wiring.core
         self.workers = [
-            _Worker(index=i, model=LocalModel(theta, stepper=stepper, push_sum=scenario.p2p_mixing == "push-sum"))
+            _Worker(index=i, model=LocalModel(theta, stepper=stepper, push_sum=scenario.job.p2p_mixing == "push-sum"))
             for i, stepper in enumerate(local_steppers(scenario, self.policy, n))
         ]
         self.computing = self.core.computing  # workers with a step in progress
         # the server's messages (a parameter server only): its time per message, served in order,
         # and whether commands and reports travel latency_s; both off = today's free control plane
-        self._messages = not self.p2p and (scenario.server_s_per_message > 0 or scenario.control_latency)
+        self._messages = not self.p2p and (
+            scenario.cluster.server_s_per_message > 0 or scenario.cluster.control_latency
+        )
         self._server_free_s = 0.0  # when the server has handled every message booked so far
 
         self.now = 0.0
@@ -276,7 +280,7 @@ class Simulation:
         self.eval_time_s = 0.0  # host time spent evaluating (part of the bookkeeping, not of the math)
 
     def _link_factor(self, worker: int, now_s: float) -> float:
-        load = self.sc.link_load
+        load = self.sc.cluster.link_load
         return load.factor_at(worker, now_s) if load is not None else 1.0
 
     # ------------------------------------------------------------ heap
@@ -395,7 +399,7 @@ class Simulation:
         committed = w.model.commit_local() if self.p2p else 0  # p2p: the step is the update
         if self.math:
             self.ledger.math_time_s += time.perf_counter() - t0
-        bandwidth_Bps = self.sc.bandwidth_Bps[index] / self._link_factor(index, self.now)
+        bandwidth_Bps = self.sc.cluster.bandwidth_Bps[index] / self._link_factor(index, self.now)
         done = self.core.computed(
             index,
             start_s=start_s,
@@ -602,12 +606,12 @@ class Simulation:
         if not self._messages:
             self._deliver(event)
             return
-        travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+        travel_s = self.sc.cluster.latency_s if self.sc.cluster.control_latency else 0.0
         self._schedule(self.now + travel_s, _SERVE, ("arrived" if served else "heard", event))
 
     def _book_server(self) -> float:
         """The server takes one more message now or when it is free: when it is done with it."""
-        self._server_free_s = max(self.now, self._server_free_s) + self.sc.server_s_per_message
+        self._server_free_s = max(self.now, self._server_free_s) + self.sc.cluster.server_s_per_message
         return self._server_free_s
 
     def _send(self, commands: list[Command]) -> None:
@@ -616,7 +620,7 @@ class Simulation:
         sends them; a command travels ``latency_s`` (``control_latency``), a
         model its transfer. Applying, dropping and timers are the server's
         own and take effect at once."""
-        travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+        travel_s = self.sc.cluster.latency_s if self.sc.cluster.control_latency else 0.0
         for cmd in commands:
             if isinstance(cmd, Pull):
                 self.core.check(cmd)
@@ -745,7 +749,7 @@ class Simulation:
         it with the step's report (at once, or after the report's travel and
         its turn at the server), and no bytes reach it."""
         if self._messages:
-            travel_s = self.sc.latency_s if self.sc.control_latency else 0.0
+            travel_s = self.sc.cluster.latency_s if self.sc.cluster.control_latency else 0.0
             self._schedule(self.now + travel_s, _SERVE, ("arrived", tr))
             return
         self._deliver(self.core.push_arrived(tr.push_id, start_s=tr.start_s, now_s=self.now, nbytes=0))
@@ -799,7 +803,7 @@ class Simulation:
 
     # ------------------------------------------------------- link load
     def _schedule_link_switches(self) -> None:
-        load = self.sc.link_load
+        load = self.sc.cluster.link_load
         if load is None:
             return
         for w in load.workers:
@@ -808,10 +812,10 @@ class Simulation:
                 self._schedule(at, _LINK, (w, factor))
 
     def _link_switch(self, worker: int, factor: float) -> None:
-        bw = self.sc.bandwidth_Bps[worker] / factor
+        bw = self.sc.cluster.bandwidth_Bps[worker] / factor
         self.net.set_capacity(self.now, worker + 1, uplink_Bps=bw, downlink_Bps=bw)
         self._net_dirty = True
-        load = self.sc.link_load
+        load = self.sc.cluster.link_load
         assert load is not None
         at, nxt = load.next_switch(worker, self.now)
         if at < math.inf:
@@ -857,7 +861,7 @@ class Simulation:
                 "eval_time_s": self.eval_time_s,
                 "batched_calls": self.batcher.calls if self.batcher is not None else 0,
                 "outstanding_detail": self._outstanding_detail(),
-                "measured_step": self.measured.to_dict() if self.measured is not None else None,
+                "measured_step": self.sc.step_cost.to_dict() if self.sc.step_cost.measured else None,
                 "path": self.path if not self.p2p else None,
                 **({"servers": self.servers} if self.servers > 1 else {}),  # (one server: as before)
                 **self.core.p2p_summary(self.now),
@@ -867,7 +871,7 @@ class Simulation:
 
     def _loop(self, eval_every_s: float) -> None:
         heap = self._heap
-        limit = self.sc.max_time_s if self.sc.max_time_s is not None else math.inf
+        limit = self.sc.stop.max_time_s if self.sc.stop.max_time_s is not None else math.inf
         inf = math.inf
         report_every = 2000
         countdown = report_every
@@ -943,4 +947,7 @@ class Simulation:
 
 
 def simulate(scenario: Scenario, policy: str, **kwargs: Any) -> RunResult:
-    return Simulation(scenario, policy, **kwargs).run()
+    """One run of ``policy`` on ``scenario``, its ``measured`` step cost timed first (hetsync.steptime)."""
+    from hetsync.steptime import resolve_measured
+
+    return Simulation(resolve_measured(scenario, kwargs.get("workload")), policy, **kwargs).run()
