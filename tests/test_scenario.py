@@ -224,3 +224,14 @@ def test_bounds_leave_every_builtin_and_its_large_settings_alone():
     assert (sc.workers, sc.batch_size, sc.seed, sc.model_bytes) == (100_000, 1_000_000, 2**32 - 1, 10**13)
     with pytest.raises(BadInput, match=r"cannot run with 100001 workers \(1\.\.100000\)"):
         load_scenario("default").with_workers(100_001)
+
+
+def test_a_load_with_phase_s_switches_on_at_a_chosen_time_for_good():
+    # on while (t + phase) mod period < on_s: phase_s = on_s = P - T turns it on at T, until P
+    load = {"workers": [1], "period_s": 1000, "on_s": 1000 - 3.5, "factor": 4, "phase_s": 1000 - 3.5}
+    sc = scenario_from_dict({"name": "x", "workers": 2, "max_time_s": 10, "link_load": load})
+    assert sc.link_load is not None
+    assert [sc.link_load.factor_at(1, t) for t in (0.0, 3.4, 3.5, 9.9)] == [1.0, 1.0, 4.0, 4.0]
+    assert sc.link_load.factor_at(0, 5.0) == 1.0
+    with pytest.raises(BadInput, match="link_load.phase_s"):
+        scenario_from_dict({"name": "x", "workers": 2, "max_time_s": 10, "link_load": {**load, "phase_s": 1000}})
