@@ -49,7 +49,7 @@ def test_commands_carry_the_faults_options():
     assert looped[2:4] == ["hetsync", "launch"] and "--max-restarts" in looped and looped[-1] == "/o/ckpt"
 
 
-def test_time_to_recover_reads_the_trace_on_the_legs_clock():
+def test_update_times_read_the_trace_on_each_legs_clock():
     records = [
         {"t": 0.0, "ev": "start"},
         {"t": 1.0, "ev": "apply"},
@@ -57,25 +57,40 @@ def test_time_to_recover_reads_the_trace_on_the_legs_clock():
         {"t": 1.5, "ev": "compute", "end": 2.6},
         {"t": 2.9, "ev": "apply"},
     ]
-    # the run began at wall time 100; the fault at 102.1: the next update at 102.9
-    assert faults.time_to_recover(records, 102.1, 100.0, 100.0) == pytest.approx(0.8)
-    assert faults.time_to_recover(records, 103.5, 100.0, 100.0) is None  # none after it
-    # a restart: after the resume record, the clock went on from the checkpoint (1.0) at wall time 110
+    assert faults.update_times(records, 100.0, 100.0) == pytest.approx([101.0, 102.0, 102.9])
+    # a restart: after the resume record the clock went on from the checkpoint (1.0), from wall time 109
     resumed = [*records, {"t": 1.0, "ev": "resume"}, {"t": 1.2, "ev": "send", "end": 1.7}]
-    assert faults.time_to_recover(resumed, 103.0, 100.0, 109.0) == pytest.approx(7.7)
+    assert faults.update_times(resumed, 100.0, 109.0) == pytest.approx([101.0, 102.0, 102.9, 110.7])
+
+
+def test_time_to_recover_is_the_longest_stall_from_the_fault():
+    updates = [1.0, 2.0, 2.1, 5.0, 5.1, 5.2]
+    # the fault at 2.05: stalls of 0.05, 2.9, 0.1, 0.1 and 0.3 to the end; the next update 0.05 s after it
+    stall, first = faults.time_to_recover(updates, 2.05, 5.5)
+    assert stall == pytest.approx(2.9) and first == pytest.approx(0.05)
+    assert faults.time_to_recover(updates, 1.5, 9.0)[0] == pytest.approx(3.8)  # stalled at the end too
+    assert faults.time_to_recover(updates, 5.3, 8.0) == (pytest.approx(2.7), None)  # nothing after it
 
 
 def _outcome(kind, **kw):
     base = {"job": "bsp", "kind": kind, "fault": "x", "finished": True, "exit": 0, "lost": [], "leftovers": []}
-    return {**base, "elapsed_s": 10.0, "recover_s": None, "samples_per_s": 100.0, "kept": None, **kw}
+    return {
+        **base,
+        "elapsed_s": 10.0,
+        "recover_s": None,
+        "next_update_s": None,
+        "samples_per_s": 100.0,
+        "kept": None,
+        **kw,
+    }
 
 
 def test_per_kind_rows_count_and_summarize_the_runs():
     outcomes = [
         _outcome("fault-free"),
-        _outcome("worker-kill", recover_s=0.1, kept=0.9),
+        _outcome("worker-kill", recover_s=0.1, next_update_s=0.01, kept=0.9),
         _outcome("worker-kill", recover_s=0.3, kept=0.7, exit=1, lost=["trace: no end record"]),
-        _outcome("worker-kill", recover_s=0.2, kept=0.8, finished=False, exit=None, leftovers=["1 x (S)"]),
+        _outcome("worker-kill", recover_s=0.2, next_update_s=0.1, kept=0.8, finished=False, exit=None, leftovers=["1"]),
     ]
     rows = faults.kind_rows(outcomes)
     cell = {(r["policy"], r["metric"]): r for r in rows}
@@ -83,7 +98,7 @@ def test_per_kind_rows_count_and_summarize_the_runs():
     assert cell["worker-kill", "finished"]["shown"] == "2/3" and cell["worker-kill", "exit 0"]["shown"] == "1/3"
     assert cell["worker-kill", "results lost"]["value"] == 1
     assert cell["worker-kill", "processes left over"]["value"] == 1
-    assert cell["worker-kill", "recovered before the end"]["shown"] == "3/3"
+    assert cell["worker-kill", "updates again after the fault"]["shown"] == "2/3"
     assert cell["worker-kill", "time to recover (s)"]["shown"] == "0.20 [0.10–0.30]"
     assert cell["worker-kill", "throughput kept (x)"]["value"] == pytest.approx(0.8)
     assert cell["fault-free", "time to recover (s)"]["shown"] == "—"
@@ -108,8 +123,9 @@ def test_bench_faults_quick_every_run_finishes_and_nothing_is_left_over(tmp_path
     for o in outcomes:
         assert o["finished"] and not o["lost"] and o["leftovers"] == [], o
         assert o["exit"] == 0, o  # hetsync run finishes with the workers it has left
-    for o in faulted:
+    for o in outcomes:
         assert o["recover_s"] is not None and o["recover_s"] >= 0, o
+    for o in faulted:
         assert o["kept"] is not None and 0 < o["kept"] < 1.5, o
     rows = json.loads(rows_path.read_text())
     assert {(r["policy"], r["metric"]) for r in rows} >= {

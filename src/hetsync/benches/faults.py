@@ -32,12 +32,14 @@ the run marked interrupted, its steps not accounted (more applied and
 dropped than computed, or more computed than applied, dropped and
 outstanding — started, not ended —, or other than the workers' own counts), or a killed server
 not restarted; *left over* — processes of the run still alive one second
-after the command ended (they are then killed); *time to recover* — from
-the fault to the first model update after it (an ``apply``, or a peer to
-peer exchange's end), in wall-clock time: the trace's times are seconds
-since the run's start, whose wall-clock time is read from ``progress.json``
-(written every 0.5 s with the fraction of ``max_time_s`` done; its mtime
-minus that time; after a restart, the resumed leg's); *throughput kept* —
+after the command ended (they are then killed); *time to recover* — the longest
+stretch without a model update (an ``apply``, or a peer-to-peer exchange's
+end) from the fault to the run's end, counted from the fault if it began
+before (a fault-free run: from its middle, for comparison; a run with no
+update after its fault: to its end), in wall-clock time: the trace's times
+are seconds since the run's start, whose wall-clock time is read from
+``progress.json`` (written every 0.5 s with the fraction of ``max_time_s``
+done: its mtime less that time; after a restart, the resumed leg's); *throughput kept* —
 samples trained per wall-clock second from the run's start to its end (a
 restart's lost time included) ÷ the job's fault-free ``samples_per_s``.
 Per kind (:func:`kind_rows`): counts, medians and ranges of those.
@@ -317,17 +319,25 @@ def lost(out: Path, kind: str | None) -> list[str]:
     return problems
 
 
-def time_to_recover(
-    records: list[dict[str, Any]], fault_wall: float, start: float, resumed_start: float
-) -> float | None:
-    """Seconds from the fault to the first model update after it; the
-    records' times are on the run's clock, which began at ``start`` (wall
-    clock), or, after the trace's last ``resume``, at ``resumed_start``."""
+def update_times(records: list[dict[str, Any]], start: float, resumed_start: float) -> list[float]:
+    """The wall-clock times of the run's model updates (``apply``, a peer to
+    peer exchange's end): the records' times are on the run's clock, which
+    began at ``start``, or, after the trace's last ``resume``, at ``resumed_start``."""
     resumes = [i for i, r in enumerate(records) if r["ev"] == "resume"]
-    leg, origin = (records[resumes[-1] + 1 :], resumed_start) if resumes else (records, start)
-    after = [origin + r.get("end", r["t"]) for r in leg if r["ev"] in PROGRESS_KINDS]
-    after = [t for t in after if t > fault_wall]
-    return min(after) - fault_wall if after else None
+    cut = resumes[-1] if resumes else len(records)
+    legs = ((records[:cut], start), (records[cut + 1 :], resumed_start))
+    return sorted(origin + r.get("end", r["t"]) for leg, origin in legs for r in leg if r["ev"] in PROGRESS_KINDS)
+
+
+def time_to_recover(updates: list[float], fault_wall: float, end_wall: float) -> tuple[float, float | None]:
+    """(the longest stretch without a model update from the fault to the
+    run's end — counted from the fault if it began before —, the time from
+    the fault to the first update after it, None if none came)."""
+    after = [t for t in updates if t > fault_wall]
+    if not after:
+        return max(0.0, end_wall - fault_wall), None
+    gaps = [b - a for a, b in zip([fault_wall, *after[:-1]], after, strict=True)]
+    return max(*gaps, end_wall - after[-1]), after[0] - fault_wall
 
 
 def judge(obs: Observed, out: Path, kind: str | None, baseline_rate: float | None) -> dict[str, Any]:
@@ -343,6 +353,9 @@ def judge(obs: Observed, out: Path, kind: str | None, baseline_rate: float | Non
         "leftovers": obs.leftovers,
         "elapsed_s": obs.elapsed_s,
         "recover_s": None,
+        "next_update_s": None,
+        "fault_wall": obs.fault_wall,
+        "epochs": obs.epochs,
         "samples_per_s": None,
         "kept": None,
     }
@@ -358,10 +371,12 @@ def judge(obs: Observed, out: Path, kind: str | None, baseline_rate: float | Non
         result["samples_per_s"] = samples / (last + run["wall_time_s"] - first)
         if baseline_rate:
             result["kept"] = result["samples_per_s"] / baseline_rate
-        if obs.fault_wall is not None:
-            with contextlib.suppress(OSError, BadInput, ValueError):
-                records = list(iter_records(out / str(run["trace"])))
-                result["recover_s"] = time_to_recover(records, obs.fault_wall, first, last)
+        # (a fault-free run: the same figures from its middle, for comparison)
+        at = obs.fault_wall if obs.fault_wall is not None else first + run["wall_time_s"] / 2
+        with contextlib.suppress(OSError, BadInput, ValueError):
+            updates = update_times(list(iter_records(out / str(run["trace"]))), first, last)
+            stall, result["next_update_s"] = time_to_recover(updates, at, last + run["wall_time_s"])
+            result["recover_s"] = stall
     return result
 
 
@@ -449,7 +464,8 @@ def _said(o: dict[str, Any]) -> str:
     if o["leftovers"]:
         parts.append(f"{len(o['leftovers'])} left over")
     if o.get("recover_s") is not None:
-        parts.append(f"recovered in {o['recover_s']:.2f} s")
+        stalled = "no update after it" if o.get("next_update_s") is None else f"next update {o['next_update_s']:.2f} s"
+        parts.append(f"longest stall {o['recover_s']:.2f} s ({stalled})")
     if o.get("kept") is not None:
         parts.append(f"kept {o['kept']:.2f}")
     return ", ".join(parts)
@@ -464,8 +480,8 @@ def _range(values: list[float], fmt: str) -> str:
 
 def kind_rows(outcomes: list[dict[str, Any]], run_s: float = RUN_S) -> list[Row]:
     """Per fault kind: runs, finished, exit 0, results lost, processes left
-    over, runs that made progress again before their end, time to recover
-    (of those) and throughput kept (median [lowest–highest])."""
+    over, runs with a model update after the fault, time to recover and
+    throughput kept (median [lowest–highest])."""
     rows: list[Row] = []
     setting = f"per fault kind: {WORKERS} workers, {run_s:g} s runs; medians [lowest–highest]"
     for kind in [k for k in ("fault-free", *KINDS) if any(o["kind"] == k for o in outcomes)]:
@@ -473,6 +489,7 @@ def kind_rows(outcomes: list[dict[str, Any]], run_s: float = RUN_S) -> list[Row]
         n = len(mine)
         head = {"policy": kind, "row_name": "fault", "setting": setting}
         recover = [o["recover_s"] for o in mine if o.get("recover_s") is not None]
+        recovered = sum(o.get("next_update_s") is not None for o in mine)
         kept = [o["kept"] for o in mine if o.get("kept") is not None]
         figures = [
             ("runs", n, str(n)),
@@ -484,7 +501,7 @@ def kind_rows(outcomes: list[dict[str, Any]], run_s: float = RUN_S) -> list[Row]
                 sum(len(o["leftovers"]) for o in mine),
                 str(sum(len(o["leftovers"]) for o in mine)),
             ),
-            ("recovered before the end", len(recover), f"{len(recover)}/{n}" if kind != "fault-free" else "—"),
+            ("updates again after the fault", recovered, f"{recovered}/{n}" if kind != "fault-free" else "—"),
             ("time to recover (s)", statistics.median(recover) if recover else None, _range(recover, ".2f")),
             ("throughput kept (x)", statistics.median(kept) if kept else None, _range(kept, ".2f")),
         ]
