@@ -388,3 +388,14 @@ def test_flat_keys_to_sections_and_back_round_trip(raw):
             assert list(sc.setting(key)) == expected
         else:
             assert sc.setting(key) == value and flat[key] == value
+
+
+def test_a_load_with_phase_s_switches_on_at_a_chosen_time_for_good():
+    # on while (t + phase) mod period < on_s: phase_s = on_s = P - T turns it on at T, until P
+    load = {"workers": [1], "period_s": 1000, "on_s": 1000 - 3.5, "factor": 4, "phase_s": 1000 - 3.5}
+    sc = scenario_from_dict({"name": "x", "workers": 2, "max_time_s": 10, "link_load": load})
+    assert sc.cluster.link_load is not None
+    assert [sc.cluster.link_load.factor_at(1, t) for t in (0.0, 3.4, 3.5, 9.9)] == [1.0, 1.0, 4.0, 4.0]
+    assert sc.cluster.link_load.factor_at(0, 5.0) == 1.0
+    with pytest.raises(BadInput, match="link_load.phase_s"):
+        scenario_from_dict({"name": "x", "workers": 2, "max_time_s": 10, "link_load": {**load, "phase_s": 1000}})

@@ -405,9 +405,11 @@ class Ledger:
         """Continue the accounting of a checkpoint (a resumed run). What was
         under way when it was saved — pushes held, unpushed local steps,
         steps in progress — died with the processes: if the run ``goes_on``
-        it is booked as dropped (one ``drop`` record, reason ``restart``, at
-        ``now_s``), so every step of the run stays applied, dropped or
-        outstanding; a run that had already ended keeps it outstanding, as
+        the computed steps among it are booked as dropped (one ``drop``
+        record, reason ``restart``, at ``now_s``) and those not yet computed
+        are started again, so every computed step of the run stays applied,
+        dropped or outstanding, and no more are applied or dropped than were
+        computed; a run that had already ended keeps it outstanding, as
         its summary said. Returns the number of steps dropped."""
         for key in self._COUNTERS:
             setattr(self, key, int(state[key]))
@@ -419,8 +421,13 @@ class Ledger:
         self.pushes = {}
         for push_id in list(self._push_base):
             self._release(push_id)
-        lost = max(0, self.started_steps - self.applied_steps - self.dropped_steps)
+        # computed steps not yet applied or dropped are lost; steps started but not computed were never
+        # counted as computed and are simply started again (dropping them too would book more steps
+        # applied or dropped than were ever computed)
+        lost = max(0, self.steps - self.applied_steps - self.dropped_steps)
         held = [int(i) for i in state.get("held", [])]
+        if goes_on:
+            self.started_steps = min(self.started_steps, self.steps)
         if goes_on and (lost or held):
             self.dropped_steps += lost
             self.trace.write({"t": now_s, "ev": "drop", "ids": held, "steps": lost, "reason": "restart"})

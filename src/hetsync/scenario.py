@@ -700,7 +700,7 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
         return None
     if not isinstance(raw, dict):
         raise BadInput(f"scenario key {key!r} must be a mapping, got {raw!r}")
-    allowed = {"workers", "period_s", "on_s", "factor", "random_phase"}
+    allowed = {"workers", "period_s", "on_s", "factor", "random_phase", "phase_s"}
     unknown = set(raw) - allowed
     if unknown:
         raise BadInput(f"scenario key '{key}.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
@@ -714,7 +714,11 @@ def _background_load(raw: Any, n: int, rng: np.random.Generator, key: str = "bac
     _check_range(f"{key}.period_s", period, 0, L.MAX_TIME_S, low_open=True)
     _check(0 <= on <= period, f"{key}.on_s", on, "must be in [0, period_s]")
     _check_range(f"{key}.factor", factor, 1, L.MAX_FACTOR)
-    if raw.get("random_phase", True):
+    if "phase_s" in raw:  # one phase for every listed worker: a load switched on at a chosen time
+        phase = _finite_number(f"{key}.phase_s", raw["phase_s"])
+        _check(0 <= phase < period, f"{key}.phase_s", phase, "must be in [0, period_s)")
+        phases = (phase,) * len(workers)
+    elif raw.get("random_phase", True):
         phases = tuple(float(p) for p in rng.uniform(0, period, len(workers)))
     else:
         phases = (0.0,) * len(workers)

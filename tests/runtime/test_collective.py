@@ -111,3 +111,22 @@ def test_hetsync_run_trains_the_same_model_on_either_path(tmp_path):
     # 2 all-reduces in 2(k−1) = 2 phases, each member sending M/2 (2M in all)
     # (M: the scenario's model_bytes, the size the links are charged for)
     assert moved["ps"] % (40 * 4) == 0 and moved["collective"] == moved["ps"] // 2, moved
+
+
+def test_a_worker_whose_group_broke_still_gives_the_last_rounds_model_to_fetch():
+    """Rank 0's fall-back to path ps fetches the model from a worker; one that
+    saw its all-reduce fail first (and left the collective path) answered with
+    no model, and the run made no update after the death (hetsync bench faults)."""
+    from unittest import mock
+
+    from hetsync.runtime.worker import WorkerProcess
+    from hetsync.runtime.worker_state import WorkerState
+
+    w = WorkerProcess.__new__(WorkerProcess)  # (the state FETCH reads, without a process group)
+    w.state, w.reducer = WorkerState(), mock.Mock()
+    w.collective, w.fell_back = True, False
+    w.global_model, w.comm = torch.ones(3), mock.Mock(**{"fetch.return_value": (None, 1.0)})
+    w._leave_collective()
+    model, weight = w._fetch()
+    assert model is w.global_model and weight == 1.0
+    w.reducer.abandon.assert_called_once()

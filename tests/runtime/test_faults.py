@@ -242,6 +242,27 @@ def test_a_worker_killed_mid_run(run_in, path):
     assert run.leftovers() == []
 
 
+def test_after_a_death_on_the_collective_path_the_survivors_go_on_through_rank_0(run_in):
+    """Found by ``hetsync bench faults``: with two survivors, each saw its all-reduce fail and left the
+    collective path before rank 0's FETCH of their model came, answered it with no model, and rank 0's
+    pulls waited for one until the run's end: no update after the death."""
+    # (a killed worker's connection resets at once; the timeout is for silence, which a loaded machine can mimic)
+    run = run_in(
+        3, "--worker-timeout-s", "10", "--path", "collective", "--set", "max_time_s=8", "--set", "eval_every_s=0.5"
+    )
+    run.until(run.started)
+    time.sleep(2.0)
+    run.signal(signal.SIGKILL, 1)  # worker 0: rank 0 asks worker 1 for the model
+    run.finish()
+    assert run.code == 0, run.tail()
+    bsp = _summary(run)[0]
+    assert [x["worker"] for x in bsp["workers_left"]] == [0], bsp["workers_left"]  # the survivors never went silent
+    fell_back_at = bsp["path_fallback"]["version"]
+    steps = bsp["per_worker"]["steps"]
+    assert bsp["updates"] > fell_back_at + 10 and min(steps[1:]) > steps[0] + 10, (bsp["updates"], steps)
+    assert run.leftovers() == []
+
+
 def test_a_stopped_worker_is_not_left_behind(run_in):
     run = run_in(2, "--worker-timeout-s", "1.5")
     run.until(run.started)

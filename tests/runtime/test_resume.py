@@ -318,3 +318,24 @@ def _saved_step(path: Path) -> int:
         return int(next(iter(state.values()))["step"])
     except Exception:
         return -1
+
+
+def test_steps_started_but_not_computed_at_the_checkpoint_are_started_again_not_dropped(tmp_path):
+    # found by hetsync bench faults: a BSP round whose steps were under way at the checkpoint was booked
+    # as 3 dropped steps never computed, so a resumed run applied or dropped more steps than it computed
+    wl = make_workload("digits-logreg")
+    policy = make_policy("bsp", PolicyContext(workers=2, batch_size=8, lr=0.1))
+    with TraceWriter(tmp_path / "a.jsonl") as tw:
+        a = Ledger(policy, wl, wl.init_params(0), tw)
+        for w in range(2):
+            a.hold(HeldPush(w, "grad", None, 0, 1, 8))
+        a.started_steps, a.steps, a.samples = 5, 3, 24  # two steps under way, one computed and held
+        a.apply(Apply(contributions=((0, 0.5), (1, 0.5)), lr=0.1), 1.0)
+        a.hold(HeldPush(0, "grad", None, 1, 1, 8))
+        state = json.loads(json.dumps(a.state_dict(), allow_nan=False))
+    with TraceWriter(tmp_path / "b.jsonl") as tw:
+        b = Ledger(policy, wl, wl.init_params(0), tw)
+        assert b.load_state_dict(state, 2.0) == 1  # the computed, held step; the two under way start again
+    assert b.steps == 3 and b.applied_steps + b.dropped_steps == 3 and b.started_steps == 3
+    (drop,) = read_trace(tmp_path / "b.jsonl")
+    assert drop["steps"] == 1 and drop["reason"] == "restart"

@@ -34,6 +34,9 @@ HELP: dict[str, str] = {
     "startup": "time to the first training step: hetsync launch vs torchrun DDP on the same script, run alternately",
     "scale": "hetsync BSP on each data path (ps, collective) vs DDP on the same model and batch: step time, bytes, "
     "rank 0's CPU; MLPs of 1M/12M/50M parameters and a 20M transformer, 2 and 4 workers",
+    "faults": "a fault soak on real processes: every policy family, a user's loop, with workers killed or stopped, "
+    "rank 0 killed (checkpoints, --max-restarts) and a link slowed at drawn times; finished, lost, left over, "
+    "time to recover, throughput kept",
     "shards": "ASP through 1, 2 and 4 sharded servers vs BSP on the collective path, 4 equal workers, MLPs of "
     "12M and 50M parameters: samples/s, rank 0's CPU, bytes at the busiest process",
 }

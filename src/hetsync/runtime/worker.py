@@ -119,6 +119,7 @@ class WorkerProcess:
         self.round_kind = "grad"  # what the run's rounds reduce: "grad" or "delta" (Policy.collective_kind)
         self.global_model: torch.Tensor | None = None  # the model as of the last round (what FETCH gives)
         self.global_version = 0  # ... and its version
+        self.fell_back = False  # this run left the collective path (its group broke): FETCH still gives that model
         self._round_applied = threading.Condition()  # (a SNAPSHOT waits for the round it names)
         # the state of the copies of the server's optimizers as of the last SNAPSHOT (saved with the local state)
         self._rounds_saved: dict[str, object] | None = None
@@ -313,14 +314,15 @@ class WorkerProcess:
         """The model as it is now, and its push-sum weight (``FETCH``); on the
         collective path the model of the last round (the global model: local
         steps since then are not in it, as they are not in the server's)."""
-        if self.collective and self.global_model is not None:
-            return self.global_model, 1.0
+        if (self.collective or self.fell_back) and self.global_model is not None:
+            return self.global_model, 1.0  # (after the group broke: what the server's fall-back asks for)
         return self.comm.fetch()
 
     def _reset(self, cmd: P.ResetCmd, pulled: torch.Tensor | PendingModel) -> None:
         model = self._whole(pulled)
         assert model is not None
         self.collective = cmd.collective
+        self.fell_back = False
         if self.collective:
             self._start_rounds(cmd.run)
         self.global_model, self.global_version = model, cmd.version
@@ -441,6 +443,7 @@ class WorkerProcess:
     def _leave_collective(self) -> None:
         assert self.reducer is not None
         self.reducer.abandon()
+        self.fell_back = True  # (first: the control thread's FETCH may look between the two)
         self.collective = False
 
     def _zero_round(self) -> None:
