@@ -1067,8 +1067,9 @@ class _LoopWorker(WorkerProcess):
         fetches it from a worker and goes on from it, not from the start.
         (Called with the model lock held or from the loop's own thread; the
         local model is set before the path changes, for the control thread's
-        ``FETCH``.)"""
-        self.model.local = self._in_module = self.flat.flat()
+        ``FETCH``, which after the fall-back gives the last round's model: here
+        the module's, not the run's first.)"""
+        self.model.local = self._in_module = self.global_model = self.flat.flat()
         super()._leave_collective()
 
     def _hyper(self) -> tuple[float, ...] | None:
