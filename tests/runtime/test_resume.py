@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -221,18 +222,26 @@ def test_a_trace_is_cut_back_to_the_checkpoint_and_continued(tmp_path):
     assert [r["version"] for r in read_trace(path) if r["ev"] == "apply"] == [1, 2]
 
 
-def test_the_ledger_goes_on_from_its_state_and_drops_what_was_in_flight(tmp_path):
+def _checkpointed_ledger(tmp_path: Path, *, started: int, evaluate: bool = True) -> tuple[Any, Any, Any, dict]:
+    """A BSP ledger of 2 workers that applied a round of 2 steps and holds a
+    third (3 computed, ``started`` started), and its checkpoint's state."""
     wl = make_workload("digits-logreg")
     policy = make_policy("bsp", PolicyContext(workers=2, batch_size=8, lr=0.1))
     with TraceWriter(tmp_path / "a.jsonl") as tw:
         a = Ledger(policy, wl, wl.init_params(0), tw)
         for w in range(2):
             a.hold(HeldPush(w, "grad", None, 0, 1, 8))
-        a.started_steps, a.steps, a.samples, a.bytes_sent = 3, 3, 24, 1000
+        a.started_steps, a.steps, a.samples, a.bytes_sent = started, 3, 24, 1000
         a.apply(Apply(contributions=((0, 0.5), (1, 0.5)), lr=0.1), 1.0)
         a.hold(HeldPush(0, "grad", None, 1, 1, 8))  # held at the checkpoint
-        a.evaluate(1.5)
+        if evaluate:
+            a.evaluate(1.5)
         state = json.loads(json.dumps(a.state_dict(), allow_nan=False))
+    return wl, policy, a, state
+
+
+def test_the_ledger_goes_on_from_its_state_and_drops_what_was_in_flight(tmp_path):
+    wl, policy, a, state = _checkpointed_ledger(tmp_path, started=3)
     with TraceWriter(tmp_path / "b.jsonl") as tw:
         b = Ledger(policy, wl, wl.init_params(0), tw)
         assert b.load_state_dict(state, 2.0) == 1  # the held step died with the processes
@@ -323,16 +332,8 @@ def _saved_step(path: Path) -> int:
 def test_steps_started_but_not_computed_at_the_checkpoint_are_started_again_not_dropped(tmp_path):
     # found by hetsync bench faults: a BSP round whose steps were under way at the checkpoint was booked
     # as 3 dropped steps never computed, so a resumed run applied or dropped more steps than it computed
-    wl = make_workload("digits-logreg")
-    policy = make_policy("bsp", PolicyContext(workers=2, batch_size=8, lr=0.1))
-    with TraceWriter(tmp_path / "a.jsonl") as tw:
-        a = Ledger(policy, wl, wl.init_params(0), tw)
-        for w in range(2):
-            a.hold(HeldPush(w, "grad", None, 0, 1, 8))
-        a.started_steps, a.steps, a.samples = 5, 3, 24  # two steps under way, one computed and held
-        a.apply(Apply(contributions=((0, 0.5), (1, 0.5)), lr=0.1), 1.0)
-        a.hold(HeldPush(0, "grad", None, 1, 1, 8))
-        state = json.loads(json.dumps(a.state_dict(), allow_nan=False))
+    # two steps under way, one computed and held
+    wl, policy, _, state = _checkpointed_ledger(tmp_path, started=5, evaluate=False)
     with TraceWriter(tmp_path / "b.jsonl") as tw:
         b = Ledger(policy, wl, wl.init_params(0), tw)
         assert b.load_state_dict(state, 2.0) == 1  # the computed, held step; the two under way start again
