@@ -259,6 +259,10 @@ def test_an_evaluate_without_the_targets_metric_is_told_how_to_give_its_target(t
     with pytest.raises(BadInput, match=r"^your evaluate reports mse, and the run's target is accuracy ≥ 0.9") as e:
         sync._serve(flat, opt)
     assert "target={'metric': 'mse', 'value': V}) for time to mse ≤ V" in str(e.value)
+    # a target of the user's own that the evaluate lacks: said as given, not as hetsync's default
+    mine = Sync(0, _scenario(None, 2, {"target": {"metric": "loss", "value": 0.2}}), "bsp", sync.opts, None, {})
+    with pytest.raises(BadInput, match=r"the run's target is loss ≤ 0.2: give yours"):
+        mine._serve(flat, opt)
 
 
 def test_evaluation_sees_the_global_model_in_eval_mode_without_grad():

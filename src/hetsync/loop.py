@@ -147,7 +147,7 @@ from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.shards import PendingModel
 from hetsync.runtime.worker import Done, WorkerProcess
-from hetsync.scenario import Scenario, resolve_scenario, scenario_from_dict
+from hetsync.scenario import Scenario, Target, resolve_scenario, scenario_from_dict
 
 KNOWN_DIRECTIONS = {"accuracy": "max", "loss": "min", "perplexity": "min", "error": "min"}
 DEFAULT_MAX_TIME_S = 86_400.0  # without a scenario's limit: the run ends when the workers' loops do
@@ -524,13 +524,16 @@ class Sync:
     def _serve(self, flat: ModuleModel, optimizer: torch.optim.Optimizer) -> None:
         from hetsync.runtime.process import _serve_and_report
 
-        sc = self.scenario
-        if flat.metrics and sc.stop.target.metric not in flat.metrics:
+        target = self.scenario.stop.target
+        if flat.metrics and target.metric not in flat.metrics:
             first, direction = next(iter(flat.metrics.items()))
             bound = "≤" if direction == "min" else "≥"
+            known = target.direction or KNOWN_DIRECTIONS.get(target.metric)
+            given = "≤" if known == "min" else "≥" if known == "max" else "at"
+            whose = " (hetsync's default)" if target == Target() else ""
             raise BadInput(
-                f"your evaluate reports {', '.join(flat.metrics)}, and the run's target is {sc.stop.target.metric} "
-                f"≥ {sc.stop.target.value:g} (hetsync's default): give yours, e.g. hetsync.init(..., "
+                f"your evaluate reports {', '.join(flat.metrics)}, and the run's target is {target.metric} "
+                f"{given} {target.value:g}{whose}: give yours, e.g. hetsync.init(..., "
                 f"target={{'metric': '{first}', 'value': V}}) for time to {first} {bound} V"
             )
 
