@@ -56,6 +56,7 @@ commands = st.one_of(
     st.builds(P.HaltCmd),
     st.builds(P.ExitCmd),
     st.builds(P.FetchCmd),
+    st.builds(P.LeaveGroupCmd),
     st.builds(P.SnapshotCmd, version=counts, send_model=st.booleans()),
     st.builds(P.MulticastCmd, exchange=counts, receivers=peers),
     st.builds(P.ExpectCmd, exchange=counts, sender=workers),
@@ -174,6 +175,7 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
         P.AbortCmd(exchange=1): P.C_ABORT,
         P.FetchCmd(): P.C_FETCH,
         P.SnapshotCmd(version=3): P.C_SNAPSHOT,
+        P.LeaveGroupCmd(): P.C_LEAVE_GROUP,
     }
     for cmd, bits in cases.items():
         assert int(cmd.encode()[P.H_TYPE]) == bits, cmd

@@ -83,6 +83,7 @@ C_RESET, C_PULL, C_COMPUTE, C_PUSH, C_STOP, C_EXIT = 1, 2, 4, 8, 16, 32
 C_MULTICAST, C_EXPECT, C_ALLREDUCE, C_ABORT, C_FETCH = 64, 128, 256, 512, 1024
 C_HALT = 2048  # stop repeating a continuous COMPUTE (after the step in progress); no report
 C_SNAPSHOT = 4096  # collective path: save the round state at a version (checkpoints); SNAPSHOT answers with the model
+C_LEAVE_GROUP = 8192  # collective path: the workers' group is broken (a member died); no report
 # server → worker fields
 (
     H_TYPE,
@@ -417,6 +418,16 @@ class FetchCmd(_Bare):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LeaveGroupCmd(_Bare):
+    """Collective path: a member of the workers' group has died and the run
+    goes on through rank 0; a round's all-reduce still waited for will not
+    end, so stop waiting (no report). A survivor whose part of the ring did
+    not touch the dead member learns it only from this."""
+
+    TYPE: ClassVar[int] = C_LEAVE_GROUP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotCmd:
     """Collective path, a checkpoint: once this worker's model is at
     ``version`` (the round's pull may still be on its way), save the state of
@@ -515,6 +526,7 @@ Command = (
     | AllReduceCmd
     | AbortCmd
     | FetchCmd
+    | LeaveGroupCmd
     | SnapshotCmd
 )
 _COMMANDS: dict[int, type[Command]] = {
@@ -529,6 +541,7 @@ _COMMANDS: dict[int, type[Command]] = {
         AllReduceCmd,
         AbortCmd,
         FetchCmd,
+        LeaveGroupCmd,
         SnapshotCmd,
     )
 }

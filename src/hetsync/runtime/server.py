@@ -881,6 +881,8 @@ class _Run:
             file=sys.stderr,
             flush=True,
         )
+        for w in sorted(self.srv.alive):  # (one whose ring no longer touches the dead may wait for a round)
+            self.srv._send(w, P.LeaveGroupCmd())
         if self.srv.alive:
             self._fetch(self.now())
 

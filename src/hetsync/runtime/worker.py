@@ -293,6 +293,8 @@ class WorkerProcess:
                         self.comm.allreduce(e, ring)
                     case P.AbortCmd(exchange=e):
                         self.comm.abort(e)
+                    case P.LeaveGroupCmd():
+                        self.group_broken.set()  # a round still waited for ends with GroupBroken
                     case P.FetchCmd():
                         model, weight = self._fetch()
                         self._send(P.Fetched(weight=weight), model)  # as it is: a step in progress is not in it
