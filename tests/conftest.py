@@ -2,9 +2,10 @@
 agents, a `python -m hetsync` child, a process pool) is marked ``dist``:
 ``make test-fast`` leaves those out, ``make test`` runs them all. The marker
 is checked, not trusted: an unmarked test that starts a process fails and
-says so. ``make test`` runs the dist tests two files at a time, then those
-also marked ``serial`` (their assertions rest on measured times) one at a
-time; ``serial`` without ``dist`` is refused at collection.
+says so. ``make test`` runs the dist tests two files at a time (the longest files
+first: :data:`LONGEST_FIRST`), then those also marked ``serial`` (their
+assertions rest on measured times) one at a time; ``serial`` without
+``dist`` is refused at collection.
 
 Hypothesis runs derandomized by default, so CI and every clone try the same
 examples and a red run is reproducible; ``HYPOTHESIS_PROFILE=explore`` draws
@@ -34,10 +35,18 @@ def _refuse(nodeid: str):  # type: ignore[no-untyped-def]
     return refuse
 
 
+# The longest files of dist tests (minutes of real processes each), handed out first: ``make test``
+# gives the dist tests to two workers a file at a time, in this order, so that a long file started
+# last does not leave one worker running it alone at the end.
+LONGEST_FIRST = ("tests/test_docs.py", "tests/runtime/test_loop.py", "tests/runtime/test_faults.py")
+
+
 def pytest_collection_modifyitems(items):  # type: ignore[no-untyped-def]
     for item in items:
         if item.get_closest_marker("serial") is not None and item.get_closest_marker("dist") is None:
             raise pytest.UsageError(f"{item.nodeid} is marked serial but not dist: serial orders the dist tests only")
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # (stable: the rest as collected)
 
 
 @pytest.fixture(autouse=True)

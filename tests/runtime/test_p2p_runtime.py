@@ -174,7 +174,7 @@ def test_throttled_exchanges_follow_the_links(tmp_path):
     assert ring["comm_share"] > ring["compute_share"]  # the links dominate here
 
 
-@pytest.mark.serial  # how soon the death is noticed, and the run's length
+# (as test_runtime's: a SIGKILLed worker's connection resets at once; the loop wakes at its time limit)
 def test_killed_worker_does_not_hang_a_p2p_run(tmp_path):
     # 6 s: after the death is noticed (by 3.5 s) the two left have time for rings even on a loaded machine
     args = ["--scenario", "homogeneous-8", *overrides(max_time_s="6"), "--no-plots", "--out", str(tmp_path)]

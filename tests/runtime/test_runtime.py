@@ -67,7 +67,8 @@ def test_bsp_equals_ddp(tmp_path, recipe):
     assert max(v.abs().max().item() for v in ours.values()) > 0.1  # a trained model, not two zero vectors
 
 
-@pytest.mark.serial  # how soon the death is noticed, and the run's length
+# (the bounds below hold on a loaded machine: a SIGKILLed worker's connection resets at once, and
+# the server's loop wakes at its time limit however busy the cores are)
 def test_killed_worker_does_not_hang_the_run(tmp_path):
     runs = run(
         tmp_path,

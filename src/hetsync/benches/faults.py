@@ -116,7 +116,7 @@ KINDS = {
     "link-slow": f"a worker's link {SLOW_FACTOR:g}x slower from then on (--throttle's emulation)",
 }
 LINK_JOBS = ("bsp", "asp", "wbsp", "p2p-random")  # link-slow on these (the full cross would double the soak)
-QUICK = (("bsp", "worker-stop"), ("bsp", "worker-kill"))
+QUICK = (("bsp", "worker-kill"),)  # (the other kinds: tests/runtime/test_faults.py, one by one)
 
 
 @dataclass(frozen=True, slots=True)
