@@ -24,7 +24,7 @@ says otherwise:
 
 A block runs in a fresh folder (``examples/`` and ``tests/`` linked in), its
 commands in order, each shortened by options the command line has (a
-simulation gets ``--set max_time_s=0.5``, a real run 2 s, a profile one
+simulation gets ``--set max_time_s=0.5``, a real run 1 s, a profile one
 second of steps, an example script one epoch: :func:`shortened`). Commands
 that only simulate run in this process; a block with a command that starts
 real processes (``run``, ``launch``, ``profile``, ``advise --verify``,
@@ -536,7 +536,7 @@ def shortened(cmd: Command) -> list[str]:
         args = build_parser().parse_args(argv)
         if args.command in ("compare", "simulate", "run", "advise"):
             real = shape(cmd).real
-            argv += ["--set", f"max_time_s={2 if real else 0.5}", "--no-plots"]
+            argv += ["--set", f"max_time_s={1 if real else 0.5}", "--no-plots"]
             if args.command == "advise":
                 argv += ["--seeds", "1", "--jobs", "1"]
         elif args.command == "profile" and args.from_raw is None:
