@@ -2,10 +2,11 @@
 if it had not stopped — one continuous trace, the accounting of the whole
 run, the checkpoint's policy state (issue 14, item 2).
 
-One torchrun agent runs the server and two workers (faster to start than an
-agent per rank); the killed leg is stopped with SIGKILL on every process the
-agent started, as a power cut or ``kill -9`` would. Three launches, about
-45 s on a 2-core machine.
+Each run is ``hetsync run --nproc 2`` (the server and two workers, forked
+from one interpreter that imported torch once); the killed leg is stopped
+with SIGKILL on the launcher and every process below it, as a power cut or
+``kill -9`` would; the stopped ones with Ctrl-C (SIGINT) to the launcher,
+which hands it on to the ranks as SIGTERM.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from hetsync.policies import make_policy
 from hetsync.policies.base import Apply, PolicyContext
 from hetsync.runtime import checkpoint_check
 from hetsync.runtime.checkpointer import Checkpointer
-from hetsync.runtime.launch import free_port
 from hetsync.scenario import load_scenario
 from hetsync.trace import TraceWriter, read_trace
 from hetsync.workloads import make_workload
@@ -39,16 +39,15 @@ pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it
 T = 8.0  # seconds of training in every run
 KILL_AFTER_CKPT_S = 4.0  # the killed leg dies once a checkpoint at least this late exists ...
 LINGER_S = 0.7  # ... and this long after it, so that it has run past the checkpoint
-ARGS = ["--scenario", "hetero-4", "--policies", "bsp", "--set", f"max_time_s={T}", "--no-plots"]
+ARGS = ["--scenario", "hetero-4", "--set", f"max_time_s={T}", "--no-plots"]
 # the runs cut within their first second or two, and resumed: no figure of theirs is compared with a whole run's
 SHORT = ["--set", "max_time_s=4"]
 
 
 def _agent(out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=3"]
-    cmd += ["--master-addr=127.0.0.1", f"--master-port={free_port()}", "--max-restarts=0", "--monitor-interval=0.2"]
-    cmd += ["-m", "hetsync.runtime", *ARGS, "--out", str(out), *extra]
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    policy = [] if "--policies" in extra else ["--policies", "bsp"]
+    cmd = [sys.executable, "-m", "hetsync", "run", "--nproc", "2", *ARGS, *policy, "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "agent.log").open("w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -271,10 +270,8 @@ def test_sigterm_checkpoints_the_run_where_it_stands_and_resume_goes_on_from_the
             assert proc.poll() is None, (out / "agent.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the run made no progress"
             time.sleep(0.1)
-        for pid in _descendants(proc.pid):  # as the launcher stops them
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops the ranks with SIGTERM
+        assert proc.wait(timeout=60) == 130, (out / "agent.log").read_text()[-3000:]
     finally:
         if proc.poll() is None:
             _kill_tree(proc)
@@ -300,10 +297,8 @@ def test_the_workers_local_optimizer_state_is_saved_and_a_resumed_run_goes_on_wi
             assert proc.poll() is None, (out / "agent.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no worker saved its optimizer state"
             time.sleep(0.1)
-        for pid in _descendants(proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, (out / "agent.log").read_text()[-3000:]
     finally:
         if proc.poll() is None:
             _kill_tree(proc)
