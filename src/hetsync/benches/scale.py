@@ -6,9 +6,12 @@ generated data, SGD with momentum) runs as plain DDP under ``torchrun`` and
 converted to hetsync BSP under ``hetsync launch`` on each path — ``ps``
 (every gradient to rank 0, which steps and sends the model back) and
 ``collective`` (the round all-reduced among the workers during backward,
-each stepping its own optimizer; rank 0 only decides) — with 2 and 4
-workers, the forms of one cell one after another (their order swapped
-every other repeat). Figures per cell:
+each stepping its own optimizer; rank 0 only decides) — and to LB-BSP on
+the collective path (``lb-bsp``: the batch-sizing policy's rounds, equal
+here, weighted by the batches), with 2 and 4 workers, the forms of one cell
+one after another (their order swapped every other repeat). Local SGD is
+not a form: in a user's loop the collective path reduces gradient rounds
+only. Figures per cell:
 
 - the median step time (each worker's median interval between the ends of
   consecutive ``opt.step()`` calls, the first :data:`WARMUP_STEPS` left out;
@@ -46,7 +49,13 @@ NAME = "scale"
 SCRIPT = Path(__file__).with_name("scale_loop.py")
 MODELS = ("mlp-1", "mlp-12", "mlp-50", "transformer-20")
 WORKERS = (2, 4)
-FORMS = {"ddp": "DDP (torchrun)", "ps": "hetsync BSP, path ps", "collective": "hetsync BSP, path collective"}
+FORMS = {
+    "ddp": "DDP (torchrun)",
+    "ps": "hetsync BSP, path ps",
+    "collective": "hetsync BSP, path collective",
+    "lb-bsp": "hetsync LB-BSP, path collective",
+}
+"""Each form's label; the hetsync forms' policy and path: :data:`hetsync.benches.scale_loop.POLICY_PATH`."""
 WARMUP_STEPS = 3
 RUN_LIMIT_S = 600.0
 TARGET_RATIO = 1.05
@@ -210,7 +219,7 @@ def plot_ratios(rows: list[Row], path: Path) -> Path:
     cells = list(dict.fromkeys(c for by_cell in ratios.values() for c in by_cell))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cells) + 2), 4.2))
     width = 0.8 / max(1, len(ratios))
-    colors = {FORMS["ps"]: "#D55E00", FORMS["collective"]: "#0072B2"}
+    colors = {FORMS["ps"]: "#D55E00", FORMS["collective"]: "#0072B2", FORMS["lb-bsp"]: "#009E73"}
     for k, (form, by_cell) in enumerate(ratios.items()):
         xs = [i + (k - (len(ratios) - 1) / 2) * width for i in range(len(cells))]
         values = [by_cell.get(c, float("nan")) for c in cells]
@@ -220,7 +229,7 @@ def plot_ratios(rows: list[Row], path: Path) -> Path:
     ax.axhline(TARGET_RATIO, color="black", linewidth=0.8, linestyle="--", label=f"target ≤ {TARGET_RATIO:g}")
     ax.set_xticks(range(len(cells)), [c.replace(", ", "\n") for c in cells], fontsize=8)
     ax.set_ylabel("step time ÷ DDP's")
-    ax.set_title("hetsync BSP against DDP, same model and batch (lower is faster)")
+    ax.set_title("hetsync against DDP, same model and batch (lower is faster)")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

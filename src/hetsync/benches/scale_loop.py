@@ -1,9 +1,10 @@
 """The training script ``hetsync bench scale`` starts: a model of a given
 size on generated data with SGD (momentum), as a plain DDP script (``ddp``,
-under torchrun) or converted to hetsync as the README shows (``ps`` or
-``collective``: ``hetsync.init("bsp", path=...)`` under ``hetsync launch``).
+under torchrun) or converted to hetsync as the README shows
+(``hetsync.init(policy, path=...)`` under ``hetsync launch``; the policy and
+path of each form: :data:`POLICY_PATH`).
 
-    python scale_loop.py ddp|ps|collective MODEL MARKS_DIR STEPS BATCH
+    python scale_loop.py ddp|ps|collective|lb-bsp MODEL MARKS_DIR STEPS BATCH
 
 ``MODEL``: ``mlp-<millions>`` (an MLP of about that many parameters: 784
 inputs, three hidden layers of equal width, 10 outputs) or
@@ -27,6 +28,12 @@ from torch import nn
 
 INPUTS, CLASSES, HIDDEN_LAYERS = 784, 10, 3
 VOCAB, SEQ = 1000, 32
+POLICY_PATH = {  # the hetsync forms: (policy, data path)
+    "ps": ("bsp", "ps"),
+    "collective": ("bsp", "collective"),
+    "lb-bsp": ("lb-bsp", "collective"),  # (equal workers: equal batches, the script's own)
+}
+# (local SGD is not among them: in a user's loop the collective path reduces gradient rounds only)
 
 
 def mlp_width(params: float) -> int:
@@ -88,7 +95,8 @@ def train(form: str, model_name: str, marks_dir: Path, steps: int, batch: int) -
     else:
         import hetsync
 
-        sync = hetsync.init("bsp", path=form, batch_size=batch, plots=False)
+        policy, path = POLICY_PATH[form]
+        sync = hetsync.init(policy, path=path, batch_size=batch, plots=False)
         rank = sync.rank
         net = model
         opt = sync.optimizer(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
