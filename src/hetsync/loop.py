@@ -136,6 +136,7 @@ from hetsync.optim import (
     fixed_settings,
     gpu_devices,
     hyperparameters,
+    outer_stepper,
     set_hyperparameters,
     wait_for,
 )
@@ -214,7 +215,9 @@ def init(
             steps and sends the model back, as the papers' systems do) or
             ``"collective"`` (all-reduced among the workers during backward,
             each stepping your optimizer, as DDP does; rank 0 only decides:
-            :mod:`hetsync.runtime.collective`; BSP and LB-BSP). Default:
+            :mod:`hetsync.runtime.collective`; BSP and LB-BSP; local SGD and
+            DiLoCo all-reduce each round's model deltas and every worker takes
+            the outer step, without checkpoints for now). Default:
             ``$HETSYNC_PATH`` (``hetsync launch --path``), else ``"ps"``.
         overrides: scenario keys (``max_time_s=60``, ``target={...}``).
     """
@@ -236,11 +239,11 @@ def init(
     from hetsync.policies import make_policy
 
     chosen = make_policy(policy, policy_context(sc))
-    if uses_collective(path, chosen) and chosen.collective_kind != "grad":  # (BadInput: a policy that cannot)
-        raise BadInput(
-            f"{chosen.label} cannot use path=collective in your own training loop yet: there the path reduces "
-            "gradient rounds (bsp, lb-bsp, lb-bsp-static), not model averages (hetsync run --path collective "
-            "takes those); use path='ps'"
+    if uses_collective(path, chosen) and chosen.collective_kind != "grad" and checkpoint_dir is not None:
+        raise BadInput(  # (uses_collective: BadInput for a policy that cannot take the path at all)
+            f"{chosen.label} on path=collective in your own training loop cannot checkpoint yet (its rounds "
+            "average models, and the workers' copies of the outer optimizer are not saved): drop "
+            "checkpoint_dir=, or use path='ps'"
         )
     if rank == 0:  # (also in the summary's notes, which hetsync launch shows)
         for note in sc.notes:
@@ -973,13 +976,22 @@ class _LoopWorker(WorkerProcess):
     # the collective path (hetsync.runtime.collective): the user's optimizer takes each round's step
     def _start_rounds(self, run: int) -> None:
         """Gradients go into the round's buckets as backward produces them
-        (each bucket's all-reduce starts once it is full, as DDP's reducer does)."""
+        (each bucket's all-reduce starts once it is full, as DDP's reducer does).
+        A policy whose rounds average models (local SGD, DiLoCo: ``delta``)
+        reduces each worker's delta since the last round once its local steps
+        are done, and every worker takes the outer step the server would."""
+        policy = self._policy(run)
+        self.round_kind = policy.collective_kind if policy is not None else "grad"
+        # a full round's Σ weights (its mean comes out of the reduce as is): each gradient weighs its batch,
+        # each delta 1
+        full = self.sc.cluster.workers * (self.sc.job.batch_size if self.round_kind == "grad" else 1)
+        self.outer_replica = (
+            outer_stepper(self.sc, policy) if policy is not None and self.round_kind == "delta" else None
+        )
         if self.reducer is not None:
+            self.reducer.expected = float(full)
             return
         params = self.flat.params
-        full = (
-            self.sc.cluster.workers * self.sc.job.batch_size
-        )  # (a full round's Σb: its mean comes out of the reduce as is)
         self.reducer = RoundReducer(
             [p.numel() for p in params], group=workers_group(), expected_weight=full, broken=self.group_broken
         )
@@ -991,8 +1003,8 @@ class _LoopWorker(WorkerProcess):
         bucket; the pass's first one also queues :meth:`_backward_done` for
         the end of the pass, as DDP's reducer does."""
         reducer = self.reducer
-        if not (self.collective and reducer is not None):
-            return
+        if not (self.collective and reducer is not None and self.round_kind == "grad"):
+            return  # (delta rounds: local steps; the round's delta goes in at its push)
         if self._reported:
             raise BadInput(
                 f"worker {self.w}: a second backward pass before opt.step() (gradient accumulation): on the "
@@ -1023,6 +1035,9 @@ class _LoopWorker(WorkerProcess):
             self._grads_reduced = self.collective
 
     def _contribute(self, grad: torch.Tensor | None, samples: int) -> None:
+        if self.round_kind == "delta":  # the delta since the last round, as a whole (weight 1)
+            super()._contribute(grad, samples)
+            return
         assert self.reducer is not None
         with self._group_may_break():
             if not self.reducer.active:  # (no round began with the step: a continuous one)
@@ -1034,8 +1049,19 @@ class _LoopWorker(WorkerProcess):
     def _apply_round(self, lr: float, version: int) -> int:
         """The user's optimizer steps on the round's batch-weighted mean
         gradient, written into the parameters' ``.grad`` — DDP's step (at the
-        policy's rate relative to the scenario's: 1 for BSP and LB-BSP)."""
+        policy's rate relative to the scenario's: 1 for BSP and LB-BSP). A
+        round of deltas: the outer step on their mean, from the last round's
+        model (:meth:`~hetsync.runtime.worker.WorkerProcess._outer_step`),
+        into the module."""
         assert self.reducer is not None
+        if self.round_kind == "delta":
+            with self._group_may_break():
+                new = self._outer_step(self.reducer.mean())
+                self.global_model, self.global_version = new, version
+                overwritten = self.model.load(new, version)
+                self._sync_module()
+                return overwritten
+            return 0  # (the round is lost: the server's next pull brings the model)
         if not self._grads_reduced:  # (no backward pass reduced it: a step without one)
             if not self.reducer.active:
                 raise RuntimeError(f"worker {self.w}: told to apply a round it has no part in")
@@ -1060,6 +1086,8 @@ class _LoopWorker(WorkerProcess):
         if not self.collective:  # (the local model: _leave_collective sets it before the path changes)
             return super()._fetch()
         with self.model_lock:  # (not during a round's step)
+            if self.round_kind == "delta":  # the last round's model: local steps since are not in it
+                return self.global_model, 1.0
             return self.flat.flat(), 1.0
 
     def _leave_collective(self) -> None:
@@ -1072,7 +1100,9 @@ class _LoopWorker(WorkerProcess):
         local model is set before the path changes, for the control thread's
         ``FETCH``, which after the fall-back gives the last round's model: here
         the module's, not the run's first.)"""
-        self.model.local = self._in_module = self.global_model = self.flat.flat()
+        self.model.local = self._in_module = self.flat.flat()
+        if self.round_kind == "grad":  # (delta rounds: the last round's model stays the global one)
+            self.global_model = self.model.local
         super()._leave_collective()
 
     def _hyper(self) -> tuple[float, ...] | None:

@@ -20,6 +20,12 @@ def test_the_mlp_has_about_the_asked_parameter_count(millions):
 def test_a_step_is_the_median_gap_between_step_ends_after_the_warm_up():
     ends = [0.0, 5.0, 5.5, 6.0, 6.1, 6.2, 6.4, 6.5]  # the first gaps (start-up) are left out
     assert scale.median_step_s(ends) == pytest.approx(0.1)
+    # a round every 4 steps: 3 local steps of 0.1 s and a round of 0.5 s count as 0.2 s a step, not 0.1
+    rounds = [0.0, 1.0, 2.0, 3.0]  # (the warm-up's gaps)
+    for _ in range(3):
+        for gap in (0.1, 0.1, 0.1, 0.5):
+            rounds.append(rounds[-1] + gap)
+    assert scale.median_step_s(rounds) == pytest.approx(0.1) and scale.median_step_s(rounds, 4) == pytest.approx(0.2)
 
 
 def test_nominal_bytes_a_ring_and_a_server_move():
@@ -27,6 +33,7 @@ def test_nominal_bytes_a_ring_and_a_server_move():
     assert scale.nominal_bytes("ps", 4, 1e6) == (2 * m, 8 * m)
     assert scale.nominal_bytes("collective", 4, 1e6) == (3 * m, 3 * m)  # 2·2(N−1)/N of the model
     assert scale.nominal_bytes("ddp", 2, 1e6) == (2 * m, 2 * m)
+    assert scale.nominal_bytes("local-sgd", 4, 1e6) == (3 * m / scale_loop.LOCAL_SGD_H,) * 2  # a round every H
 
 
 def test_a_cell_gives_each_form_its_step_its_ratio_to_ddp_and_rank_0s_share(tmp_path):

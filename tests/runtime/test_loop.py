@@ -284,6 +284,34 @@ def test_on_the_collective_path_loops_may_end_unevenly_under_lb_bsp(tmp_path):
     assert run["final_metrics"]["accuracy"] > 0.4
 
 
+@pytest.mark.parametrize("policy", ["local-sgd:H=4", "diloco:H=4"])
+def test_local_rounds_in_your_loop_end_alike_on_either_path(tmp_path, policy):
+    """Local SGD and DiLoCo in a user's loop: on the collective path the
+    workers all-reduce each round's model deltas and take the outer step
+    (plain averaging; DiLoCo's Nesterov) themselves, as rank 0 does on the
+    parameter-server path: the same rounds, the same model."""
+    models = {}
+    for path in ("ps", "collective"):
+        (run,) = launched(tmp_path / path, policy, 12, path=path)
+        assert run["path"] == path and run["path_fallback"] is None
+        assert run["updates"] == 3 and run["applied_steps"] == run["steps"] == 24, run  # 3 rounds of 4 steps
+        (saved,) = (tmp_path / path).glob("model-*.pt")
+        models[path] = torch.load(saved, weights_only=True)
+    ps, coll = models["ps"], models["collective"]
+    assert max((ps[k] - coll[k]).abs().max().item() for k in ps) <= 1e-5
+    start, _, _ = _build()
+    assert max((ps[k] - start.state_dict()[k]).abs().max().item() for k in ps) > 0.01  # (it trained)
+
+
+def _build():  # type: ignore[no-untyped-def]
+    import sys
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    from loop_train import build
+
+    return build()
+
+
 def test_gradient_accumulation_on_the_collective_path_fails_loudly(tmp_path):
     """Two backward passes per opt.step(): the first has started the buckets'
     all-reduces, so the second would change gradients already reduced."""

@@ -8,10 +8,10 @@ converted to hetsync BSP under ``hetsync launch`` on each path — ``ps``
 ``collective`` (the round all-reduced among the workers during backward,
 each stepping its own optimizer; rank 0 only decides) — and to LB-BSP on
 the collective path (``lb-bsp``: the batch-sizing policy's rounds, equal
-here, weighted by the batches), with 2 and 4 workers, the forms of one cell
-one after another (their order swapped every other repeat). Local SGD is
-not a form: in a user's loop the collective path reduces gradient rounds
-only. Figures per cell:
+here, weighted by the batches) and local SGD on it (``local-sgd``: H local
+steps of the script's optimizer, then a round of model deltas), with 2 and
+4 workers, the forms of one cell one after another (their order swapped
+every other repeat). Figures per cell:
 
 - the median step time (each worker's median interval between the ends of
   consecutive ``opt.step()`` calls, the first :data:`WARMUP_STEPS` left out;
@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 from hetsync.benches.common import Row
+from hetsync.benches.scale_loop import LOCAL_SGD_H
 from hetsync.console import terminal_console
 from hetsync.errors import BadInput
 from hetsync.summary import as_dicts, read_summary
@@ -54,6 +55,7 @@ FORMS = {
     "ps": "hetsync BSP, path ps",
     "collective": "hetsync BSP, path collective",
     "lb-bsp": "hetsync LB-BSP, path collective",
+    "local-sgd": f"hetsync local SGD (H={LOCAL_SGD_H}), path collective",
 }
 """Each form's label; the hetsync forms' policy and path: :data:`hetsync.benches.scale_loop.POLICY_PATH`."""
 WARMUP_STEPS = 3
@@ -122,7 +124,8 @@ def time_run(form: str, model: str, nproc: int, steps: int, batch: int, folder: 
     if done.returncode != 0 or len(ranks) != nproc:
         tail = (folder / "launch.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"{FORMS[form]} failed (status {done.returncode}); see {folder}:\n{tail}")
-    step_s = statistics.median(median_step_s(r["ends"]) for r in ranks)
+    period = LOCAL_SGD_H if form == "local-sgd" else 1
+    step_s = statistics.median(median_step_s(r["ends"], period) for r in ranks)
     figures = {"step_s": step_s, "params": float(ranks[0]["params"]), "load": load}
     if form != "ddp":
         (summary,) = as_dicts(read_summary(folder / "out" / "summary.json"))
@@ -130,12 +133,15 @@ def time_run(form: str, model: str, nproc: int, steps: int, batch: int, folder: 
     return figures
 
 
-def median_step_s(ends: list[float]) -> float:
-    """The median interval between consecutive step ends, the warm-up's left out."""
+def median_step_s(ends: list[float], period: int = 1) -> float:
+    """The median interval between consecutive step ends, the warm-up's left
+    out; with ``period`` > 1 (local SGD: a round every ``period`` steps) the
+    median of the mean step over each whole period, so the rounds count."""
     gaps = [b - a for a, b in zip(ends, ends[1:], strict=False)][WARMUP_STEPS:]
-    if not gaps:
+    means = [statistics.fmean(gaps[i : i + period]) for i in range(0, len(gaps) - period + 1, period)]
+    if not means:
         raise ValueError("too few steps to time")
-    return statistics.median(gaps)
+    return statistics.median(means)
 
 
 def nominal_bytes(form: str, nproc: int, params: float) -> tuple[float, float]:
@@ -144,6 +150,8 @@ def nominal_bytes(form: str, nproc: int, params: float) -> tuple[float, float]:
     if form == "ps":
         return 2 * model, 2 * nproc * model  # a gradient up, a model down; rank 0 takes N and sends N
     ring = 2 * 2 * (nproc - 1) / nproc * model  # reduce-scatter + all-gather, out and in
+    if form == "local-sgd":
+        ring /= LOCAL_SGD_H  # a round every H steps
     return ring, ring
 
 
@@ -220,6 +228,7 @@ def plot_ratios(rows: list[Row], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cells) + 2), 4.2))
     width = 0.8 / max(1, len(ratios))
     colors = {FORMS["ps"]: "#D55E00", FORMS["collective"]: "#0072B2", FORMS["lb-bsp"]: "#009E73"}
+    colors[FORMS["local-sgd"]] = "#CC79A7"
     for k, (form, by_cell) in enumerate(ratios.items()):
         xs = [i + (k - (len(ratios) - 1) / 2) * width for i in range(len(cells))]
         values = [by_cell.get(c, float("nan")) for c in cells]

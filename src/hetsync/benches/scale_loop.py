@@ -4,7 +4,7 @@ under torchrun) or converted to hetsync as the README shows
 (``hetsync.init(policy, path=...)`` under ``hetsync launch``; the policy and
 path of each form: :data:`POLICY_PATH`).
 
-    python scale_loop.py ddp|ps|collective|lb-bsp MODEL MARKS_DIR STEPS BATCH
+    python scale_loop.py ddp|ps|collective|lb-bsp|local-sgd MODEL MARKS_DIR STEPS BATCH
 
 ``MODEL``: ``mlp-<millions>`` (an MLP of about that many parameters: 784
 inputs, three hidden layers of equal width, 10 outputs) or
@@ -28,12 +28,13 @@ from torch import nn
 
 INPUTS, CLASSES, HIDDEN_LAYERS = 784, 10, 3
 VOCAB, SEQ = 1000, 32
+LOCAL_SGD_H = 4
 POLICY_PATH = {  # the hetsync forms: (policy, data path)
     "ps": ("bsp", "ps"),
     "collective": ("bsp", "collective"),
     "lb-bsp": ("lb-bsp", "collective"),  # (equal workers: equal batches, the script's own)
+    "local-sgd": (f"local-sgd:H={LOCAL_SGD_H}", "collective"),  # a round of model deltas every H steps
 }
-# (local SGD is not among them: in a user's loop the collective path reduces gradient rounds only)
 
 
 def mlp_width(params: float) -> int:
