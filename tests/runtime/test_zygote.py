@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hetsync.runtime.config import PARENT_PID_ENV
-from hetsync.runtime.zygote import Zygote
+from hetsync.runtime.zygote import SCRIPT_PRELOAD, Zygote
 
 pytestmark = pytest.mark.dist  # starts real processes
 
@@ -34,6 +34,8 @@ json.dump({
     "var": os.environ.get("ZYGOTE_TEST"), "parent": os.environ["PARENT_VAR"], "ppid": os.getppid(),
     "draw": float(np.random.rand()), "comm": open("/proc/self/comm").read().strip(),
     "pgid": os.getpgid(0), "pid": os.getpid(),
+    "preloaded": [m for m in ("torch", "sklearn") if m in sys.modules],
+    "preload_var": os.environ.get("HETSYNC_ZYGOTE_PRELOAD"),
 }, open("seen.json", "w"))
 if mode == "exit3":
     sys.exit(3)
@@ -77,6 +79,20 @@ def test_a_forked_script_sees_what_python_u_script_would_and_ends_as_it_would(zy
     assert (ok_dir / "atexit.txt").read_text() == "ran" and (ok_dir / "thread.txt").read_text() == "joined"
     assert seen["draw"] != json.loads((other_dir / "seen.json").read_text())["draw"]  # numpy reseeded per fork
     assert f"{tmp_path}" in Path(f"/proc/{zygote.proc.pid}/cmdline").read_text()  # (ps names the run)
+    assert seen["preloaded"] == ["torch", "sklearn"] and seen["preload_var"] is None  # (the built-in workloads')
+
+
+def test_a_zygote_for_a_users_script_leaves_the_builtin_workloads_data_split_out(tmp_path):
+    """(a second of CPU per hetsync launch; a script that imports it still can)"""
+    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "helper.py").write_text("VALUE = 42\n")
+    z = Zygote(dict(os.environ), tmp_path / "zygote.log", preload=SCRIPT_PRELOAD)
+    try:
+        proc, folder = _fork(z, tmp_path, "script", "ok")
+        assert proc.wait(timeout=60) == 0, (folder / "log.txt").read_text()
+    finally:
+        z.close()
+    assert json.loads((folder / "seen.json").read_text())["preloaded"] == ["torch"]
 
 
 def test_an_exception_prints_its_traceback_and_exits_1_and_a_signal_is_reported_as_popen_does(zygote, tmp_path):

@@ -74,7 +74,7 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     STORE_FD_ENV,
     RunConfig,
 )
-from hetsync.runtime.zygote import FORK_ENV, Forked, Zygote, ZygoteFailed
+from hetsync.runtime.zygote import FORK_ENV, PRELOAD, SCRIPT_PRELOAD, Forked, Zygote, ZygoteFailed
 from hetsync.summary import finished_runs
 
 LOOPBACK = "127.0.0.1"
@@ -365,7 +365,14 @@ def launch(
     agents: list[_Agent] = []
     zygote = None
     if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
-        zygote = Zygote(env, logs / "zygote.log", pass_fds=(store.fileno(),), cwd=cwd, label=str(out_dir.resolve()))
+        zygote = Zygote(
+            env,
+            logs / "zygote.log",
+            pass_fds=(store.fileno(),),
+            cwd=cwd,
+            label=str(out_dir.resolve()),
+            preload=PRELOAD if script is None else SCRIPT_PRELOAD,
+        )
     forking = zygote is not None
     try:
         for rank in range(world):

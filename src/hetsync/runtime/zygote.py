@@ -62,6 +62,11 @@ PRELOAD = (
     "hetsync.workloads",
     "sklearn.model_selection",  # (the built-in workloads split their data with it: 1.7 s of CPU)
 )
+SCRIPT_PRELOAD = PRELOAD[: PRELOAD.index("hetsync.runner")]
+"""A user's script (``hetsync launch``): its loop needs neither the built-in
+workloads nor their data split (a second of CPU per launch); a script that
+imports them does so in each rank, as a fresh interpreter would."""
+PRELOAD_ENV = "HETSYNC_ZYGOTE_PRELOAD"  # the modules to import, comma-separated (the launcher's choice)
 POLL_S = 0.05
 MAX_FD = 1 << 16
 PR_SET_NAME = 15
@@ -73,7 +78,8 @@ def main() -> None:
     die_with_parent()  # (the launcher's pid is in the environment)
     import importlib
 
-    for name in PRELOAD:
+    preload = os.environ.pop(PRELOAD_ENV, None)  # (not the ranks')
+    for name in preload.split(",") if preload else PRELOAD:
         importlib.import_module(name)
     requests = sys.stdin.buffer
     replies = sys.stdout.buffer
@@ -246,16 +252,19 @@ class Zygote:
         pass_fds: Sequence[int] = (),
         cwd: str | Path | None = None,
         label: str = "",
+        preload: Sequence[str] = PRELOAD,
     ):
         """``label`` (the run's output folder) only shows in ``ps``, on its
-        command line and its ranks'."""
+        command line and its ranks'. ``preload``: the modules the zygote
+        imports before it forks (:data:`PRELOAD`, or :data:`SCRIPT_PRELOAD`
+        for a user's script)."""
         self._log = log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hetsync.runtime.zygote", *([label] if label else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=env,
+            env={**env, PRELOAD_ENV: ",".join(preload)},
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             cwd=cwd,
