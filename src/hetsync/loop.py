@@ -217,7 +217,7 @@ def init(
             each stepping your optimizer, as DDP does; rank 0 only decides:
             :mod:`hetsync.runtime.collective`; BSP and LB-BSP; local SGD and
             DiLoCo all-reduce each round's model deltas and every worker takes
-            the outer step, without checkpoints for now). Default:
+            the outer step). Default:
             ``$HETSYNC_PATH`` (``hetsync launch --path``), else ``"ps"``.
         overrides: scenario keys (``max_time_s=60``, ``target={...}``).
     """
@@ -239,12 +239,7 @@ def init(
     from hetsync.policies import make_policy
 
     chosen = make_policy(policy, policy_context(sc))
-    if uses_collective(path, chosen) and chosen.collective_kind != "grad" and checkpoint_dir is not None:
-        raise BadInput(  # (uses_collective: BadInput for a policy that cannot take the path at all)
-            f"{chosen.label} on path=collective in your own training loop cannot checkpoint yet (its rounds "
-            "average models, and the workers' copies of the outer optimizer are not saved): drop "
-            "checkpoint_dir=, or use path='ps'"
-        )
+    uses_collective(path, chosen)  # (BadInput for a policy that cannot take the path)
     if rank == 0:  # (also in the summary's notes, which hetsync launch shows)
         for note in sc.notes:
             print(f"hetsync: note: {note}", file=sys.stderr, flush=True)
@@ -957,9 +952,12 @@ class _LoopWorker(WorkerProcess):
         if not self.collective or version != cmd.version:
             return
         self._rounds_saved = {"version": version, "optimizer": copy.deepcopy(self.opt.state_dict())}
+        if self.outer_replica is not None:  # (delta rounds: the outer optimizer's state, and the round's model)
+            self._rounds_saved["outer_replica"] = copy.deepcopy(self.outer_replica.state_dict())
         self._save_local_state(every=False)
         if cmd.send_model:
-            self._send(P.Snapshot(version=version), self.flat.flat())
+            model = self.global_model if self.round_kind == "delta" else self.flat.flat()
+            self._send(P.Snapshot(version=version), model)
 
     def _load_rounds(self, rounds: dict[str, Any]) -> None:
         """A resumed collective run: the user's optimizer's moments and step
@@ -968,6 +966,8 @@ class _LoopWorker(WorkerProcess):
         (loading them too would decay them twice)."""
         state = self.opt.state_dict()
         self.opt.load_state_dict({**state, "state": rounds["optimizer"]["state"]})
+        if self.outer_replica is not None and "outer_replica" in rounds:
+            self.outer_replica.load_state_dict(rounds["outer_replica"])
 
     def start(self) -> None:
         threading.Thread(target=self._read_commands, daemon=True, name="control").start()

@@ -42,17 +42,3 @@ def test_hetsync_run_averages_the_same_models_on_either_path_and_ends_with_a_rou
     ps_bytes = runs["ps"]["bytes_sent"]
     assert ps_bytes % (10 * 4) == 0 and runs["collective"]["bytes_sent"] * 2 == ps_bytes, runs
     assert runs["collective"]["final_metric"] == pytest.approx(runs["ps"]["final_metric"], abs=1e-6)
-
-
-def test_a_user_loop_refuses_checkpoints_of_delta_rounds_on_the_collective_path(monkeypatch, tmp_path):
-    """In a user's own loop local SGD's and DiLoCo's rounds may take the
-    collective path (tests/runtime/test_loop.py), but not with checkpoints
-    yet: the workers' copies of the outer optimizer are not saved. Refused
-    in one line before any process group is joined."""
-    import hetsync
-    from hetsync.errors import BadInput
-
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "3")
-    with pytest.raises(BadInput, match=r"local-sgd\(H=4\) on path=collective .* cannot checkpoint yet.*path='ps'"):
-        hetsync.init("local-sgd", path="collective", checkpoint_dir=tmp_path)

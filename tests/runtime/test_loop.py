@@ -285,11 +285,13 @@ def test_on_the_collective_path_loops_may_end_unevenly_under_lb_bsp(tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["local-sgd:H=4", "diloco:H=4"])
-def test_local_rounds_in_your_loop_end_alike_on_either_path(tmp_path, policy):
+def test_local_rounds_in_your_loop_end_alike_on_either_path_and_resumed(tmp_path, policy):
     """Local SGD and DiLoCo in a user's loop: on the collective path the
     workers all-reduce each round's model deltas and take the outer step
     (plain averaging; DiLoCo's Nesterov) themselves, as rank 0 does on the
-    parameter-server path: the same rounds, the same model."""
+    parameter-server path: the same rounds, the same model. Stopped after
+    two rounds with checkpoints and resumed, the collective run ends there
+    too: each worker saved its AdamW's and its outer optimizer's state."""
     models = {}
     for path in ("ps", "collective"):
         (run,) = launched(tmp_path / path, policy, 12, path=path)
@@ -297,8 +299,17 @@ def test_local_rounds_in_your_loop_end_alike_on_either_path(tmp_path, policy):
         assert run["updates"] == 3 and run["applied_steps"] == run["steps"] == 24, run  # 3 rounds of 4 steps
         (saved,) = (tmp_path / path).glob("model-*.pt")
         models[path] = torch.load(saved, weights_only=True)
-    ps, coll = models["ps"], models["collective"]
-    assert max((ps[k] - coll[k]).abs().max().item() for k in ps) <= 1e-5
+    out, ckpt = tmp_path / "resumed", tmp_path / "ckpt"
+    (run,) = launched(out, policy, 8, "-", str(ckpt), path="collective")
+    assert run["updates"] == 2 and len(list(ckpt.glob("*.worker-*.pt"))) == 2
+    (run,) = launched(out, policy, 12, "-", str(ckpt), "resume", path="collective")
+    assert run["resumed_from"]["version"] == 2 and run["resumed_from"].get("fresh", []) == [], run["resumed_from"]
+    assert run["updates"] == 3
+    (saved,) = out.glob("model-*.pt")
+    models["resumed"] = torch.load(saved, weights_only=True)
+    ps = models["ps"]
+    for other in ("collective", "resumed"):
+        assert max((ps[k] - models[other][k]).abs().max().item() for k in ps) <= 1e-5, other
     start, _, _ = _build()
     assert max((ps[k] - start.state_dict()[k]).abs().max().item() for k in ps) > 0.01  # (it trained)
 
