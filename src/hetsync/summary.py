@@ -50,6 +50,7 @@ from hetsync.errors import BadInput
 __all__ = [
     "KEYS",
     "RunSummary",
+    "WorkerJoined",
     "WorkerLeft",
     "as_dicts",
     "check_summary",
@@ -65,6 +66,15 @@ class WorkerLeft(TypedDict):
     worker: int
     t: float
     reason: str
+
+
+class WorkerJoined(TypedDict):
+    """A worker that joined the run (``workers_joined``; the simulator's
+    ``membership``): it came at ``t`` and held the global model from ``ready_s``."""
+
+    worker: int
+    t: float
+    ready_s: float
 
 
 class _Named(TypedDict):
@@ -114,6 +124,7 @@ class RunSummary(_Named, total=False):
     trace: str | None  # a file name beside the summary
     stop_reason: str | None
     workers_left: list[WorkerLeft] | None
+    workers_joined: list[WorkerJoined] | None
     notes: list[str] | None
     outstanding_detail: dict[str, Any] | None  # simulator only
     events: int | None
