@@ -174,6 +174,9 @@ class DriverCore:
         self.max_time_s = scenario.stop.max_time_s
         self.budget = scenario.stop.max_steps * self.n if scenario.stop.max_steps is not None else None
         self.computing: set[int] = set()
+        # a step was refused because the budget was spent (a leaver's step in progress may give one
+        # back later, which the workers already stopped then never take: the run still ended on it)
+        self.refused = False
         self.stats = ExchangeStats()  # peer-to-peer exchanges (summary fields)
         self.heard: Event | None = None  # the last event the policy was given (its start: None)
         self.heard_s: float | None = None  # when it started (None: not yet)
@@ -308,6 +311,7 @@ class DriverCore:
                 f"worker {w} asked for batch {cmd.batch_size} above its memory cap max_batch={self.max_batch[w]}"
             )
         if self.spent():
+            self.refused = True
             return False
         self.ledger.started_steps += 1
         self.computing.add(w)

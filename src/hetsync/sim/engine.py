@@ -1138,7 +1138,7 @@ class Simulation:
             if countdown == 0 and self.progress is not None:
                 countdown = report_every
                 self.progress(self.core.fraction(self.now))
-        if self.core.spent():
+        if self.core.spent() or self.core.refused:
             self.stop_reason = "max_steps"
             return
         if not any(self.present):
