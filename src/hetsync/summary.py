@@ -185,6 +185,15 @@ def _is_worker_left(value: Any) -> bool:
     )
 
 
+def _is_worker_joined(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and _is_integer(value.get("worker"))
+        and _is_number(value.get("t"))
+        and _is_number(value.get("ready_s"))
+    )
+
+
 _Check = tuple[Callable[[Any], bool], str]
 """Whether a value fits, and what it should be (said when it does not)."""
 
@@ -202,6 +211,7 @@ _LISTS: dict[str, tuple[str, _Check]] = {
     "metric_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "accuracy_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "workers_left": ("a list of {worker, t, reason}", (_is_worker_left, "{worker, t, reason}")),
+    "workers_joined": ("a list of {worker, t, ready_s}", (_is_worker_joined, "{worker, t, ready_s}")),
     "notes": ("a list of text", _TEXT),
     "restarts": ("a list of {after_s, reason}", (lambda v: isinstance(v, dict) and "reason" in v, "{after_s, reason}")),
 }

@@ -1122,6 +1122,9 @@ class Simulation:
                 continue
             if prio == _MEMBER:
                 self._member(*payload)
+                if not self._members_pending and not any(self.present):
+                    self.stop_reason = "no workers left"  # (what they left on the links never arrives)
+                    return
                 if self._net_dirty:
                     self._schedule_net()
                 continue
