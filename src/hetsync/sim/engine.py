@@ -293,6 +293,7 @@ class Simulation:
         self._net_dirty = False  # flows started since the network was last read
         # membership (scenario key): who is in the run now, and what the leavers took with them
         self.present = [True] * n
+        self._members = bool(scenario.cluster.membership)  # (else none of this is kept)
         self.lost_steps = 0  # computed steps a leaver took with it (unpushed, or pushes on their way)
         self._pushing: dict[int, set[int]] = {}  # worker -> its pushes on their way to the server
         self._rings: list[_Exchange] = []  # the p2p all-reduces in flight
@@ -477,7 +478,8 @@ class Simulation:
                 self.ledger.math_time_s += time.perf_counter() - t0
             rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples, fragment=fragment)
             push_id = self.ledger.hold(rec)
-            self._pushing.setdefault(cmd.worker, set()).add(push_id)
+            if self._members:
+                self._pushing.setdefault(cmd.worker, set()).add(push_id)
             return _Transfer(
                 kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id, fragment=fragment
             )
@@ -490,7 +492,8 @@ class Simulation:
             self.ledger.math_time_s += time.perf_counter() - t0
         rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples)
         push_id = self.ledger.hold(rec)
-        self._pushing.setdefault(cmd.worker, set()).add(push_id)
+        if self._members:
+            self._pushing.setdefault(cmd.worker, set()).add(push_id)
         nbytes = 0 if self.collective else self.nbytes
         return _Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id)
 
@@ -592,10 +595,8 @@ class Simulation:
             self.ledger.bytes_sent += tr.nbytes  # (the runtime counts a ring's bytes when it ends)
             self._ring_chunk_done(tr)
             return
-        if tr.kind == "push":
-            pushing = self._pushing.get(tr.worker)
-            if pushing is not None:
-                pushing.discard(tr.push_id)
+        if tr.kind == "push" and self._members:
+            self._pushing.get(tr.worker, set()).discard(tr.push_id)  # (none: it left, the push is void)
         if tr.epoch != w.epoch or (tr.kind == "send" and tr.peer_epoch != self.workers[tr.peer].epoch):
             self._void_done(tr)
             return
@@ -745,10 +746,10 @@ class Simulation:
         self._deliver(arrived)
 
     def allreduce(self, cmd: AllReduce) -> None:
-        self.core.stats.allreduce(len(cmd.workers))
-        ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
         if not all(self.present[i] for i in cmd.workers):
             return  # a member is not in the run: the all-reduce never completes (the policy knows it left)
+        self.core.stats.allreduce(len(cmd.workers))
+        ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
         self._rings.append(ex)
         self._start_ring(ex)
 
