@@ -385,3 +385,17 @@ def test_a_repeated_policy_option_adds_its_specs():
     assert parser.parse_args(["compare", "-p", "bsp", "-p", "ssp:s=3,asp"]).policies == "bsp,ssp:s=3,asp"
     assert parser.parse_args(["run", "--policy", "bsp", "-p", "lb-bsp"]).policies == "bsp,lb-bsp"
     assert parser.parse_args(["compare"]).policies is None
+
+
+def test_compare_says_who_left_and_who_joined_on_a_membership_scenario(tmp_path, capsys):
+    argv = ["compare", "--scenario", "membership-4", "--set", "max_time_s=2.5", "--policies", "asp"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--no-plots"]) == 0
+    shown = capsys.readouterr().out
+    assert "asp: worker 3 left at 0.00s (absent at the start)" in shown
+    assert "asp: worker 3 joined at 2.00s" in shown
+    (run,) = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [j["worker"] for j in run["workers_joined"]] == [3]
+    # a policy that takes no joins is refused before anything runs, in one line
+    assert main([*argv[:-1], "streaming-diloco", "--out", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot take a worker that joins" in err and "\n" not in err

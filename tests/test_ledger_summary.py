@@ -290,3 +290,15 @@ def test_the_summary_has_each_workers_bytes():
     assert s["per_worker"]["bytes"] == [120]
     ledger.worker_bytes = []  # a worker that moved nothing: 0
     assert _summary(ledger)["per_worker"]["bytes"] == [0]
+
+
+def test_a_worker_s_time_in_the_run_leaves_out_its_time_away():
+    from hetsync.ledger import away_times
+
+    left = [{"worker": 0, "t": 2.0, "reason": "x"}, {"worker": 0, "t": 7.0, "reason": "x"}, {"worker": 1, "t": 0.0}]
+    joined = [{"worker": 0, "t": 5.0}, {"worker": 1, "t": 4.0}]
+    # worker 0 away 2..5 and 7..10; worker 1 absent until 4; worker 2 never away
+    assert away_times(3, 10.0, left, joined, None) == [4.0, 6.0, 10.0]
+    # no joins: until it left, as before joins existed; a leave before a resume does not count
+    assert away_times(2, 10.0, [{"worker": 1, "t": 3.0}], [], None) == [10.0, 3.0]
+    assert away_times(2, 10.0, [{"worker": 1, "t": 3.0}], [], 5.0) == [10.0, 10.0]

@@ -1,3 +1,5 @@
+import re
+
 import hypothesis
 import hypothesis.strategies as st
 import pytest
@@ -399,3 +401,47 @@ def test_a_load_with_phase_s_switches_on_at_a_chosen_time_for_good():
     assert sc.cluster.link_load.factor_at(0, 5.0) == 1.0
     with pytest.raises(BadInput, match="link_load.phase_s"):
         scenario_from_dict({"name": "x", "workers": 2, "max_time_s": 10, "link_load": {**load, "phase_s": 1000}})
+
+
+def test_membership_entries_read_as_absences():
+    sc = scenario_from_dict(
+        {
+            "workers": 3,
+            "max_steps": 1,
+            "membership": [
+                {"worker": 1, "leave_s": 1, "join_s": 2.5},
+                {"worker": 1, "leave_s": 4},
+                {"worker": 2, "join_s": 0.5},
+            ],
+        }
+    )
+    a, b, c = sc.cluster.membership
+    assert (a.worker, a.leave_s, a.join_s) == (1, 1.0, 2.5)
+    assert (b.start_s, b.end_s) == (4.0, float("inf"))  # leaves for good
+    assert (c.start_s, c.end_s) == (0.0, 0.5)  # absent at the start
+    assert sc.to_dict()["membership"][1] == {"worker": 1, "leave_s": 4.0}
+    assert [x.worker for x in sc.with_workers(2).cluster.membership] == [1, 1]  # worker 2 is not in 2 workers
+
+
+@pytest.mark.parametrize(
+    ("entries", "key", "why"),
+    [
+        ("w1", "'membership'", "must be a list"),
+        ([{"worker": 3, "join_s": 1}], "'membership[0].worker'", "0..2"),
+        ([{"worker": -1, "join_s": 1}], "'membership[0].worker'", ">= 0"),
+        ([{"worker": "a", "join_s": 1}], "'membership[0].worker'", "integer"),
+        ([{"leave_s": 1}], "'membership[0].worker'", "required"),
+        ([{"worker": 0}], "'membership[0]'", "needs leave_s, join_s or both"),
+        ([{"worker": 0, "leave_s": -1}], "'membership[0].leave_s'", r"\[0, "),
+        ([{"worker": 0, "join_s": "soon"}], "'membership[0].join_s'", "finite number"),
+        ([{"worker": 0, "leave_s": 2, "join_s": 2}], "'membership[0].join_s'", "after leave_s"),
+        ([{"worker": 0, "leave_s": 1, "again": 2}], "'membership[0].again'", "unknown"),
+        ([{"worker": 0, "leave_s": 1, "join_s": 3}, {"worker": 0, "leave_s": 2}], "'membership[1]'", "overlaps"),
+        ([{"worker": 0, "leave_s": 1}, {"worker": 0, "leave_s": 5, "join_s": 6}], "'membership[1]'", "overlaps"),
+        ([{"worker": 0, "join_s": 1}, {"worker": 0, "join_s": 3}], "'membership", "absent a second time"),
+    ],
+)
+def test_bad_membership_entries_are_refused_naming_the_key(entries, key, why):
+    with pytest.raises(BadInput, match=re.escape(key)) as e:
+        scenario_from_dict({"workers": 3, "max_steps": 1, "membership": entries})
+    assert e.match(why)

@@ -498,6 +498,10 @@ def _finish(
     for run in runs:
         for x in run.get("workers_left") or []:
             _say(con, f"{run['label']}: worker {x['worker']} left at {x['t']:.2f}s ({x['reason']})")
+        for x in run.get("workers_joined") or []:  # (the simulator's membership)
+            _say(
+                con, f"{run['label']}: worker {x['worker']} joined at {x['t']:.2f}s (the model by {x['ready_s']:.2f}s)"
+            )
     if notes:  # each note once (the notes are the scenario's, the same for every run)
         for note in dict.fromkeys(n for run in runs for n in run.get("notes") or []):
             _say(con, f"note: {note}", style="yellow")

@@ -145,6 +145,8 @@ class Ledger:
         self.math_time_s = 0.0
         self.last_lr: float | None = None  # the learning rate of the last gradient Apply
         self.left: list[dict[str, Any]] = []  # workers that left: {"worker", "t", "reason"}
+        # workers that joined (the simulator's membership): {"worker", "t" it came, "ready_s" it held the model}
+        self.joined: list[dict[str, Any]] = []
         self.resumed_at_s: float | None = None  # a resumed run: when it went on from its checkpoint
         # delay compensation: the models workers compute on, kept while referenced (module docstring)
         needs = getattr(policy, "needs_base_models", None)  # (a stand-in for a policy may lack it)
@@ -345,6 +347,16 @@ class Ledger:
         new[lo:hi] = moved
         return new
 
+    def lose(self, push_id: int) -> int:
+        """A push that never reached the server (its worker left while it was
+        on its way): no longer held, neither applied nor dropped (it stays
+        outstanding, as on real processes). Returns the steps it carried."""
+        rec = self.pushes.pop(push_id, None)
+        if rec is None:
+            return 0
+        self._release(push_id)
+        return rec.steps
+
     def drop(self, cmd: Drop, now_s: float) -> None:
         steps = 0
         for push_id in cmd.push_ids:
@@ -475,10 +487,7 @@ class Ledger:
         # each worker's time in the run: until it left (its own loop ended, or it died), not
         # after, which is neither waiting nor working (N × wall time when nobody left)
         n = len(compute_s)
-        in_run_s = [wall_s] * n
-        for gone in self.left:
-            if self.resumed_at_s is None or gone["t"] >= self.resumed_at_s:
-                in_run_s[gone["worker"]] = min(wall_s, float(gone["t"]))
+        in_run_s = away_times(n, wall_s, self.left, self.joined, self.resumed_at_s)
         total_s = sum(in_run_s)
         denom = total_s if total_s > 0 else 1.0
         compute, comm = sum(compute_s), sum(comm_s)
@@ -546,6 +555,7 @@ class Ledger:
                 "bytes": [self.worker_bytes[w] if w < len(self.worker_bytes) else 0 for w in range(n)],
             },
             "workers_left": self.left,
+            "workers_joined": self.joined,
             "host_time_s": host_s,
             "math_time_s": self.math_time_s,
             "stop_reason": stop_reason,
@@ -555,6 +565,34 @@ class Ledger:
             out.update(max_kept_models=self.max_kept_models, uncompensated=self.uncompensated)
         out.update(extra or {})
         return out
+
+
+def away_times(
+    n: int, wall_s: float, left: list[dict[str, Any]], joined: list[dict[str, Any]], resumed_at_s: float | None
+) -> list[float]:
+    """Each worker's time in the run: ``wall_s`` less the time it was away,
+    from a leave (``left``; one before a resume does not count) to its next
+    join (``joined``) or the end."""
+    moves: dict[int, list[tuple[float, int]]] = {}
+    for gone in left:
+        if resumed_at_s is None or gone["t"] >= resumed_at_s:
+            moves.setdefault(gone["worker"], []).append((min(wall_s, float(gone["t"])), 0))
+    for back in joined:
+        moves.setdefault(back["worker"], []).append((min(wall_s, float(back["t"])), 1))
+    out = [wall_s] * n
+    for w, events in moves.items():
+        away_since: float | None = None
+        away = 0.0
+        for t, kind in sorted(events):
+            if kind == 0 and away_since is None:
+                away_since = t
+            elif kind == 1 and away_since is not None:
+                away += t - away_since
+                away_since = None
+        if away_since is not None:
+            away += wall_s - away_since
+        out[w] = max(0.0, wall_s - away)
+    return out
 
 
 @dataclass(slots=True)

@@ -247,6 +247,14 @@ class LocalModel:
         if weight is not None:
             self.weight = weight
 
+    def drop_local(self) -> int:
+        """Forget the work not yet pushed (its worker left): returns the steps it held."""
+        lost = self.local_steps + int(self.has_grad)
+        self.local_steps = self.local_samples = 0
+        self.has_grad, self.grad = False, None
+        self.ref = self.local
+        return lost
+
     def load(self, model: torch.Tensor | None, version: int) -> int:
         """Replace the model with a pulled one; returns the local steps it overwrote."""
         overwritten = self.local_steps

@@ -156,6 +156,47 @@ def _check_step_figure(key: str, v: Any) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Absence:
+    """One entry of the scenario key ``membership``: worker ``worker`` leaves
+    the run at ``leave_s`` and joins it again at ``join_s`` (simulated
+    seconds). ``leave_s`` None: it starts absent and first joins at
+    ``join_s``; ``join_s`` None: it leaves for good. ``key`` names the entry
+    in messages (``membership[0]``)."""
+
+    worker: int
+    leave_s: float | None = None
+    join_s: float | None = None
+    key: str = "membership"
+
+    def __post_init__(self) -> None:
+        k = self.key
+        w = self.worker
+        _check(isinstance(w, int) and not isinstance(w, bool) and w >= 0, f"{k}.worker", w, "must be an integer >= 0")
+        for name in ("leave_s", "join_s"):
+            v = getattr(self, name)
+            if v is not None:
+                _check_range(f"{k}.{name}", v, 0, L.MAX_TIME_S)
+        _check(
+            self.leave_s is not None or self.join_s is not None,
+            k,
+            None,
+            "needs leave_s, join_s or both (leave_s alone: it leaves for good; join_s alone: it starts absent)",
+        )
+        if self.leave_s is not None and self.join_s is not None:
+            _check(self.join_s > self.leave_s, f"{k}.join_s", self.join_s, f"must be after leave_s={self.leave_s:g}")
+
+    @property
+    def start_s(self) -> float:
+        """When the absence begins (0: at the start)."""
+        return 0.0 if self.leave_s is None else self.leave_s
+
+    @property
+    def end_s(self) -> float:
+        """When it ends (infinity: never)."""
+        return math.inf if self.join_s is None else self.join_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     """The machines: how many workers, how fast each one is, the links and
     what the parameter server costs. A per-worker tuple holds one value per
@@ -185,6 +226,8 @@ class Cluster:
     # commands to workers and their step/pull reports to the server are
     # messages that travel latency_s, as a model's transfer does (False: free)
     control_latency: bool = False
+    # workers that leave and (re)join the run (simulator): one Absence per interval away
+    membership: tuple[Absence, ...] = ()
 
     def __post_init__(self) -> None:
         n = self.workers
@@ -211,6 +254,7 @@ class Cluster:
                 self.server_bandwidth_Bps,
                 f"must be >= {L.MIN_BANDWIDTH_BPS:g} bytes/s (use .inf for a free link)",
             )
+        _check_membership(self.membership, n)
 
     @property
     def server_Bps(self) -> float:
@@ -236,6 +280,7 @@ class Cluster:
             **{key: cut(getattr(self, key)) for key in _PER_WORKER_DEFAULTS},
             background_load=keep_workers(self.background_load),
             link_load=keep_workers(self.link_load),
+            membership=tuple(a for a in self.membership if a.worker < n),
         )
 
 
@@ -510,6 +555,10 @@ class Scenario:
         """The scenario as flat YAML keys (the file format, docs/scenarios.md)."""
         out: dict[str, Any] = {"name": self.name, "description": self.description}
         out |= dataclasses.asdict(self.cluster)
+        out["membership"] = [  # (as the file writes them: an omitted time is absent, the entry's name is not kept)
+            {k: v for k, v in (("worker", a.worker), ("leave_s", a.leave_s), ("join_s", a.join_s)) if v is not None}
+            for a in self.cluster.membership
+        ]
         out |= dataclasses.asdict(self.job)
         out["policies"] = list(self.job.policies)
         stop = dataclasses.asdict(self.stop)
@@ -538,6 +587,11 @@ def fit_to_workers(raw: dict[str, Any], n: int, keep: frozenset[str] = frozenset
         load = out.get(key)
         if key not in keep and isinstance(load, dict) and isinstance(load.get("workers"), list):
             out[key] = {**load, "workers": [w for w in load["workers"] if isinstance(w, int) and w < n]}
+    members = out.get("membership")
+    if "membership" not in keep and isinstance(members, list):
+        out["membership"] = [
+            a for a in members if not (isinstance(a, dict) and isinstance(a.get("worker"), int) and a["worker"] >= n)
+        ]
     return out
 
 
@@ -578,6 +632,61 @@ def _few(values: list[Any], most: int = 6) -> str:
 
 RUNTIME_TIMINGS = ("real", "modelled")  # Scenario.runtime_timing
 P2P_MIXING = ("equal", "push-sum")  # how peer-to-peer receivers mix (Scenario.p2p_mixing)
+
+
+def _check_membership(entries: tuple[Absence, ...], n: int) -> None:
+    """Each entry's worker exists, and one worker's absences do not overlap."""
+    by_worker: dict[int, list[Absence]] = {}
+    for a in entries:
+        _check(a.worker < n, f"{a.key}.worker", a.worker, f"must be a worker of the cluster, 0..{n - 1}")
+        by_worker.setdefault(a.worker, []).append(a)
+    for w, absences in by_worker.items():
+        absences.sort(key=lambda a: a.start_s)
+        starts_absent = [a for a in absences if a.leave_s is None]
+        _check(
+            len(starts_absent) <= 1,
+            starts_absent[-1].key if starts_absent else "membership",
+            None,
+            f"starts worker {w} absent a second time (leave_s omitted: absent from the start)",
+        )
+        for before, after in zip(absences, absences[1:], strict=False):
+            _check(
+                after.start_s >= before.end_s,
+                after.key,
+                None,
+                f"overlaps {before.key} (worker {w} is away from {before.start_s:g} s"
+                + (f" to {before.end_s:g} s" if before.join_s is not None else " for good")
+                + "): one worker's absences must not overlap",
+            )
+
+
+def _membership(raw: Any) -> tuple[Absence, ...]:
+    """The scenario key ``membership``: a list of ``{worker, leave_s, join_s}``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadInput(
+            f"scenario key 'membership' must be a list of {{worker: W, leave_s: T1, join_s: T2}} entries, got {raw!r}"
+        )
+    out = []
+    allowed = {"worker", "leave_s", "join_s"}
+    for i, entry in enumerate(raw):
+        key = f"membership[{i}]"
+        if not isinstance(entry, dict):
+            raise BadInput(
+                f"scenario key {key!r} must be a mapping {{worker: W, leave_s: T1, join_s: T2}}, got {entry!r}"
+            )
+        unknown = set(entry) - allowed
+        if unknown:
+            raise BadInput(f"scenario key '{key}.{sorted(unknown)[0]}' is unknown (known: {sorted(allowed)})")
+        if "worker" not in entry:
+            raise BadInput(f"scenario key '{key}.worker' is required")
+        times: dict[str, float | None] = {}
+        for name in ("leave_s", "join_s"):
+            v = entry.get(name)
+            times[name] = None if v is None else _finite_number(f"{key}.{name}", v)
+        out.append(Absence(worker=entry["worker"], key=key, **times))
+    return tuple(out)
 
 
 def _check(ok: bool, key: str, value: Any, rule: str) -> None:
@@ -818,6 +927,7 @@ def scenario_from_dict(raw: dict[str, Any], *, default_name: str = "custom") -> 
     values["schedule"] = parse_schedule("schedule", raw.get("schedule"))
     values["clip_norm"] = parse_clip_norm(raw.get("clip_norm"))
     values["link_load"] = _background_load(raw.get("link_load"), n, rng, "link_load")
+    values["membership"] = _membership(raw.get("membership"))
     values["script"] = parse_script(raw.get("script"))
     return Scenario(
         name=values["name"],

@@ -50,6 +50,7 @@ from hetsync.errors import BadInput
 __all__ = [
     "KEYS",
     "RunSummary",
+    "WorkerJoined",
     "WorkerLeft",
     "as_dicts",
     "check_summary",
@@ -65,6 +66,15 @@ class WorkerLeft(TypedDict):
     worker: int
     t: float
     reason: str
+
+
+class WorkerJoined(TypedDict):
+    """A worker that joined the run (``workers_joined``; the simulator's
+    ``membership``): it came at ``t`` and held the global model from ``ready_s``."""
+
+    worker: int
+    t: float
+    ready_s: float
 
 
 class _Named(TypedDict):
@@ -114,6 +124,7 @@ class RunSummary(_Named, total=False):
     trace: str | None  # a file name beside the summary
     stop_reason: str | None
     workers_left: list[WorkerLeft] | None
+    workers_joined: list[WorkerJoined] | None
     notes: list[str] | None
     outstanding_detail: dict[str, Any] | None  # simulator only
     events: int | None
@@ -174,6 +185,15 @@ def _is_worker_left(value: Any) -> bool:
     )
 
 
+def _is_worker_joined(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and _is_integer(value.get("worker"))
+        and _is_number(value.get("t"))
+        and _is_number(value.get("ready_s"))
+    )
+
+
 _Check = tuple[Callable[[Any], bool], str]
 """Whether a value fits, and what it should be (said when it does not)."""
 
@@ -191,6 +211,7 @@ _LISTS: dict[str, tuple[str, _Check]] = {
     "metric_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "accuracy_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "workers_left": ("a list of {worker, t, reason}", (_is_worker_left, "{worker, t, reason}")),
+    "workers_joined": ("a list of {worker, t, ready_s}", (_is_worker_joined, "{worker, t, ready_s}")),
     "notes": ("a list of text", _TEXT),
     "restarts": ("a list of {after_s, reason}", (lambda v: isinstance(v, dict) and "reason" in v, "{after_s, reason}")),
 }

@@ -151,7 +151,7 @@ class TraceWriter:
 # under ``from __future__ import annotations`` before 3.12).
 
 Kind = Literal[
-    "start", "compute", "push", "pull", "apply", "drop", "send", "allreduce", "eval", "left", "resume", "end"
+    "start", "compute", "push", "pull", "apply", "drop", "send", "allreduce", "eval", "left", "joined", "resume", "end"
 ]
 """The kinds of trace record, the values of ``ev``."""
 
@@ -275,12 +275,27 @@ class EvalRecord(TypedDict):
 
 
 class LeftRecord(TypedDict):
-    """(runtime) Worker ``w`` died or went silent."""
+    """Worker ``w`` died or went silent (runtime), or left as the scenario's
+    ``membership`` says (simulator)."""
 
     t: float
     ev: Literal["left"]
     w: int
     reason: str
+
+
+class JoinedRecord(TypedDict):
+    """(simulator, ``membership``) Worker ``w`` came back at ``t`` and, from
+    ``end``, held the global model of ``version`` (``nbytes`` downloaded; peer
+    to peer, the live workers' average, ``version`` the updates so far); the
+    policy got ``WorkerJoined`` then."""
+
+    t: float
+    ev: Literal["joined"]
+    w: int
+    end: float
+    version: int
+    nbytes: int
 
 
 class ResumeRecord(TypedDict):
@@ -312,6 +327,7 @@ Record = (
     | AllreduceRecord
     | EvalRecord
     | LeftRecord
+    | JoinedRecord
     | ResumeRecord
     | EndRecord
 )
@@ -328,6 +344,7 @@ SCHEMA: dict[str, type] = {
     "allreduce": AllreduceRecord,
     "eval": EvalRecord,
     "left": LeftRecord,
+    "joined": JoinedRecord,
     "resume": ResumeRecord,
     "end": EndRecord,
 }
@@ -369,7 +386,7 @@ class TraceError(BadInput):
     """A trace file has a line that is not a JSON record (not a cut last line: damage)."""
 
 
-_WORKER_KINDS = INTERVAL_KINDS | {"left", "drop"}  # records that can belong to a worker ``w``
+_WORKER_KINDS = INTERVAL_KINDS | {"left", "joined", "drop"}  # records that can belong to a worker ``w``
 _EV_RE = re.compile(r'"ev"\s*:\s*"(\w+)"')
 _W_RE = re.compile(r'"w"\s*:\s*(\d+)')
 _T_RE = re.compile(r'"t"\s*:\s*(-?[0-9][0-9.eE+-]*)')

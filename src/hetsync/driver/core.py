@@ -59,6 +59,7 @@ from hetsync.policies.base import (
     Push,
     PushArrived,
     SetTimer,
+    WorkerJoined,
     WorkerLeft,
 )
 from hetsync.policies.staleness import StalenessConfig
@@ -111,6 +112,8 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
                 f"policy {spec!r}: momentum=corrected lowers an SGD server's momentum, "
                 f"and this scenario's optimizer is {scenario.job.optimizer.name}"
             )
+    for spec, policy in zip(specs, policies, strict=True):
+        check_membership(scenario, policy, driver=driver, spec=spec)
     labels = [p.label for p in policies]
     seen: set[str] = set()
     for spec, label in zip(specs, labels, strict=True):
@@ -118,6 +121,26 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
             raise BadInput(f"policy {spec!r} appears twice in the comparison (as {label})")
         seen.add(label)
     return labels
+
+
+def check_membership(scenario: Scenario, policy: Policy, *, driver: str = "sim", spec: str | None = None) -> None:
+    """BadInput (one line) for a run the scenario's ``membership`` cannot
+    have: on real processes (the simulator alone plays it for now), or with
+    workers that join for a policy without ``Policy.takes_joins``."""
+    absences = scenario.cluster.membership
+    if not absences:
+        return
+    name = repr(spec) if spec is not None else policy.label
+    if driver != "sim":
+        raise BadInput(
+            f"scenario {scenario.name!r} sets membership (workers that leave and join): the simulator alone "
+            "plays it for now; run it with hetsync simulate or compare, not on real processes"
+        )
+    if any(a.join_s is not None for a in absences) and not getattr(policy, "takes_joins", False):
+        raise BadInput(
+            f"policy {name} cannot take a worker that joins (takes_joins is False), and scenario "
+            f"{scenario.name!r} has workers join (membership); leave the policy out or the joins"
+        )
 
 
 def eval_interval_s(sc: Scenario, *, floor_s: float = 1e-9) -> float:
@@ -151,6 +174,9 @@ class DriverCore:
         self.max_time_s = scenario.stop.max_time_s
         self.budget = scenario.stop.max_steps * self.n if scenario.stop.max_steps is not None else None
         self.computing: set[int] = set()
+        # a step was refused because the budget was spent (a leaver's step in progress may give one
+        # back later, which the workers already stopped then never take: the run still ended on it)
+        self.refused = False
         self.stats = ExchangeStats()  # peer-to-peer exchanges (summary fields)
         self.heard: Event | None = None  # the last event the policy was given (its start: None)
         self.heard_s: float | None = None  # when it started (None: not yet)
@@ -285,6 +311,7 @@ class DriverCore:
                 f"worker {w} asked for batch {cmd.batch_size} above its memory cap max_batch={self.max_batch[w]}"
             )
         if self.spent():
+            self.refused = True
             return False
         self.ledger.started_steps += 1
         self.computing.add(w)
@@ -443,6 +470,20 @@ class DriverCore:
         self.ledger.left.append({"worker": worker, "t": now_s, "reason": reason})
         self.trace.write({"t": now_s, "ev": "left", "w": worker, "reason": reason})
         return WorkerLeft(now_s=now_s, worker=worker)
+
+    def joined(
+        self, worker: int, *, start_s: float, end_s: float, now_s: float, version: int, nbytes: int
+    ) -> WorkerJoined:
+        """``worker`` is back: it came at ``start_s`` and, from ``end_s``, holds
+        the global model of ``version`` (``nbytes`` downloaded for it)."""
+        led = self.ledger
+        led.bytes_sent += nbytes
+        led.count_bytes(worker, nbytes)
+        led.joined.append({"worker": worker, "t": start_s, "ready_s": end_s})
+        self.trace.write(
+            {"t": start_s, "ev": "joined", "w": worker, "end": end_s, "version": version, "nbytes": nbytes}
+        )
+        return WorkerJoined(now_s=now_s, worker=worker)
 
     # ------------------------------------------------------ run boundaries
     def started(self, t_s: float, *, model_nbytes: int, scenario: Scenario, **extra: Any) -> None:

@@ -8,6 +8,9 @@ pusher pulls the latest model and carries on. Throughput is the sum of the
 workers' rates, paid for with staleness: a slow worker's gradient was
 computed on a model several versions old.
 
+A worker that joins (``WorkerJoined``) holds the current global model and
+starts its next step at once; there is no round to wait for.
+
 Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
@@ -32,6 +35,7 @@ from hetsync.policies.base import (
     Event,
     Pull,
     PushArrived,
+    WorkerJoined,
 )
 from hetsync.policies.staleness import StalenessConfig, StalePushes
 
@@ -41,6 +45,7 @@ class ASP(StalePushes):
     summary = "asynchronous: apply every gradient on arrival (weight 1/N), nobody waits"
     config_class = StalenessConfig
     config: StalenessConfig
+    takes_joins = True
 
     def _step(self, w: int) -> Compute:
         return Compute(worker=w, batch_size=self.ctx.batch_size, push="grad")
@@ -54,4 +59,6 @@ class ASP(StalePushes):
                 self.apply_push(event, 1.0 / self.n, self.n),
                 Pull(worker=event.worker, then=self._step(event.worker)),
             ]
+        if isinstance(event, WorkerJoined):  # it holds the current model: it steps at once
+            return [self._step(event.worker)]
         return []

@@ -89,7 +89,10 @@ windows).
 Leaving: a worker whose own training loop ends (``WorkerLeaving``) first
 pushes the local steps it took since its last push, if any, and gets no new
 window; its delta is applied when it arrives. A worker that is gone
-(``WorkerLeft``) no longer counts for v_max.
+(``WorkerLeft``) no longer counts for v_max. A worker that joins
+(``WorkerJoined``) holds the current global model and starts its next local
+phase at once, H_w sized from its step time measured before it left (H if it
+never ran); it counts for v_max again.
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ from hetsync.policies.base import (
     Pull,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeaving,
     WorkerLeft,
     param,
@@ -144,6 +148,7 @@ class AsyncLocalSGD(Policy):
     summary = "async local SGD (Liu et al. 2024): deltas applied on arrival, DyLU steps, delayed Nesterov"
     config_class = AsyncLocalSGDConfig
     config: AsyncLocalSGDConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -224,6 +229,12 @@ class AsyncLocalSGD(Policy):
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.leaving.discard(event.worker)
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if w in self.alive:
+                return []
+            self.alive.add(w)
+            return [self._new_window(w)]
         return []
 
     def _on_step(self, event: ComputeDone) -> list[Command]:

@@ -10,6 +10,11 @@ older version, are dropped (and counted); their senders then pull the newest
 model and join the current round. Straggling b workers no longer hold the
 round, at the price of b wasted gradients per round.
 
+A worker that leaves is no longer counted (the round needs N − b of the live
+ones). A worker that joins (``WorkerJoined``) waits for the round in flight
+to close, then pulls the new version with its contributors and counts in N
+from that round on (with no live worker, it starts at once).
+
 Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
@@ -32,7 +37,9 @@ from hetsync.policies.base import (
     PolicyContext,
     Pull,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
+    admit,
     apply_and_pull,
     param,
 )
@@ -48,6 +55,7 @@ class BackupWorkers(Policy):
     summary = "synchronous rounds closed by the first N-b gradients; late ones are dropped"
     config_class = BackupConfig
     config: BackupConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -55,6 +63,7 @@ class BackupWorkers(Policy):
         if self.b >= self.n:
             raise BadInput(f"policy 'backup' parameter 'b' must be < workers ({self.n}), got {self.b}")
         self.alive = set(range(self.n))
+        self.joining: set[int] = set()  # joined during the round in flight: live from the next one
         self.version = 0
         self.round: list[PushArrived] = []
 
@@ -85,7 +94,10 @@ class BackupWorkers(Policy):
             return self._maybe_close()
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
+            self.joining.discard(event.worker)
             return self._maybe_close()  # what it already pushed stays in the round
+        if isinstance(event, WorkerJoined):
+            return [self._step(event.worker)] if admit(self.alive, self.joining, event.worker) else []
         return []
 
     def _maybe_close(self) -> list[Command]:
@@ -93,5 +105,9 @@ class BackupWorkers(Policy):
             return []
         pushes, self.round = self.round, []
         self.version += 1
-        contributors = sorted(p.worker for p in pushes)
+        # the contributors go on at once (the late ones pull when their push is dropped); so do
+        # the workers that joined during the round (live from now on, counted in N − b)
+        contributors = sorted({p.worker for p in pushes if p.worker in self.alive} | self.joining)
+        self.alive |= self.joining
+        self.joining.clear()
         return apply_and_pull(pushes, lr=self.ctx.lr, next_steps=[self._step(w) for w in contributors])

@@ -171,6 +171,18 @@ class WorkerLeft(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerJoined(Event):
+    """The worker, which had left (``WorkerLeft``) or had not started, is
+    available again and holds the current global model (peer to peer: the
+    average of the live workers' models); its place in the data goes on where
+    it was. Only a policy with ``takes_joins`` is sent it (a driver refuses a
+    run with joins for any other). The policy decides when it works again: a
+    round policy from its next round, never the round in flight."""
+
+    worker: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelArrived(Event):
     worker: int  # the receiver
     sender: int
@@ -353,6 +365,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     TimerFired,
     WorkerLeaving,
     WorkerLeft,
+    WorkerJoined,
     ModelArrived,
     AllReduceDone,
 )
@@ -444,6 +457,9 @@ class Policy:
     # its pushes and pulls move fragments, ranges of the model (Streaming DiLoCo): the
     # parameter-server path on one server carries them (not sharded servers)
     fragmented: ClassVar[bool] = False
+    # it handles ``WorkerJoined`` (a worker that left, or had not started, is back): a
+    # driver refuses a run in which workers join for a policy without it (BadInput)
+    takes_joins: ClassVar[bool] = False
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         self.ctx = ctx
@@ -522,6 +538,36 @@ def state_list(policy: str, state: dict[str, Any], key: str, length: int) -> lis
     if not isinstance(values, list) or len(values) != length:
         raise ValueError(f"policy {policy!r}: checkpoint state {key!r} must be a list of {length} values")
     return values
+
+
+# ------------------------------------------------------------------ joins
+def admit(alive: set[int], joining: set[int], worker: int) -> bool:
+    """A round policy hears ``WorkerJoined(worker)``: True when the worker
+    starts at once (no live worker, so no round is in flight; it is made live
+    now), else it waits in ``joining`` for the round in flight to close."""
+    if worker in alive:
+        return False  # (already live: nothing to do)
+    if alive:
+        joining.add(worker)
+        return False
+    joining.discard(worker)
+    alive.add(worker)
+    return True
+
+
+def take_joiners(alive: set[int], joining: set[int]) -> None:
+    """A round closes: the workers that joined during it are live from the next one on."""
+    if joining:
+        alive |= joining
+        joining.clear()
+
+
+def slowest_clock(clock: Sequence[int], alive: AbstractSet[int], worker: int) -> int:
+    """The clock a joining worker takes under a bounded gap (SSP, DSSP): the
+    slowest live worker's, so it neither holds the others back (an old, low
+    clock would) nor runs ahead of them; its own when no one else is live."""
+    others = [clock[w] for w in alive if w != worker]
+    return min(others) if others else clock[worker]
 
 
 # ------------------------------------------------------------- round closes

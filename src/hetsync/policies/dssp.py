@@ -27,6 +27,12 @@ and "the slowest" is, among the workers with the smallest clock, the one
 whose next push is predicted last (a worker that has not pushed yet counts
 as due now).
 
+A worker that leaves is no longer waited for. A worker that joins
+(``WorkerJoined``) takes the slowest live worker's clock, as under SSP (its
+own would hold everyone back), with no grant (threshold s_L) and its measured
+interval kept, and starts a step at once on the model it holds, the current
+one.
+
 The step gap never exceeds s_L + r_max (``step_gap_bound``); s_L = 3,
 r_max = 12 are the paper's defaults.
 
@@ -61,8 +67,10 @@ from hetsync.policies.base import (
     PullDone,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
     param,
+    slowest_clock,
     state_list,
 )
 from hetsync.policies.staleness import StalenessConfig, StalePushes
@@ -79,6 +87,7 @@ class DSSP(StalePushes):
     summary = "dynamic SSP: per-worker staleness bound in [s_L, s_L + r_max], set at run time"
     config_class = DSSPConfig
     config: DSSPConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -167,4 +176,13 @@ class DSSP(StalePushes):
             self.alive.discard(event.worker)
             self.blocked.discard(event.worker)
             return self._release(event.now_s) if self.alive else []
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if w in self.alive:
+                return []
+            self.clock[w] = slowest_clock(self.clock, self.alive, w)
+            self.threshold[w] = self.s_L
+            self.released_s[w] = event.now_s
+            self.alive.add(w)
+            return [Compute(worker=w, batch_size=self.ctx.batch_size)]
         return []

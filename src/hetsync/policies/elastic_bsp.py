@@ -85,6 +85,12 @@ parameters only. ``within=local``: each worker's optimizer (the scenario's
 state across pulls (its schedule runs on the worker's own step count), and
 the server steps on the aggregated pseudo-gradient with ``outer_optimizer``.
 
+A worker that leaves is no longer waited for at the barrier. A worker that
+joins (``WorkerJoined``) waits for the superstep in flight to end; the
+barrier then plans its quota with the others' (from its last measured
+interval, 0 if it never ran: one iteration) and it pulls with them. With no
+live worker it starts a superstep of its own at once.
+
 Staleness remedies (:mod:`hetsync.policies.staleness`), ``within=async``
 only, all off by default, as for ASP: ``lr_scale=inverse|sqrt|zhang`` (Zhang,
 Gupta, Lian, Liu, "Staleness-Aware Async-SGD for Distributed Deep
@@ -115,12 +121,15 @@ from hetsync.policies.base import (
     PullDone,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeaving,
     WorkerLeft,
+    admit,
     apply_and_pull,
     everyone_pushed,
     param,
     state_list,
+    take_joiners,
 )
 from hetsync.policies.config import config_params, config_values
 from hetsync.policies.staleness import StalenessConfig, StalePushes
@@ -145,6 +154,7 @@ class ElasticBSP(StalePushes):
     summary = "ElasticBSP: barriers where ZipLine predicts pushes bunch up; ASP-style (or local steps) in between"
     config_class = ElasticBSPConfig
     config: ElasticBSPConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -153,6 +163,7 @@ class ElasticBSP(StalePushes):
         if self.local:
             self._refuse_remedies()
         self.alive = set(range(self.n))
+        self.joining: set[int] = set()  # joined during the superstep in flight: live from the next one
         self.quota = [1] * self.n  # iterations in the current superstep (async: left to run)
         self.at_barrier: set[int] = set()
         self.released_s = [0.0] * self.n  # async: when the worker was let go on its current iteration
@@ -223,8 +234,15 @@ class ElasticBSP(StalePushes):
             return [Compute(worker=event.worker, batch_size=self.ctx.batch_size)]
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
+            self.joining.discard(event.worker)
             self.at_barrier.discard(event.worker)
             return self._maybe_barrier(event.now_s)
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if not admit(self.alive, self.joining, w):
+                return []
+            self._plan(event.now_s, [w])  # alone: a superstep of its own, planned now
+            return [Compute(worker=w, batch_size=self.ctx.batch_size)]
         return []
 
     def _plan(self, now_s: float, workers: list[int]) -> None:
@@ -258,6 +276,7 @@ class ElasticBSP(StalePushes):
     def _maybe_barrier(self, now_s: float) -> list[Command]:
         if not self.alive or not self.alive <= self.at_barrier:
             return []
+        take_joiners(self.alive, self.joining)
         workers = sorted(self.alive)
         self._plan(now_s, workers)
         self.at_barrier.clear()
@@ -285,8 +304,19 @@ class ElasticBSP(StalePushes):
         if isinstance(event, WorkerLeaving):
             return self._flush(event.worker)
         if isinstance(event, WorkerLeft):
-            self.alive.discard(event.worker)
+            w = event.worker
+            self.alive.discard(w)
+            self.joining.discard(w)
+            self.leaving.discard(w)
+            self.given[w] = self.done[w] = 0  # (its superstep's steps went with it)
             return self._maybe_aggregate(event.now_s)  # what it already pushed stays in the superstep
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if not admit(self.alive, self.joining, w):
+                return []
+            self._plan(event.now_s, [w])
+            self.given[w] = self.done[w] = 0
+            return [self._local_step(w)]
         return []
 
     def _flush(self, w: int) -> list[Command]:
@@ -304,6 +334,7 @@ class ElasticBSP(StalePushes):
         if not everyone_pushed(self.round, self.alive):
             return []
         pushes, self.round = self.round, []
+        take_joiners(self.alive, self.joining)
         going_on = sorted(self.alive - self.leaving)
         self._plan(now_s, going_on)
         for w in going_on:

@@ -43,7 +43,11 @@ over the workers). The first round is an equal split.
 
 A worker that leaves is no longer waited for; a gradient it had already
 pushed in the open round is applied with the others. X is then shared by
-the workers left.
+the workers left. A worker that joins (``WorkerJoined``) waits for the round
+in flight to close; X is then shared among the live workers and it, sized
+from what its predictor learned before it left (an equal share's worth if it
+never ran), and it pulls with them. With no live worker it starts at once
+with the whole X (up to its cap). The same for ``lb-bsp-static``.
 
 Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
@@ -70,7 +74,9 @@ from hetsync.policies.base import (
     PolicyConfig,
     PolicyContext,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
+    admit,
     apply_and_pull,
     everyone_pushed,
     param,
@@ -125,6 +131,7 @@ class BalancedBSP(Policy):
                 f"less than the global batch {self.total} (workers × batch_size)"
             )
         self.alive = set(range(self.n))
+        self.joining: set[int] = set()  # joined during the round in flight: live from the next one
         self.round: list[PushArrived] = []
         self.batch: dict[int, int] = {}
         self.rounds = 0
@@ -164,6 +171,7 @@ class BalancedBSP(Policy):
         return 0
 
     always_shown: tuple[str, ...] = ()
+    takes_joins = True
 
     @property
     def label(self) -> str:
@@ -220,7 +228,15 @@ class BalancedBSP(Policy):
             return self._maybe_close(event.now_s)
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
+            self.joining.discard(event.worker)
             return self._maybe_close(event.now_s)
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if not admit(self.alive, self.joining, w):
+                return []
+            self.batch = self._next_batches([w])  # alone: the global batch is its (up to its cap)
+            self._sent_at[w] = event.now_s
+            return [self._step(w)]
         return []
 
     def _maybe_close(self, now_s: float) -> list[Command]:
@@ -228,6 +244,8 @@ class BalancedBSP(Policy):
             return []
         pushes, self.round = self.round, []
         self.rounds += 1
+        self.alive |= self.joining  # the workers that joined during the round: sized in from the next
+        self.joining.clear()
         workers = sorted(self.alive)
         if workers:
             self.batch = self._next_batches(workers)

@@ -8,6 +8,12 @@ the same as averaging the N local models — and everyone pulls it. It
 communicates H times less than BSP, and still waits for the slowest worker
 once per round.
 
+A worker that leaves is no longer waited for (a delta it already pushed
+stays in the round). A worker that joins (``WorkerJoined``) waits for the
+round in flight to close, then pulls the new average with the others and
+starts its H local steps from it (DiLoCo: its next inner phase); with no live
+worker it starts at once.
+
 Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
 ``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
 state across pulls — a pull replaces the parameters, not the momentum or Adam
@@ -31,8 +37,10 @@ from hetsync.policies.base import (
     PolicyContext,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeaving,
     WorkerLeft,
+    admit,
     apply_and_pull,
     everyone_pushed,
     param,
@@ -52,6 +60,7 @@ class LocalSGD(Policy):
     # a round: every live worker's delta, averaged with equal weights (path=collective all-reduces them)
     collective = True
     collective_kind = "delta"
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -60,6 +69,7 @@ class LocalSGD(Policy):
         self.local_steps = [0] * self.n
         self.alive = set(range(self.n))
         self.leaving: set[int] = set()  # own loops ended: no more steps (WorkerLeft follows)
+        self.joining: set[int] = set()  # joined during the round in flight: live from the next one
         self.round: list[PushArrived] = []
 
     def step_gap_bound(self) -> int | None:
@@ -87,7 +97,14 @@ class LocalSGD(Policy):
             return self._flush(event.worker)
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
+            self.joining.discard(event.worker)
+            self.leaving.discard(event.worker)
+            self.local_steps[event.worker] = 0  # (its round's steps went with it)
             return self._maybe_close()  # what it already pushed stays in the round
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            self.local_steps[w] = 0
+            return [self._compute(w)] if admit(self.alive, self.joining, w) else []
         return []
 
     def _flush(self, w: int) -> list[Command]:
@@ -104,5 +121,7 @@ class LocalSGD(Policy):
         if not everyone_pushed(self.round, self.alive):
             return []
         pushes, self.round = self.round, []
+        self.alive |= self.joining  # the workers that joined during the round: live from the next
+        self.joining.clear()
         going_on = sorted(self.alive - self.leaving)
         return apply_and_pull(pushes, equal_weights=True, next_steps=[self._compute(w) for w in going_on])

@@ -23,6 +23,11 @@ whom a sender sends to (:meth:`PeerPolicy.receivers`); the rounds are one of:
   before its next step, so its uplink never queues rounds behind each other.
   Receivers never wait: they mix whatever has arrived when their next step
   starts.
+- A worker that leaves is no longer waited for, and copies on their way to
+  or from it are forgotten. A worker that joins (``WorkerJoined``, holding
+  the live workers' average model) is a peer again: under ``bsp`` from the
+  next round on (the round in flight neither waits for it nor sends to it),
+  under ``ssp`` at once, at the slowest live worker's round count.
 
 The coordinator's view of the links: the available uplink and downlink
 bandwidth each worker reported with its last ``ComputeDone`` (as a resource
@@ -54,6 +59,7 @@ from hetsync.policies.base import (
     Policy,
     PolicyConfig,
     PolicyContext,
+    WorkerJoined,
     WorkerLeft,
     param,
 )
@@ -80,6 +86,7 @@ class PeerPolicy(Policy):
     :meth:`bsp_exchange`)."""
 
     topology = "p2p"
+    takes_joins = True
     config_class = PeerConfig
     config: PeerConfig
 
@@ -88,6 +95,7 @@ class PeerPolicy(Policy):
         self.sync = self.config.sync
         self.s = self.config.s if self.sync == "ssp" else 0
         self.alive = set(range(self.n))
+        self.joining: set[int] = set()  # bsp: joined during the round in flight, live from the next
         self.rounds = [0] * self.n  # completed rounds per worker
         self.uplink_Bps = [math.inf] * self.n  # latest reports
         self.downlink_Bps = [math.inf] * self.n
@@ -199,6 +207,8 @@ class PeerPolicy(Policy):
             return self._bsp_next(event.now_s)
         if isinstance(event, WorkerLeft):
             return self._left(event.worker, event.now_s)
+        if isinstance(event, WorkerJoined):
+            return self._joined(event.worker)
         return []
 
     # --------------------------------------------------------------- bsp
@@ -219,6 +229,10 @@ class PeerPolicy(Policy):
         self.exchanging = False
         for w in self.alive:
             self.rounds[w] += 1
+        for w in self.joining:  # the workers that joined during the round: in the next one
+            self.rounds[w] = max(self.rounds[u] for u in self.alive) if self.alive else self.rounds[w]
+        self.alive |= self.joining
+        self.joining.clear()
         return [self._step(w) for w in sorted(self.alive)]
 
     # --------------------------------------------------------------- ssp
@@ -253,8 +267,24 @@ class PeerPolicy(Policy):
         self.blocked.difference_update(ready)
         return [self._step(w) for w in ready]
 
-    # ----------------------------------------------------------- leaving
+    # ----------------------------------------------------- joining, leaving
+    def _joined(self, w: int) -> list[Command]:
+        """A worker is back with the live workers' average model. Under bsp it
+        waits for the round in flight to end and takes part from the next one;
+        under ssp it takes the slowest live worker's round count and steps at
+        once. With no live worker it steps at once either way."""
+        if w in self.alive:
+            return []
+        if self.sync == "bsp" and self.alive:
+            self.joining.add(w)
+            return []
+        if self.alive:
+            self.rounds[w] = min(self.rounds[u] for u in self.alive)
+        self.alive.add(w)
+        return [self._step(w)]
+
     def _left(self, w: int, now_s: float) -> list[Command]:
+        self.joining.discard(w)
         self.alive.discard(w)
         self.blocked.discard(w)
         self.stepped.discard(w)

@@ -9,6 +9,13 @@ worker pulls the newest model just before each step it is allowed to take,
 so a step blocked at the bound starts from the freshest model. s = 0 gives
 BSP-like lockstep, s = ∞ is ASP.
 
+A worker that leaves is no longer waited for. A worker that joins
+(``WorkerJoined``) takes the slowest live worker's clock (its own, from before
+it left, would be below everyone's and block them all until it caught up; a
+clock of 0 for a worker that starts late, the same) and starts a step at
+once on the model it holds, the current one; from then on the bound counts
+it like the others.
+
 Optimizer state (hetsync.recipe): only the server's ``optimizer`` steps (on
 every ``Apply``, at ``lr`` times the schedule); its state — momentum, Adam
 moments — lives on the server with the global model. Workers take no local
@@ -35,8 +42,10 @@ from hetsync.policies.base import (
     PolicyContext,
     Pull,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
     param,
+    slowest_clock,
 )
 from hetsync.policies.staleness import StalenessConfig, StalePushes
 
@@ -51,6 +60,7 @@ class SSP(StalePushes):
     summary = "stale synchronous: asynchronous, but no worker more than s steps ahead"
     config_class = SSPConfig
     config: SSPConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
@@ -88,4 +98,11 @@ class SSP(StalePushes):
             self.alive.discard(event.worker)
             self.blocked.discard(event.worker)
             return self._release() if self.alive else []
+        if isinstance(event, WorkerJoined):
+            w = event.worker
+            if w in self.alive:
+                return []
+            self.clock[w] = slowest_clock(self.clock, self.alive, w)
+            self.alive.add(w)
+            return [self._step(w)]
         return []

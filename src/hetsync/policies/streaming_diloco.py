@@ -64,6 +64,11 @@ fragment's round (the workers going on push theirs at their own time) and
 the round waits for it; the leaver pulls nothing. When no worker goes on,
 the leavers' parked pushes close rounds of their own.
 
+Joins are not taken (``takes_joins`` is False: a driver refuses a run in
+which a worker joins): a joiner would have to enter the staggered fragment
+schedule in step with the others, whose fragment rounds wait for every
+going-on worker's push of the same fragment; that alignment is not built.
+
 Default H = 10 (as hetsync's DiLoCo: short runs), P = 2, τ = 1 (one step of
 overlap hides a fragment's round trip on the built-in scenarios' links),
 bits = 4 (the paper's width).

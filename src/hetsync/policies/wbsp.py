@@ -42,6 +42,10 @@ Choices where the paper leaves room (see also docs/results-wbsp.md):
   open round stay in it. When the last one leaves, the open round closes
   on what it holds (weight 1/N, N = the workers that pushed in it), so a
   run whose workers all end their own loops keeps their last deltas.
+- A worker that joins (``WorkerJoined``) waits for the open round to close
+  (it is not waited for in it), then pulls that close's version and steps
+  from it; it is live, waited for and weighted, from the next round on. With
+  no live worker it starts at once.
 
 Optimizer state (hetsync.recipe): each worker's optimizer (the scenario's
 ``optimizer``, or ``local_optimizer``) takes the local steps and keeps its
@@ -80,6 +84,7 @@ from hetsync.policies.base import (
     PullDone,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
 )
 from hetsync.policies.staleness import LrScaleConfig
@@ -90,10 +95,12 @@ class WBSP(Policy):
     summary = "worker-busy sync: fast workers keep stepping; the slowest's push closes the round, all pull"
     config_class = LrScaleConfig
     config: LrScaleConfig
+    takes_joins = True
 
     def __init__(self, ctx: PolicyContext, **params: object) -> None:
         super().__init__(ctx, **params)
         self.alive = set(range(self.n))
+        self.joining: set[int] = set()  # joined during the open round: they pull its close's model
         self.held: list[int] = []  # push ids of the open round's deltas
         self.held_scale: list[float] = []  # and their staleness factors (lr_scale; 1.0 when off)
         self.pushed: set[int] = set()  # workers that pushed in the open round
@@ -129,7 +136,25 @@ class WBSP(Policy):
             return [self._compute(event.worker)]
         if isinstance(event, WorkerLeft):
             return self._leave(event.worker)
+        if isinstance(event, WorkerJoined):
+            return self._join(event.worker)
         return []
+
+    # ------------------------------------------------------------ joins
+    def _join(self, w: int) -> list[Command]:
+        """A worker is back: it waits for the open round to close (with no
+        live worker, none is open: it starts at once)."""
+        if w in self.alive:
+            return []
+        if self.alive:
+            self.joining.add(w)
+            return []
+        self.alive.add(w)
+        return [self._compute(w)]
+
+    def _rejoin(self, w: int) -> list[Command]:
+        """A joiner's first commands at the close it waited for: pull the new version (then step)."""
+        return [Pull(worker=w)]
 
     # ------------------------------------------------------------ server
     def _receive(self, push: PushArrived) -> list[Command]:
@@ -149,9 +174,12 @@ class WBSP(Policy):
         self.version += 1
         self.closers.append(closer)
         self.flagged = set(self.alive)
-        return [apply]
+        joiners, self.joining = sorted(self.joining), set()
+        self.alive.update(joiners)  # live from the next round on; they pull this close's version now
+        return [apply, *(c for w in joiners for c in self._rejoin(w))]
 
     def _leave(self, w: int) -> list[Command]:
         self.alive.discard(w)
+        self.joining.discard(w)
         self.flagged.discard(w)
         return self._maybe_close(None)

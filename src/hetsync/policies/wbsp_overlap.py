@@ -39,6 +39,8 @@ The worker side differs:
   a slower uplink the pull lands first and those steps are dropped.
 - A flag that arrives while a pull is already in flight is served at the
   first push reply after that pull lands.
+- A worker that joins waits for the open round to close, as under WBSP, then
+  pulls that close's version and trains nonstop from it.
 
 The authors' training thread (``wk_pcc_v2.py``) starts no new step while a
 pull is in progress, so it idles for the download but loses at most the step
@@ -67,6 +69,7 @@ from hetsync.policies.base import (
     PullDone,
     Push,
     PushArrived,
+    WorkerJoined,
     WorkerLeft,
 )
 from hetsync.policies.wbsp import WBSP
@@ -114,5 +117,22 @@ class WBSPOverlap(WBSP):
             self.unpushed[w] = 0  # the driver overwrote them (counted as dropped)
             return []
         if isinstance(event, WorkerLeft):
+            self._reset_channel(event.worker)
             return self._leave(event.worker)
+        if isinstance(event, WorkerJoined):
+            return self._join(event.worker)
         return []
+
+    def _reset_channel(self, w: int) -> None:
+        """Forget ``w``'s channel: it left (its pushes and pull in flight went with it) or is back."""
+        self.unpushed[w] = 0
+        self.pushing[w] = self.pulling[w] = False
+
+    def _join(self, w: int) -> list[Command]:
+        self._reset_channel(w)
+        return super()._join(w)
+
+    def _rejoin(self, w: int) -> list[Command]:
+        """The joiner pulls the close's version and trains nonstop from it."""
+        self.pulling[w] = True
+        return [Pull(worker=w, then=self._compute(w))]

@@ -132,11 +132,19 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
         tds = [f'<td class="best">{t}</td>' if (i, j) in grid.best else f"<td>{t}</td>" for j, t in enumerate(texts)]
         parts.append("<tr>" + "".join(tds) + "</tr>")
     parts.append("</table></div>")
-    events = [
-        f"{r.get('label')}: worker {x.get('worker')} left at {_fmt_seconds(x.get('t'))} s ({x.get('reason')})"
-        for r in runs
-        for x in r.get("workers_left") or []
-    ] + [f"{r.get('label')}: {note}" for r in runs for note in r.get("notes") or []]
+    events = (
+        [
+            f"{r.get('label')}: worker {x.get('worker')} left at {_fmt_seconds(x.get('t'))} s ({x.get('reason')})"
+            for r in runs
+            for x in r.get("workers_left") or []
+        ]
+        + [
+            f"{r.get('label')}: worker {x.get('worker')} joined at {_fmt_seconds(x.get('t'))} s"
+            for r in runs
+            for x in r.get("workers_joined") or []
+        ]
+        + [f"{r.get('label')}: {note}" for r in runs for note in r.get("notes") or []]
+    )
     if events:
         parts.append("<ul>" + "".join(f'<li class="note">{esc(e)}</li>' for e in events) + "</ul>")
     p2p = _p2p_note(runs)

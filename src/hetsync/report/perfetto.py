@@ -14,7 +14,7 @@ Layout, in the JSON Object Format of the Trace Event Format
 * thread ``server`` (``tid`` 0, which Perfetto reads as the ``pid``, making
   it the process's main thread; ``exchanges`` peer to peer): an instant
   event per global model update (``apply``; a finished exchange peer to
-  peer), per ``drop``, per worker that ``left`` and per ``resume``, and a
+  peer), per ``drop``, per worker that ``left`` or ``joined`` and per ``resume``, and a
   counter track per evaluated metric;
 * per worker ``w``: thread ``w<w>`` holds its ``compute`` steps (args: step,
   batch, base version) and its ``wait`` gaps (time neither computing nor
@@ -22,7 +22,8 @@ Layout, in the JSON Object Format of the Trace Event Format
   a gap after its last recorded step is ``wait or unfinished``, since
   a trace records an interval when it ends and a step still going when the
   run stopped is not in it;
-  thread ``w<w> net`` holds its transfers: ``push``, ``pull``, and peer to
+  thread ``w<w> net`` holds its transfers: ``push``, ``pull``, ``join`` (a
+  joiner's download of the model, the simulator's membership), and peer to
   peer ``send →k``, ``receive ←k`` and ``allreduce``. Transfers that overlap
   (a multicast to several receivers, WBSP-overlap's push beside a pull) go
   to further lanes ``w<w> net 2``, ``net 3``, ..., so the events of any one
@@ -169,6 +170,14 @@ def _read(trace: Path, max_workers: int) -> _Run:
         elif kind == "drop":
             args = {"reason": rec.get("reason"), "steps": rec.get("steps"), "w": rec.get("w")}
             run.instants.append({"t": t, "name": f"drop ({rec.get('reason')})", "args": args})
+        elif kind == "joined":  # (the simulator's membership) its download, and an instant when it came
+            if rec["w"] < max_workers:
+                run.transfer(
+                    rec["w"], t, rec["end"], "join", {"version": rec.get("version"), "nbytes": rec.get("nbytes")}
+                )
+            run.instants.append(
+                {"t": t, "name": f"worker {rec.get('w')} joined", "args": {"version": rec.get("version")}}
+            )
         elif kind in ("left", "resume"):
             args = {k: v for k, v in rec.items() if k not in ("t", "ev")}
             run.instants.append(

@@ -83,6 +83,11 @@ class GradientBatcher:
                 out.append(take_rows(view, rows, t.dtype))
         return out[0], out[1]
 
+    def discard(self, key: int) -> None:
+        """Forget ``key``'s gradient, owed or ready (its step will never end: its worker left)."""
+        self._owed.pop(key, None)
+        self._ready.pop(key, None)
+
     def take(self, key: int) -> Tensor:
         """``key``'s gradient, computing every owed one first if it is not ready."""
         if key not in self._ready:

@@ -81,6 +81,7 @@ import torch
 
 from hetsync.algos.quantize import fragment_nbytes
 from hetsync.driver import TimingModel, eval_interval_s, policy_context
+from hetsync.driver.core import check_membership
 from hetsync.driver.paths import check_path, uses_collective
 from hetsync.driver.policycall import describe
 from hetsync.driver.run import Run
@@ -114,10 +115,12 @@ from hetsync.workloads import Workload, make_workload
 SERVER = 0  # network node of the server; worker w is node w + 1; sharded server k >= 1 node N + k
 
 # heap priorities at equal times: link capacity changes, deliveries, step
-# ends, timers, and evaluation last so it sees every update of that instant.
-# Capacity changes and evaluations alone do not keep a run going.
+# ends, leaves and joins, timers, and evaluation last so it sees every update
+# of that instant. Capacity changes and evaluations alone do not keep a run
+# going; leaves and joins do while steps are left to take.
 _LINK, _NET, _COMPUTE, _TIMER, _EVAL = -1, 0, 1, 2, 3
 _SERVE = 2.5  # the server's messages (server_s_per_message, control_latency): after timers, before evaluation
+_MEMBER = 1.5  # a worker leaves or joins (membership): after the steps that end at that instant
 
 
 @dataclass(slots=True)
@@ -139,6 +142,9 @@ class _Worker:
     inbox: list[tuple[torch.Tensor | None, float]] = field(default_factory=list)
     # fragment pulls that have arrived, not yet merged: (fragment, its global values, keep, version)
     held: list[tuple[Fragment, torch.Tensor | None, float, int]] = field(default_factory=list)
+    # membership: goes up each time the worker leaves; what was under way before (a step, a
+    # transfer) carries the old value and is void when it ends
+    epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -153,6 +159,7 @@ class _Exchange:
     done: Callable[[_Exchange], None] | None = None
     ended: bool = False
     waiting: list[_Transfer] = field(default_factory=list)  # path collective: pulls waiting for the ring
+    void: bool = False  # a member left while it ran (membership): it never completes
 
 
 @dataclass(slots=True)
@@ -171,6 +178,9 @@ class _Transfer:
     fragment: Fragment | None = None  # push / pull of one range of the model (Streaming DiLoCo)
     keep: float = 0.0  # a fragment pull: the share of the worker's own values its merge keeps
     parts: int = 0  # sharded servers: the transfer's flows not yet delivered (0: one flow)
+    # membership: the worker's (and a send's receiver's) epoch when the transfer started (-1: not yet)
+    epoch: int = -1
+    peer_epoch: int = -1
 
 
 @dataclass
@@ -227,6 +237,12 @@ class Simulation:
         self.p2p = self.policy.topology == "p2p"
         self.collective = uses_collective(self.path, self.policy)  # rounds all-reduced among the workers
         check_servers(servers, scenario, [self.policy], path=self.path, driver="sim")
+        check_membership(scenario, self.policy, driver="sim")
+        if scenario.cluster.membership and self.collective:
+            raise BadInput(
+                f"{self.label}: the scenario's membership (workers that leave and join) is not modelled on "
+                "path=collective yet; run it on path=ps"
+            )
         self.servers = servers
         # sharded servers: each server's node and range of the model ([] : the server alone)
         self._server_ranges = (
@@ -275,6 +291,13 @@ class Simulation:
         # The network's next wake-up, kept out of the heap (one is pending at a time); inf: none.
         self._net_at = float("inf")  # (math is the argument here)
         self._net_dirty = False  # flows started since the network was last read
+        # membership (scenario key): who is in the run now, and what the leavers took with them
+        self.present = [True] * n
+        self._members = bool(scenario.cluster.membership)  # (else none of this is kept)
+        self.lost_steps = 0  # computed steps a leaver took with it (unpushed, or pushes on their way)
+        self._pushing: dict[int, set[int]] = {}  # worker -> its pushes on their way to the server
+        self._rings: list[_Exchange] = []  # the p2p all-reduces in flight
+        self._members_pending = 0  # leaves and joins not yet played
         self.stop_reason = "drained"
         self.events = 0
         self.eval_time_s = 0.0  # host time spent evaluating (part of the bookkeeping, not of the math)
@@ -286,7 +309,7 @@ class Simulation:
     # ------------------------------------------------------------ heap
     def _schedule(self, at_s: float, prio: int, payload: Any) -> None:
         self._seq += 1
-        if prio != _EVAL and prio != _LINK:
+        if prio != _EVAL and prio != _LINK and prio != _MEMBER:  # (_MEMBER: see _loop)
             self._live += 1
         heapq.heappush(self._heap, (at_s, prio, self._seq, payload))
 
@@ -335,6 +358,8 @@ class Simulation:
     def compute(self, cmd: Compute) -> None:
         w = self.workers[cmd.worker]
         led = self.ledger
+        if not self.present[cmd.worker]:
+            return  # a step for a worker that is not in the run: lost, as a command to a dead process
         if not self.core.start_step(cmd):
             return  # step budget spent: the worker stays idle and the run drains
         self._settle(w, computing=False)  # until now it was not computing
@@ -361,7 +386,7 @@ class Simulation:
                     w.inflight_grad, _ = self.workload.gradient(w.model.local, x, y)
             led.math_time_s += time.perf_counter() - t0
         w.inflight, w.inflight_start_s, w.inflight_base = cmd, self.now, w.model.base_version
-        self._schedule(self.now + duration, _COMPUTE, cmd.worker)
+        self._schedule(self.now + duration, _COMPUTE, (cmd.worker, w.epoch))
 
     def _merge(self, w: _Worker) -> None:
         """A step that merges: the fragment pulls that have arrived go into the worker's model."""
@@ -380,8 +405,11 @@ class Simulation:
             raise PolicyError(f"{self.label}: fragment [{fragment.lo}, {fragment.hi}) is beyond the model's {n} values")
         return fragment_nbytes(self.nbytes, n, fragment.lo, fragment.hi, fragment.bits)
 
-    def _compute_done(self, index: int) -> None:
+    def _compute_done(self, payload: tuple[int, int]) -> None:
+        index, epoch = payload
         w = self.workers[index]
+        if epoch != w.epoch:
+            return  # its worker left while it computed: the step never ends
         cmd, start_s, base = w.inflight, w.inflight_start_s, w.inflight_base
         assert cmd is not None
         step, b = w.steps, cmd.batch_size
@@ -427,6 +455,8 @@ class Simulation:
             self._carried(carried)
 
     def push(self, cmd: Push) -> None:
+        if not self.present[cmd.worker]:
+            return  # (a command to a worker that is not in the run)
         tr = self._hold_push(cmd)
         if self.collective:
             self._carried(tr)
@@ -448,6 +478,8 @@ class Simulation:
                 self.ledger.math_time_s += time.perf_counter() - t0
             rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples, fragment=fragment)
             push_id = self.ledger.hold(rec)
+            if self._members:
+                self._pushing.setdefault(cmd.worker, set()).add(push_id)
             return _Transfer(
                 kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id, fragment=fragment
             )
@@ -460,10 +492,14 @@ class Simulation:
             self.ledger.math_time_s += time.perf_counter() - t0
         rec = HeldPush(cmd.worker, p.kind, p.payload, p.base_version, p.steps, p.samples)
         push_id = self.ledger.hold(rec)
+        if self._members:
+            self._pushing.setdefault(cmd.worker, set()).add(push_id)
         nbytes = 0 if self.collective else self.nbytes
         return _Transfer(kind="push", worker=cmd.worker, start_s=self.now, nbytes=nbytes, push_id=push_id)
 
     def pull(self, cmd: Pull) -> None:
+        if not self.present[cmd.worker]:
+            return  # (a command to a worker that is not in the run)
         tr = self._pull_transfer(cmd, self.now)
         if self.collective:
             self._await_round(tr)
@@ -488,6 +524,7 @@ class Simulation:
                 then=cmd.then,
                 fragment=fragment,
                 keep=cmd.keep,
+                epoch=self.workers[cmd.worker].epoch,
             )
         snapshot, version = self.ledger.send_model(cmd.worker)
         return _Transfer(
@@ -499,6 +536,7 @@ class Simulation:
             version=version,
             then=cmd.then,
             exchange=self._round if self.collective else None,
+            epoch=self.workers[cmd.worker].epoch,
         )
 
     def _transfer(self, tr: _Transfer) -> None:
@@ -506,13 +544,19 @@ class Simulation:
         if tr.kind == "ring":  # the all-reduce books its members' time as a whole
             src, dst = node, tr.peer + 1
         else:
+            if tr.epoch < 0:
+                tr.epoch = self.workers[tr.worker].epoch
             busy = [tr.worker, tr.peer] if tr.kind == "send" else [tr.worker]  # a receiver is busy too
+            if tr.kind == "send":
+                tr.peer_epoch = self.workers[tr.peer].epoch
             for i in busy:
                 w = self.workers[i]
                 self._settle(w)
                 w.comm += 1
             if tr.kind == "send":
                 src, dst = node, tr.peer + 1
+            elif tr.kind == "join" and self.p2p:  # the live workers' average, from one of them
+                src, dst = tr.peer + 1, node
             else:
                 if self._server_ranges:
                     self._shard_flows(tr)
@@ -551,10 +595,18 @@ class Simulation:
             self.ledger.bytes_sent += tr.nbytes  # (the runtime counts a ring's bytes when it ends)
             self._ring_chunk_done(tr)
             return
+        if tr.kind == "push" and self._members:
+            self._pushing.get(tr.worker, set()).discard(tr.push_id)  # (none: it left, the push is void)
+        if tr.epoch != w.epoch or (tr.kind == "send" and tr.peer_epoch != self.workers[tr.peer].epoch):
+            self._void_done(tr)
+            return
         self._settle(w)
         w.comm -= 1
         if tr.kind == "send":
             self._copy_done(tr)
+            return
+        if tr.kind == "join":
+            self._joined(tr)
             return
         now = self.now
         if tr.kind == "push":
@@ -624,6 +676,8 @@ class Simulation:
         for cmd in commands:
             if isinstance(cmd, Pull):
                 self.core.check(cmd)
+                if not self.present[cmd.worker]:
+                    continue  # (a command to a worker that is not in the run)
                 tr = self._pull_transfer(cmd, self._book_server())  # the model as the server takes the command
                 # path collective: a command (no model) that reaches the worker after its travel
                 self._schedule(tr.start_s + (travel_s if self.collective else 0.0), _SERVE, ("pull", tr))
@@ -643,6 +697,8 @@ class Simulation:
                 item = self.core.push_arrived(item.push_id, start_s=item.start_s, now_s=now, nbytes=item.nbytes)
             self._deliver(item)
         elif what == "pull":
+            if item.epoch != self.workers[item.worker].epoch or not self.present[item.worker]:
+                return  # its worker left before the model went out
             if self.collective:
                 self._await_round(item)
             else:
@@ -655,10 +711,13 @@ class Simulation:
     # ----------------------------------------------------- peer to peer
     def multicast(self, cmd: Multicast) -> None:
         w = self.workers[cmd.worker]
-        ex = _Exchange(start_s=self.now, workers=(cmd.worker, *cmd.receivers), left=len(cmd.receivers))
-        self.core.stats.multicast(len(cmd.receivers))
-        share = w.model.split_weight(len(cmd.receivers))  # push-sum: every copy and the sender keep w/(k+1)
-        for r in cmd.receivers:
+        receivers = tuple(r for r in cmd.receivers if self.present[r])  # (copies to the absent are lost)
+        if not self.present[cmd.worker] or not receivers:
+            return
+        ex = _Exchange(start_s=self.now, workers=(cmd.worker, *receivers), left=len(receivers))
+        self.core.stats.multicast(len(receivers))
+        share = w.model.split_weight(len(receivers))  # push-sum: every copy and the sender keep w/(k+1)
+        for r in receivers:
             self._transfer(
                 _Transfer(
                     kind="send",
@@ -687,8 +746,12 @@ class Simulation:
         self._deliver(arrived)
 
     def allreduce(self, cmd: AllReduce) -> None:
+        if not all(self.present[i] for i in cmd.workers):
+            return  # a member is not in the run: the all-reduce never completes (the policy knows it left)
         self.core.stats.allreduce(len(cmd.workers))
-        self._start_ring(_Exchange(start_s=self.now, workers=cmd.workers, left=0))
+        ex = _Exchange(start_s=self.now, workers=cmd.workers, left=0)
+        self._rings.append(ex)
+        self._start_ring(ex)
 
     def _start_ring(self, ex: _Exchange) -> None:
         """The ring all-reduce ``ex`` starts now: its members are busy communicating until it ends."""
@@ -712,6 +775,8 @@ class Simulation:
     def _ring_chunk_done(self, tr: _Transfer) -> None:
         ex = tr.exchange
         assert ex is not None
+        if ex.void:
+            return  # a member left: the ring stops (its chunks in flight still cross the links)
         ex.left -= 1
         if ex.left:
             return
@@ -723,6 +788,7 @@ class Simulation:
         if ex.done is not None:
             ex.done(ex)
             return
+        self._rings.remove(ex)
         t0 = time.perf_counter()
         models = [self.workers[i].model for i in ex.workers]
         weights = [m.weight for m in models]
@@ -790,9 +856,10 @@ class Simulation:
         """p2p: what is evaluated is the push-sum average of the workers'
         models, Σ w·x / Σ w (hetsync.localmodel)."""
         if self.p2p and self.math:
+            members = [w for w in self.workers if self.present[w.index]] or self.workers  # (nobody: all)
             self.ledger.theta = weighted_average(
-                [w.model.local for w in self.workers],  # type: ignore[misc]
-                [w.model.weight for w in self.workers],
+                [w.model.local for w in members],  # type: ignore[misc]
+                [w.model.weight for w in members],
             )
 
     def _evaluate(self, at_s: float) -> None:
@@ -821,6 +888,138 @@ class Simulation:
         if at < math.inf:
             self._schedule(at, _LINK, (worker, nxt))
 
+    # -------------------------------------------------------- membership
+    def _schedule_membership(self) -> None:
+        """The scenario's leaves and joins, on the clock; the workers absent at
+        the start are out of the run before its first command (their steps are
+        never started) and the policy hears ``WorkerLeft`` for them at 0."""
+        for a in self.sc.cluster.membership:
+            if a.leave_s is not None:
+                self._members_pending += 1
+                self._schedule(a.leave_s, _MEMBER, ("leave", a.worker))
+            if a.join_s is not None:
+                self._members_pending += 1
+                self._schedule(a.join_s, _MEMBER, ("join", a.worker))
+
+    def _absent_at_start(self) -> list[int]:
+        return sorted({a.worker for a in self.sc.cluster.membership if a.leave_s is None})
+
+    def _member(self, what: str, index: int) -> None:
+        self._members_pending -= 1
+        if what == "leave":
+            self._leave(index, "membership")
+        else:
+            self._join(index)
+
+    def _leave(self, index: int, reason: str) -> None:
+        """Worker ``index`` leaves now, as a process that dies: the step it is
+        computing never ends (it was never computed: not counted, as a step a
+        worker's own loop withdraws), its unpushed steps and its pushes still
+        on their way are lost (computed, neither applied nor dropped: they
+        stay outstanding, as on real processes, ``outstanding_detail.lost``),
+        its transfers in flight and any all-reduce it is in never complete.
+        Its place in the data stays where it is. The policy hears ``WorkerLeft``."""
+        w = self.workers[index]
+        self._settle(w)
+        self.present[index] = False
+        w.epoch += 1
+        if index in self.computing:
+            self.core.unstart_step(index)
+            if self.batcher is not None:
+                self.batcher.discard(index)
+            w.inflight, w.inflight_grad = None, None
+        lost = w.model.drop_local()
+        for push_id in sorted(self._pushing.pop(index, set())):
+            lost += self.ledger.lose(push_id)
+        self.lost_steps += lost
+        w.comm = 0
+        w.inbox, w.held = [], []
+        for ex in [ex for ex in self._rings if index in ex.workers]:
+            self._void_ring(ex)
+        self._deliver(self.core.left(index, self.now, reason))
+
+    def _void_ring(self, ex: _Exchange) -> None:
+        """An all-reduce one of whose members left: it never completes; the others stop waiting for it."""
+        ex.void = True
+        self._rings.remove(ex)
+        for i in ex.workers:
+            w = self.workers[i]
+            if self.present[i]:
+                self._settle(w)
+                w.comm -= 1
+
+    def _void_done(self, tr: _Transfer) -> None:
+        """A transfer whose worker (or receiver) left while it ran has ended:
+        nothing arrives; whoever is still there stops waiting for it."""
+        ends = [(tr.worker, tr.epoch)] + ([(tr.peer, tr.peer_epoch)] if tr.kind == "send" else [])
+        for i, epoch in ends:
+            w = self.workers[i]
+            if w.epoch == epoch:
+                self._settle(w)
+                w.comm -= 1
+        ex = tr.exchange
+        if tr.kind == "send" and ex is not None:
+            ex.left -= 1
+            if ex.left == 0:
+                self.core.exchange_done(ex.start_s, self.now)
+
+    def _join(self, index: int) -> None:
+        """Worker ``index`` is back: it downloads the current global model on
+        its link, as a pull (peer to peer: the live workers' push-sum average,
+        from the first of them), then the policy hears ``WorkerJoined``. Its
+        place in the data goes on where it was."""
+        w = self.workers[index]
+        self.present[index] = True
+        w.since_s = self.now  # (its time away is neither work nor waiting)
+        if not self.p2p:
+            snapshot, version = self.ledger.send_model(index)
+            tr = _Transfer(
+                kind="join", worker=index, start_s=self.now, nbytes=self.nbytes, snapshot=snapshot, version=version
+            )
+            self._transfer(tr)
+            return
+        peers = [u for u in self.workers if self.present[u.index] and u.index != index]
+        if not peers:  # nobody to take a model from: it goes on with its own
+            tr = _Transfer(
+                kind="join",
+                worker=index,
+                start_s=self.now,
+                nbytes=0,
+                snapshot=w.model.local,
+                weight=w.model.weight,
+                version=self.ledger.version,
+            )
+            tr.epoch = w.epoch
+            self._joined(tr)
+            return
+        weights = [u.model.weight for u in peers]
+        snapshot = weighted_average([u.model.local for u in peers], weights) if self.math else None  # type: ignore[misc]
+        tr = _Transfer(
+            kind="join",
+            worker=index,
+            start_s=self.now,
+            nbytes=self.nbytes,
+            snapshot=snapshot,
+            weight=math.fsum(weights) / len(weights),
+            version=self.ledger.version,
+            peer=peers[0].index,
+        )
+        self._transfer(tr)
+
+    def _joined(self, tr: _Transfer) -> None:
+        """A joining worker holds the model it downloaded: it is in the run again."""
+        w = self.workers[tr.worker]
+        if self.p2p:
+            w.model.replace(tr.snapshot, tr.weight)
+        else:
+            w.model.load(tr.snapshot, tr.version)
+            self.ledger.model_arrived(tr.worker, tr.version)
+        now = self.now
+        event = self.core.joined(
+            tr.worker, start_s=tr.start_s, end_s=now, now_s=now, version=tr.version, nbytes=tr.nbytes
+        )
+        self._report(event)
+
     # --------------------------------------------------------------- run
     def run(self) -> RunResult:
         host_t0 = time.perf_counter()
@@ -835,7 +1034,14 @@ class Simulation:
             every = eval_interval_s(sc)
             self._schedule(every, _EVAL, None)
             self._schedule_link_switches()
+            self._schedule_membership()
+            absent = self._absent_at_start()
+            for i in absent:
+                self.present[i] = False
+                self.workers[i].epoch += 1
             (self._send if self._messages else self.wiring.execute)(self.core.start_policy(0.0))
+            for i in absent:  # (their steps were never started)
+                self._deliver(self.core.left(i, 0.0, "absent at the start"))
             if self._net_dirty:
                 self._schedule_net()
             self._loop(every)
@@ -876,7 +1082,9 @@ class Simulation:
         report_every = 2000
         countdown = report_every
         # evaluations and capacity changes alone do not keep a run going
-        while self._live or self._net_at < inf:
+        # (evaluations and capacity changes alone do not keep a run going; leaves and joins do
+        # while steps are left to take: a join may bring a worker to a run that has none)
+        while self._live or self._net_at < inf or (self._members_pending and not self.core.spent()):
             # the next entry: the heap's first or the network's wake-up, whichever
             # comes first in (time, priority) order (_NET: after _LINK, before the rest)
             net_at = self._net_at
@@ -913,6 +1121,14 @@ class Simulation:
                 if self._net_dirty:
                     self._schedule_net()
                 continue
+            if prio == _MEMBER:
+                self._member(*payload)
+                if not self._members_pending and not any(self.present):
+                    self.stop_reason = "no workers left"  # (what they left on the links never arrives)
+                    return
+                if self._net_dirty:
+                    self._schedule_net()
+                continue
             self._live -= 1
             if prio == _COMPUTE:
                 self._compute_done(payload)
@@ -926,8 +1142,11 @@ class Simulation:
             if countdown == 0 and self.progress is not None:
                 countdown = report_every
                 self.progress(self.core.fraction(self.now))
-        if self.core.spent():
+        if self.core.spent() or self.core.refused:
             self.stop_reason = "max_steps"
+            return
+        if not any(self.present):
+            self.stop_reason = "no workers left"
             return
         busy = [w.index for w in self.workers if w.index in self.computing or w.comm]
         raise DeadlockError(
@@ -943,6 +1162,7 @@ class Simulation:
             "held": sum(p.steps for p in self.ledger.pushes.values()),
             "unpushed": sum(w.model.local_steps + w.model.has_grad for w in self.workers),
             "computing": len(self.computing),
+            **({"lost": self.lost_steps} if self.sc.cluster.membership else {}),
         }
 
 
