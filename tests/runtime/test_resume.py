@@ -42,6 +42,8 @@ LINGER_S = 0.7  # ... and this long after it, so that it has run past the checkp
 ARGS = ["--scenario", "hetero-4", "--set", f"max_time_s={T}", "--no-plots"]
 # the runs cut within their first second or two, and resumed: no figure of theirs is compared with a whole run's
 SHORT = ["--set", "max_time_s=4"]
+# a run stopped by Ctrl-C: long enough that the signal lands mid-run on a loaded machine too (its resumption: SHORT)
+LONG = ["--set", "max_time_s=60"]
 
 
 def _agent(out: Path, *extra: str) -> subprocess.Popen:
@@ -262,7 +264,7 @@ def test_sigterm_checkpoints_the_run_where_it_stands_and_resume_goes_on_from_the
     run as it stands, though the next periodic one is 1000 s away, and ends;
     ``--resume`` goes on from it."""
     out, ckpt_dir = tmp_path / "cut", tmp_path / "ckpt"
-    proc = _agent(out, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "1000")
+    proc = _agent(out, *LONG, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "1000")
     trace = out / "trace-bsp.jsonl"
     deadline = time.monotonic() + 90
     try:
@@ -288,8 +290,8 @@ def test_the_workers_local_optimizer_state_is_saved_and_a_resumed_run_goes_on_wi
     resumed run loads it, so a worker's AdamW step count goes on from the
     saved one instead of restarting at 0."""
     out, ckpt_dir = tmp_path / "cut", tmp_path / "ckpt"
-    policy = ["--policies", "diloco:H=4", *SHORT]
-    proc = _agent(out, *policy, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "0.5")
+    policy = ["--policies", "diloco:H=4"]
+    proc = _agent(out, *policy, *LONG, "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-s", "0.5")
     files = [ckpt_dir / f"ckpt-diloco-h-4.worker-{w}.pt" for w in range(2)]
     deadline = time.monotonic() + 90
     try:
@@ -304,7 +306,7 @@ def test_the_workers_local_optimizer_state_is_saved_and_a_resumed_run_goes_on_wi
             _kill_tree(proc)
     saved_steps = [_saved_step(f) for f in files]
     books = torch.load(ckpt_dir / "ckpt-diloco-h-4.pt", weights_only=True)["peers"]
-    (resumed,) = _finish(_agent(out, *policy, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
+    (resumed,) = _finish(_agent(out, *policy, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
     assert not any("optimizer state" in x for x in resumed["resumed_from"]["fresh"]), resumed["resumed_from"]
     for w, f in enumerate(files):
         after = resumed["per_worker"]["steps"][w] - books[w]["steps"]  # steps it computed after the resume
