@@ -136,6 +136,37 @@ def test_run_case_runs_every_policy_and_seed_under_its_folder(tmp_path, capsys):
     assert "elastic-4 seed 1 · asp: TTA" in capsys.readouterr().out
 
 
+@pytest.mark.dist
+def test_run_cases_in_two_processes_gives_what_one_process_gives(tmp_path):
+    """Seeds of several cases run in a pool give the same runs, in declared order, as run one by one."""
+    exp = ex.Experiment(
+        cases=(ex.Case(key="c", scenario="elastic-4"),),
+        seeds=(0, 1),
+        policies=("bsp", "asp"),
+        overrides={"max_time_s": 0.3, "workload": "digits-logreg"},
+    )
+    other = ex.Case(key="d", scenario="elastic-4", overrides={"lr": 0.05})
+    cases = [
+        (exp, exp.cases[0]),
+        (ex.Experiment(cases=(other,), seeds=(2,), policies=("ssp:s=3",), overrides=exp.overrides), other),
+    ]
+    seen: list[Path] = []
+    pooled = ex.run_cases(cases, tmp_path / "pool", jobs=2, after=lambda r, where, s: seen.append(where))
+    alone = ex.run_cases(cases, tmp_path / "alone", jobs=1)
+    assert [list(runs) for _, runs in pooled] == [[0, 1], [2]]
+    assert seen == [
+        tmp_path / "pool" / "c" / "seed-0",
+        tmp_path / "pool" / "c" / "seed-1",
+        tmp_path / "pool" / "d" / "seed-2",
+    ]
+    for (sc_p, runs_p), (sc_a, runs_a) in zip(pooled, alone, strict=True):
+        assert sc_p == sc_a
+        for seed, runs in runs_p.items():
+            assert [(r["label"], r["final_metric"], r["updates"]) for r in runs] == [
+                (r["label"], r["final_metric"], r["updates"]) for r in runs_a[seed]
+            ]
+
+
 def test_page_templates_fill_named_placeholders_and_refuse_missing_ones(tmp_path):
     text = "# {{ title }}\n\n{{ body }}\n\n\n\n{{ tail }}\n<!-- block: note -->\nnote: {{ what }}\n"
     (tmp_path / "bench.md.in").write_text(text)

@@ -18,7 +18,7 @@ def test_declared_policies_keep_corrected_momentum_to_sgd_momentum_and_give_inne
 def test_bench_short_run_runs_every_declared_policy_and_writes_the_page(tmp_path, capsys):
     out, docs, rows = tmp_path / "runs", tmp_path / "docs", tmp_path / "rows.json"
     argv = ["bench", "remedies", "--scenarios", "lm-8", "--seeds", "3", "--jobs", "1"]
-    argv += ["--set", "max_time_s=0.3", "--set", "workers=4"]
+    argv += ["--set", "max_time_s=0.2", "--set", "workers=2"]
     argv += ["--out", str(out), "--docs", str(docs), "--json", str(rows)]
     assert main(argv) == 0
     assert "hetsync bench remedies" in capsys.readouterr().out

@@ -52,7 +52,16 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.benches import experiment as ex
-from hetsync.benches.common import Row, add_output_arguments, parse_seeds, seeds_setting, setup_markdown, split_list
+from hetsync.benches.common import (
+    Row,
+    add_output_arguments,
+    parse_seeds,
+    seeds_setting,
+    setup_markdown,
+    short_metric,
+    split_list,
+)
+from hetsync.errors import BadInput
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario
 
@@ -122,7 +131,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     results = bench_remedies(cases, Path(args.out), jobs=args.jobs)
     results["command"] = command
     write_json_atomic(Path(args.out) / "results.json", results)
-    ex.publish(args, lambda where: write_doc(results, where))
+    ex.publish(args, lambda where: write_doc(results, where, Path(args.out)))
     return rows(results)
 
 
@@ -181,8 +190,10 @@ PAGE = ex.page_blocks(__file__, "remedies.md.in")["page"]
 """The page (Jinja2): its prose, and the paragraphs that depend on the outcome."""
 
 
-def write_doc(results: dict[str, Any], docs: Path) -> Path:
-    """``results-remedies.md`` in ``docs`` plus the first seed's metric plot per scenario in ``docs/img``."""
+def write_doc(results: dict[str, Any], docs: Path, out: Path | None = None) -> Path:
+    """``results-remedies.md`` in ``docs`` plus the first seed's metric plot per
+    scenario in ``docs/img``; with the runs' folder ``out``, how far DC-ASGD
+    moved the first seed's final model (:func:`model_change`)."""
     from hetsync.report.plots import plot_metric
 
     img: dict[str, str] = {}
@@ -193,21 +204,66 @@ def write_doc(results: dict[str, Any], docs: Path) -> Path:
         plot_metric(runs, docs / "img" / name)
         img[res["case"]] = f"img/{name}"
     path = docs / DOC_NAME
-    path.write_text(ex.fill_page(PAGE, page_values(results), img=img, command=results["command"]), encoding="utf-8")
+    values = page_values(results, out)
+    path.write_text(ex.fill_page(PAGE, values, img=img, command=results["command"]), encoding="utf-8")
     return path
 
 
-def page_values(results: dict[str, Any]) -> dict[str, Any]:
+def page_values(results: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
     """What the page reads: per scenario its record, table, set-up and per
     family the plain policy's aggregate beside each remedy's (:func:`case_values`)."""
-    return {"r": results, "cases": [case_values(res) for res in results["cases"]]}
+    cases = [case_values(res, out) for res in results["cases"]]
+    verdicts = [x["verdict"] for c in cases for f in c["families"] for x in f["remedies"]]
+    counts = {"runs": len(verdicts), **{v: verdicts.count(v) for v in ("better", "same", "worse")}}
+    beat = [(c, a) for c in cases for a in c["beat_bsp"]]
+    return {"r": results, "cases": cases, "summary": summary_table(cases), "counts": counts, "beat": beat}
+
+
+def verdict_cell(c: dict[str, Any] | None, metric: str) -> str:
+    """A remedy's verdict against its plain run and the change of the final metric: ``better (+0.081)``."""
+    if not c:
+        return "—"
+    return f"{c['verdict']} ({c['delta']:+.3g})" if c["delta"] is not None else c["verdict"]
+
+
+def summary_table(cases: list[dict[str, Any]]) -> list[str]:
+    """One line per remedy (against its plain run), one column per scenario: the verdict and the final metric's change."""
+    lines: list[tuple[str, list[Any]]] = []
+    for i, (name, _) in enumerate(FAMILIES):
+        for remedy in REMEDIES:
+            lines.append(
+                (
+                    f"{name} + `{remedy[1:]}`",
+                    [next((r for r in c["families"][i]["remedies"] if r["name"] == remedy[1:]), None) for c in cases],
+                )
+            )
+        if any(c["families"][i]["fair"] for c in cases):
+            lines.append((f"{name} at lr/N (against lr)", [c["families"][i]["fair"] for c in cases]))
+    lines.append(("ElasticBSP R=15 `within=local` (against `within=async`)", [c["elastic"] for c in cases]))
+    lines.append(("WBSP + `lr_scale=inverse`", [c["wbsp_inv"] for c in cases]))
+    for policy in ("diloco", "async-local-sgd", "streaming-diloco"):
+        lines.append(
+            (
+                f"`{policy}` (against BSP)",
+                [next((x for x in c["local"] if x["a"]["policy"] == policy), None) for c in cases],
+            )
+        )
+    header = [
+        "remedy or policy",
+        *(f"{c['case']['scenario']} ({short_metric(c['res']['target_metric'])})" for c in cases),
+    ]
+    cells = [
+        [name, *(verdict_cell(v, c["res"]["target_metric"]) for v, c in zip(vs, cases, strict=True))]
+        for name, vs in lines
+    ]
+    return ex.md_table(header, cells, align=["left"])
 
 
 FAMILIES = (("ASP", "asp"), ("SSP(3)", "ssp:s=3"), ("DSSP", "dssp"))
 """(name on the page, plain spec) of the families with every remedy."""
 
 
-def case_values(res: dict[str, Any]) -> dict[str, Any]:
+def case_values(res: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
     """A scenario's figures: ``bsp``; per family (:data:`FAMILIES`) ``plain``
     and each remedy run with how it compares to the plain run
     (:func:`compare_to`); ElasticBSP's two readings; WBSP plain and scaled;
@@ -230,7 +286,10 @@ def case_values(res: dict[str, Any]) -> dict[str, Any]:
         for remedy in REMEDIES:
             a = find(spec + remedy)
             if a is not None and plain is not None:
-                remedies.append({"name": remedy[1:], "a": a, **compare_to(a, plain, minimize=minimize)})
+                change = model_change(res, out, plain["label"], a["label"]) if out is not None else None
+                remedies.append(
+                    {"name": remedy[1:], "a": a, "model_change": change, **compare_to(a, plain, minimize=minimize)}
+                )
         fair = find(spec, fair=True)
         families.append(
             {
@@ -249,9 +308,13 @@ def case_values(res: dict[str, Any]) -> dict[str, Any]:
     local = [a for a in agg if a["policy"] in ("diloco", "async-local-sgd", "streaming-diloco")]
     everywhere = [a for a in agg if a["reached"] == a["seeds"]]
     key = "final_metric_mean"
+    workers, momentum = res["workers"], scenario_momentum(res["scenario"])
     return {
         "res": res,
         "case": ex.case_values(res),
+        "workers": workers,
+        "momentum": momentum,
+        "corrected_momentum": max(0.0, momentum - (1 - 1 / workers)),
         "setup_table": "\n".join(setup_markdown([res["setup"]])),
         "table": "\n".join(ex.aggregate_table(agg, columns(res), left=1)),
         "by": by,
@@ -268,8 +331,34 @@ def case_values(res: dict[str, Any]) -> dict[str, Any]:
         "local": [{"a": a, **compare_to(a, bsp, minimize=minimize)} for a in local] if bsp else [],
         "fastest": min(everywhere, key=lambda a: a["tta_mean_s"], default=None),
         "most_accurate": (min if minimize else max)(agg, key=lambda a: a[key]),
-        "beat_bsp": [a for a in agg if a is not bsp and bsp and ex.better(a, bsp, minimize=minimize)],
+        "beat_bsp": [
+            a for a in agg if bsp and a is not bsp and compare_to(a, bsp, minimize=minimize)["verdict"] == "better"
+        ],
     }
+
+
+def model_change(res: dict[str, Any], out: Path, plain: str, other: str) -> float | None:
+    """‖θ_other − θ_plain‖ / ‖θ_plain‖ of the two runs' final models on the
+    case's first seed (``model-*.pt`` under ``out``); None where one is missing."""
+    import torch
+
+    from hetsync.outdir import safe_name
+
+    folder = out / res["case"] / f"seed-{res['seeds'][0]}"
+    paths = [folder / f"model-{safe_name(label)}.pt" for label in (plain, other)]
+    if not all(p.is_file() for p in paths):
+        return None
+    a, b = (torch.load(p, map_location="cpu", weights_only=True) for p in paths)
+    flat = [torch.cat([v.float().flatten() for v in m.values()]) for m in (a, b)]
+    return float((flat[1] - flat[0]).norm() / flat[0].norm().clamp_min(1e-30))
+
+
+def scenario_momentum(name: str) -> float:
+    """The SGD momentum of the scenario a record names (0 for a YAML file no longer there)."""
+    try:
+        return load_scenario(name).job.optimizer.momentum
+    except BadInput:
+        return 0.0
 
 
 def compare_to(a: dict[str, Any], b: dict[str, Any] | None, *, minimize: bool) -> dict[str, Any]:
