@@ -598,7 +598,7 @@ def better(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, *, minimize
     faster = (sa is not None and sb is not None and sa > sb) or (a["reached"] > b["reached"])
     fa, fb, sd = a["final_metric_mean"], b["final_metric_mean"], b["final_metric_sd"]
     accurate = fa <= fb + sd if minimize else fa >= fb - sd
-    return faster and accurate
+    return bool(faster and accurate)
 
 
 def case_record(

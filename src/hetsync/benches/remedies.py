@@ -62,7 +62,7 @@ from hetsync.benches.common import (
     split_list,
 )
 from hetsync.errors import BadInput
-from hetsync.runner import write_json_atomic
+from hetsync.outdir import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario
 
 NAME = "remedies"
@@ -141,7 +141,7 @@ def bench_remedies(cases: list[tuple[ex.Experiment, ex.Case]], out: Path, *, job
     at lr / N merged into their scenario's, labelled ``… lr/N``."""
     t0 = time.perf_counter()
     ran = ex.run_cases(cases, out, jobs=jobs)
-    records = []
+    records: list[tuple[ex.Experiment, Scenario, ex.RunsBySeed, ex.Case]] = []
     for (exp, case), (sc, per_seed) in zip(cases, ran, strict=True):
         if case.key.endswith("-lr-over-n"):
             for seed, runs in per_seed.items():
