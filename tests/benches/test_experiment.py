@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import jinja2
@@ -134,6 +135,24 @@ def test_run_case_runs_every_policy_and_seed_under_its_folder(tmp_path, capsys):
     assert seen == [tmp_path / "c" / "seed-0", tmp_path / "c" / "seed-1"]
     assert (tmp_path / "c" / "seed-1" / "summary.json").is_file()
     assert "elastic-4 seed 1 · asp: TTA" in capsys.readouterr().out
+
+
+def test_run_cases_resume_keeps_the_runs_a_seed_folder_holds_and_runs_the_others(tmp_path, capsys):
+    exp = ex.Experiment(
+        cases=(ex.Case(key="c", scenario="elastic-4"),),
+        seeds=(0,),
+        policies=("bsp", "asp"),
+        overrides={"max_time_s": 0.3, "workload": "digits-logreg"},
+    )
+    ((_, first),) = ex.run_cases([(exp, exp.cases[0])], tmp_path)
+    summary = tmp_path / "c" / "seed-0" / "summary.json"
+    summary.write_text(json.dumps(json.loads(summary.read_text())[:1]))  # interrupted after bsp
+    capsys.readouterr()
+    ((_, again),) = ex.run_cases([(exp, exp.cases[0])], tmp_path, resume=True)
+    out = capsys.readouterr().out
+    assert "1 runs kept" in out and "· bsp:" not in out and "· asp:" in out
+    assert [(r["label"], r["final_metric"]) for r in again[0]] == [(r["label"], r["final_metric"]) for r in first[0]]
+    assert [r["label"] for r in json.loads(summary.read_text())] == ["bsp", "asp"]
 
 
 @pytest.mark.dist

@@ -177,6 +177,7 @@ def run_cases(
     out: Path,
     *,
     jobs: int = 1,
+    resume: bool = False,
     progress: Callable[[Run], str] | None = None,
     figures: Figures | None = None,
     after: Callable[[list[Run], Path, Scenario], None] | None = None,
@@ -186,7 +187,9 @@ def run_cases(
     every seed of every case goes to one pool, in this order: the longest
     first balances best); ``progress`` must then be a module's function. A
     seed's runs are one ``compare`` as with one job, so its policies share the
-    seed's timing noise. ``figures`` and ``after`` run here, in seed order.
+    seed's timing noise. ``resume``: a seed's runs already in its folder's
+    ``summary.json`` (an interrupted bench's) are kept and only the others
+    run. ``figures`` and ``after`` run here, in seed order.
     Returns per case its last seed's scenario and its runs by seed."""
     from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -198,13 +201,13 @@ def run_cases(
     given: dict[tuple[int, int], list[Run] | Future[list[Run]]] = {}
     if jobs <= 1 or len(tasks) <= 1:
         for i, seed, sc, where in tasks:
-            given[i, seed] = _run_seed(sc, cases[i][0].specs(sc), where, progress)
+            given[i, seed] = _run_seed(sc, cases[i][0].specs(sc), where, progress, resume)
     else:
         from hetsync.forkserver import fresh_process_context
 
         with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=fresh_process_context()) as pool:
             for i, seed, sc, where in tasks:
-                given[i, seed] = pool.submit(_run_seed, sc, cases[i][0].specs(sc), where, progress)
+                given[i, seed] = pool.submit(_run_seed, sc, cases[i][0].specs(sc), where, progress, resume)
             given = {k: v if isinstance(v, list) else v.result() for k, v in given.items()}
     results: list[tuple[Scenario, RunsBySeed]] = []
     for i, (exp, case) in enumerate(cases):
@@ -221,8 +224,13 @@ def run_cases(
     return results
 
 
-def _run_seed(sc: Scenario, specs: list[str], where: Path, progress: Callable[[Run], str] | None) -> list[Run]:
-    """One seed of a case: every policy (``compare``), a progress line per run."""
+def _run_seed(
+    sc: Scenario, specs: list[str], where: Path, progress: Callable[[Run], str] | None, resume: bool = False
+) -> list[Run]:
+    """One seed of a case: every policy (``compare``), a progress line per run;
+    ``resume``: those in the folder's ``summary.json`` are not run again."""
+    from hetsync.driver import policy_labels
+    from hetsync.outdir import write_json_atomic
     from hetsync.runner import compare
 
     con = report.terminal_console()
@@ -234,7 +242,18 @@ def _run_seed(sc: Scenario, specs: list[str], where: Path, progress: Callable[[R
         con.print(f"  {s['scenario']} seed {s['seed']} · {s['label']}: {figures} ({now - clock[0]:.1f} s real)")
         clock[0] = now
 
-    return compare(sc, specs, where, on_result=done)
+    labels = policy_labels(sc, specs)
+    done_before = {}
+    if resume and (where / "summary.json").is_file():
+        done_before = {r["label"]: r for r in as_dicts(read_summary(where / "summary.json")) if r["label"] in labels}
+    todo = [spec for spec, label in zip(specs, labels, strict=True) if label not in done_before]
+    if not done_before:
+        return compare(sc, specs, where, on_result=done)
+    con.print(f"  {sc.name} seed {sc.job.seed}: {len(done_before)} runs kept from {where / 'summary.json'}")
+    fresh = {r["label"]: r for r in (compare(sc, todo, where, on_result=done) if todo else [])}
+    runs = [done_before.get(label) or fresh[label] for label in labels]
+    write_json_atomic(where / "summary.json", runs)
+    return runs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

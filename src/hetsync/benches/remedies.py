@@ -70,8 +70,8 @@ DOC_NAME = "results-remedies.md"
 IMG_PREFIX = "remedies"
 SCENARIOS = ("lm-8", "wbsp-h1-signal", "elastic-4-signal", "lbbsp-cpu-signal", "lbbsp-gpu-signal")
 SEEDS = "0,1,2"
-ONE_SEED = {"wbsp-h1-signal": 0}
-"""Scenarios run on one seed only (the costliest, as docs/results-real.md ran it)."""
+SEEDS_OF = {"wbsp-h1-signal": (0,)}
+"""Scenarios run on fewer seeds (of ``--seeds``): the costliest, as docs/results-real.md ran it."""
 BASELINE = "bsp"
 REMEDIES = (":lr_scale=inverse", ":compensate=0.04", ":momentum=corrected")
 """Each asynchronous family's remedies; ``momentum=corrected`` on SGD-momentum scenarios only."""
@@ -107,6 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=DEFAULTS["scenarios"], help="comma-separated (default: %(default)s)")
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s; wbsp-h1-signal: 0)")
     p.add_argument("--jobs", type=int, default=2, help="processes running seeds at once (default: %(default)s)")
+    p.add_argument("--resume", action="store_true", help="keep the runs an interrupted bench left under --out")
     add_override_argument(p, "max_time_s=10")
     add_output_arguments(p, NAME, DOC_NAME)
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     for name in split_list(args.scenarios, "--scenarios"):
         sc = load_scenario(name, **overrides)  # (a bad name or key fails before the first run)
         key = Path(name).stem
-        own = (ONE_SEED[key],) if key in ONE_SEED and ONE_SEED[key] in seeds else seeds
+        own = tuple(s for s in seeds if s in SEEDS_OF.get(key, seeds)) or seeds
         case = ex.Case(key=key, scenario=name)
         exp = ex.Experiment(cases=(case,), seeds=own, policies=policies_for(sc), overrides=overrides, baseline=BASELINE)
         cases.append((exp, case))
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 (ex.Experiment(cases=(fair,), seeds=own, policies=PER_SAMPLE_FAIR[key], overrides=overrides), fair)
             )
     command = ex.command_line(NAME, args, add_arguments)
-    results = bench_remedies(cases, Path(args.out), jobs=args.jobs)
+    results = bench_remedies(cases, Path(args.out), jobs=args.jobs, resume=args.resume)
     results["command"] = command
     write_json_atomic(Path(args.out) / "results.json", results)
     ex.publish(args, lambda where: write_doc(results, where, Path(args.out)))
@@ -136,11 +137,13 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 
 # ------------------------------------------------------------------ running
-def bench_remedies(cases: list[tuple[ex.Experiment, ex.Case]], out: Path, *, jobs: int) -> dict[str, Any]:
+def bench_remedies(
+    cases: list[tuple[ex.Experiment, ex.Case]], out: Path, *, jobs: int, resume: bool = False
+) -> dict[str, Any]:
     """Every case's seeds (``jobs`` at once); a record per scenario, the runs
     at lr / N merged into their scenario's, labelled ``… lr/N``."""
     t0 = time.perf_counter()
-    ran = ex.run_cases(cases, out, jobs=jobs)
+    ran = ex.run_cases(cases, out, jobs=jobs, resume=resume)
     records: list[tuple[ex.Experiment, Scenario, ex.RunsBySeed, ex.Case]] = []
     for (exp, case), (sc, per_seed) in zip(cases, ran, strict=True):
         if case.key.endswith("-lr-over-n"):
