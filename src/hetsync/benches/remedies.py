@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> list[Row]:
             cases.append(
                 (ex.Experiment(cases=(fair,), seeds=own, policies=PER_SAMPLE_FAIR[key], overrides=overrides), fair)
             )
-    command = ex.command_line(NAME, args, add_arguments)
+    how = ("jobs", "resume")  # how it runs, not what: not part of the page's command
+    command = ex.command_line(NAME, args, [o for o in ex.options_of(add_arguments) if o[0] not in how])
     results = bench_remedies(cases, Path(args.out), jobs=args.jobs, resume=args.resume)
     results["command"] = command
     write_json_atomic(Path(args.out) / "results.json", results)
