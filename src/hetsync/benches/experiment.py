@@ -178,6 +178,7 @@ def run_cases(
     *,
     jobs: int = 1,
     resume: bool = False,
+    order: Callable[[Case, int], Any] | None = None,
     progress: Callable[[Run], str] | None = None,
     figures: Figures | None = None,
     after: Callable[[list[Run], Path, Scenario], None] | None = None,
@@ -185,7 +186,8 @@ def run_cases(
     """:meth:`Experiment.run_case` of each ``(experiment, case)``, its seeds
     run by up to ``jobs`` processes at once (:func:`hetsync.forkserver.fresh_process_context`;
     every seed of every case goes to one pool, in this order: the longest
-    first balances best); ``progress`` must then be a module's function. A
+    first balances best; ``order``: a sort key of ``(case, seed)`` that
+    reorders them); ``progress`` must then be a module's function. A
     seed's runs are one ``compare`` as with one job, so its policies share the
     seed's timing noise. ``resume``: a seed's runs already in its folder's
     ``summary.json`` (an interrupted bench's) are kept and only the others
@@ -205,8 +207,9 @@ def run_cases(
     else:
         from hetsync.forkserver import fresh_process_context
 
+        ordered = sorted(tasks, key=lambda t: order(cases[t[0]][1], t[1])) if order is not None else tasks
         with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=fresh_process_context()) as pool:
-            for i, seed, sc, where in tasks:
+            for i, seed, sc, where in ordered:
                 given[i, seed] = pool.submit(_run_seed, sc, cases[i][0].specs(sc), where, progress, resume)
             given = {k: v if isinstance(v, list) else v.result() for k, v in given.items()}
     results: list[tuple[Scenario, RunsBySeed]] = []

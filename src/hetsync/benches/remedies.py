@@ -91,6 +91,9 @@ POLICIES = (
     "streaming-diloco",
 )
 """The policies of every scenario, declared before any run (:func:`policies_for` adapts them)."""
+LAST = ("lm-8",)
+"""Scenarios whose seeds after the first run last (the costliest): were the time to run out,
+every other scenario would have all its seeds and these their first."""
 PER_SAMPLE_FAIR = {"lm-8": ("asp", "ssp:s=3")}
 """Scenarios (AdamW) whose ASP and SSP run again at lr / N: these policies, in a case of their own."""
 FAIR_SUFFIX = "lr/N"
@@ -147,7 +150,12 @@ def bench_remedies(
     """Every case's seeds (``jobs`` at once); a record per scenario, the runs
     at lr / N merged into their scenario's, labelled ``… lr/N``."""
     t0 = time.perf_counter()
-    ran = ex.run_cases(cases, out, jobs=jobs, resume=resume)
+    firsts = {case.key: exp.seeds[0] for exp, case in cases}
+
+    def order(case: ex.Case, seed: int) -> bool:
+        return case.key.removesuffix("-lr-over-n") in LAST and seed != firsts[case.key]
+
+    ran = ex.run_cases(cases, out, jobs=jobs, resume=resume, order=order)
     records: list[tuple[ex.Experiment, Scenario, ex.RunsBySeed, ex.Case]] = []
     for (exp, case), (sc, per_seed) in zip(cases, ran, strict=True):
         if case.key.endswith("-lr-over-n"):
