@@ -246,17 +246,24 @@ def _run_seed(
         clock[0] = now
 
     labels = policy_labels(sc, specs)
-    done_before = {}
+    kept: dict[str, Run] = {}
     if resume and (where / "summary.json").is_file():
-        done_before = {r["label"]: r for r in as_dicts(read_summary(where / "summary.json")) if r["label"] in labels}
-    todo = [spec for spec, label in zip(specs, labels, strict=True) if label not in done_before]
-    if not done_before:
+        kept = {r["label"]: r for r in as_dicts(read_summary(where / "summary.json")) if r["label"] in labels}
+    if not kept:
         return compare(sc, specs, where, on_result=done)
-    con.print(f"  {sc.name} seed {sc.job.seed}: {len(done_before)} runs kept from {where / 'summary.json'}")
-    fresh = {r["label"]: r for r in (compare(sc, todo, where, on_result=done) if todo else [])}
-    runs = [done_before.get(label) or fresh[label] for label in labels]
-    write_json_atomic(where / "summary.json", runs)
-    return runs
+    con.print(f"  {sc.name} seed {sc.job.seed}: {len(kept)} runs kept from {where / 'summary.json'}")
+
+    def merged(s: Run) -> None:
+        # compare writes only its own runs: the summary keeps the kept ones beside them, after every run
+        kept[s["label"]] = s
+        write_json_atomic(where / "summary.json", [kept[label] for label in labels if label in kept])
+        done(s)
+
+    todo = [spec for spec, label in zip(specs, labels, strict=True) if label not in kept]
+    if todo:
+        compare(sc, todo, where, on_result=merged)
+    write_json_atomic(where / "summary.json", [kept[label] for label in labels])
+    return [kept[label] for label in labels]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
