@@ -92,8 +92,9 @@ POLICIES = (
 )
 """The policies of every scenario, declared before any run (:func:`policies_for` adapts them)."""
 LAST = ("lm-8",)
-"""Scenarios whose seeds after the first run last (the costliest): were the time to run out,
-every other scenario would have all its seeds and these their first."""
+"""The costliest scenarios: among the second (third...) seeds, theirs run last. Seeds run in
+rounds (every scenario's first, then every second...), so were the time to run out, every
+scenario has whole seeds."""
 PER_SAMPLE_FAIR = {"lm-8": ("asp", "ssp:s=3")}
 """Scenarios (AdamW) whose ASP and SSP run again at lr / N: these policies, in a case of their own."""
 FAIR_SUFFIX = "lr/N"
@@ -150,10 +151,12 @@ def bench_remedies(
     """Every case's seeds (``jobs`` at once); a record per scenario, the runs
     at lr / N merged into their scenario's, labelled ``… lr/N``."""
     t0 = time.perf_counter()
-    firsts = {case.key: exp.seeds[0] for exp, case in cases}
+    seeds_of = {case.key: exp.seeds for exp, case in cases}
 
-    def order(case: ex.Case, seed: int) -> bool:
-        return case.key.removesuffix("-lr-over-n") in LAST and seed != firsts[case.key]
+    def order(case: ex.Case, seed: int) -> tuple[int, bool]:
+        """Every scenario's first seed, then every second one...; :data:`LAST` last among them."""
+        i = seeds_of[case.key].index(seed)
+        return i, i > 0 and case.key.removesuffix("-lr-over-n") in LAST
 
     ran = ex.run_cases(cases, out, jobs=jobs, resume=resume, order=order)
     records: list[tuple[ex.Experiment, Scenario, ex.RunsBySeed, ex.Case]] = []
