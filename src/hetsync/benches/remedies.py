@@ -47,6 +47,7 @@ plots ``img/remedies-*.png`` under ``--out``, and in ``--docs DIR`` when given.
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,8 @@ DOC_NAME = "results-remedies.md"
 IMG_PREFIX = "remedies"
 SCENARIOS = ("lm-8", "wbsp-h1-signal", "elastic-4-signal", "lbbsp-cpu-signal", "lbbsp-gpu-signal")
 SEEDS = "0,1,2"
-SEEDS_OF = {"wbsp-h1-signal": (0,), "lm-8": (0, 1)}
-"""Scenarios run on fewer seeds (of ``--seeds``): ``wbsp-h1-signal`` as docs/results-real.md ran
-it; ``lm-8``, the costliest in all (19 policies of about 50 s of CPU each per seed), dropped its
-third seed when the first minutes of the full run showed it would not finish in the time given
-on this shared machine (no result had been looked at)."""
+SEEDS_OF = {"wbsp-h1-signal": (0,)}
+"""Scenarios declared on fewer seeds (of ``--seeds``): ``wbsp-h1-signal`` as docs/results-real.md ran it."""
 BASELINE = "bsp"
 REMEDIES = (":lr_scale=inverse", ":compensate=0.04", ":momentum=corrected")
 """Each asynchronous family's remedies; ``momentum=corrected`` on SGD-momentum scenarios only."""
@@ -115,6 +113,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (default: %(default)s; wbsp-h1-signal: 0)")
     p.add_argument("--jobs", type=int, default=2, help="processes running seeds at once (default: %(default)s)")
     p.add_argument("--resume", action="store_true", help="keep the runs an interrupted bench left under --out")
+    p.add_argument(
+        "--seeds-of",
+        action="append",
+        default=[],
+        metavar="SCENARIO=SEEDS",
+        help="run a scenario on only these of its seeds, e.g. lm-8=0 (repeatable; the page says what was cut)",
+    )
     add_override_argument(p, "max_time_s=10")
     add_output_arguments(p, NAME, DOC_NAME)
 
@@ -122,11 +127,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[Row]:
     overrides = ex.overrides_of(args)
     seeds = tuple(parse_seeds(args.seeds))
+    cut = dict(_seeds_of(text) for text in args.seeds_of)
     cases: list[tuple[ex.Experiment, ex.Case]] = []
+    declared: dict[str, list[int]] = {}
     for name in split_list(args.scenarios, "--scenarios"):
         sc = load_scenario(name, **overrides)  # (a bad name or key fails before the first run)
         key = Path(name).stem
         own = tuple(s for s in seeds if s in SEEDS_OF.get(key, seeds)) or seeds
+        declared[key] = list(own)
+        own = tuple(s for s in own if s in cut.get(key, own)) or own
         case = ex.Case(key=key, scenario=name)
         exp = ex.Experiment(cases=(case,), seeds=own, policies=policies_for(sc), overrides=overrides, baseline=BASELINE)
         cases.append((exp, case))
@@ -135,13 +144,23 @@ def run(args: argparse.Namespace) -> list[Row]:
             cases.append(
                 (ex.Experiment(cases=(fair,), seeds=own, policies=PER_SAMPLE_FAIR[key], overrides=overrides), fair)
             )
-    how = ("jobs", "resume")  # how it runs, not what: not part of the page's command
+    how = ("jobs", "resume", "seeds_of")  # how it runs, not what: not part of the page's command (--seeds-of: added)
     command = ex.command_line(NAME, args, [o for o in ex.options_of(add_arguments) if o[0] not in how])
+    command += "".join(f" --seeds-of {shlex.quote(text)}" for text in args.seeds_of)
     results = bench_remedies(cases, Path(args.out), jobs=args.jobs, resume=args.resume)
     results["command"] = command
+    results["declared_seeds"] = declared
     write_json_atomic(Path(args.out) / "results.json", results)
     ex.publish(args, lambda where: write_doc(results, where, Path(args.out)))
     return rows(results)
+
+
+def _seeds_of(text: str) -> tuple[str, tuple[int, ...]]:
+    """``lm-8=0,1`` -> ``("lm-8", (0, 1))`` (``--seeds-of``)."""
+    key, sep, seeds = text.partition("=")
+    if not sep or not key:
+        raise BadInput(f"--seeds-of wants SCENARIO=SEEDS, e.g. lm-8=0,1; got {text!r}")
+    return key, tuple(parse_seeds(seeds))
 
 
 # ------------------------------------------------------------------ running
