@@ -1,7 +1,10 @@
 import json
 
+import pytest
+
 from hetsync.benches import remedies as bench
 from hetsync.cli import main
+from hetsync.errors import BadInput
 from hetsync.scenario import load_scenario
 
 
@@ -36,3 +39,9 @@ def test_bench_short_run_runs_every_declared_policy_and_writes_the_page(tmp_path
     assert "| `asp(lr_scale=inverse)` |" in doc and "| `ssp(s=3) lr/N` |" in doc and "--seeds 3" in doc
     assert (docs / "img" / "remedies-lm-8.png").is_file()
     assert (out / bench.DOC_NAME).read_text() == doc
+
+
+def test_seeds_of_cuts_a_scenario_to_some_seeds():
+    assert bench._seeds_of("lm-8=0,1") == ("lm-8", (0, 1))
+    with pytest.raises(BadInput, match="SCENARIO=SEEDS"):
+        bench._seeds_of("lm-8")
