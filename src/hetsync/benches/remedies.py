@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     results["command"] = command
     results["declared_seeds"] = declared
     write_json_atomic(Path(args.out) / "results.json", results)
-    ex.publish(args, lambda where: write_doc(results, where, Path(args.out)))
+    ex.publish(args, lambda where: write_doc(results, where))
     return rows(results)
 
 
@@ -227,10 +227,8 @@ PAGE = ex.page_blocks(__file__, "remedies.md.in")["page"]
 """The page (Jinja2): its prose, and the paragraphs that depend on the outcome."""
 
 
-def write_doc(results: dict[str, Any], docs: Path, out: Path | None = None) -> Path:
-    """``results-remedies.md`` in ``docs`` plus the first seed's metric plot per
-    scenario in ``docs/img``; with the runs' folder ``out``, how far DC-ASGD
-    moved the first seed's final model (:func:`model_change`)."""
+def write_doc(results: dict[str, Any], docs: Path) -> Path:
+    """``results-remedies.md`` in ``docs`` plus the first seed's metric plot per scenario in ``docs/img``."""
     from hetsync.report.plots import plot_metric
 
     img: dict[str, str] = {}
@@ -241,15 +239,15 @@ def write_doc(results: dict[str, Any], docs: Path, out: Path | None = None) -> P
         plot_metric(runs, docs / "img" / name)
         img[res["case"]] = f"img/{name}"
     path = docs / DOC_NAME
-    values = page_values(results, out)
+    values = page_values(results)
     path.write_text(ex.fill_page(PAGE, values, img=img, command=results["command"]), encoding="utf-8")
     return path
 
 
-def page_values(results: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
+def page_values(results: dict[str, Any]) -> dict[str, Any]:
     """What the page reads: per scenario its record, table, set-up and per
     family the plain policy's aggregate beside each remedy's (:func:`case_values`)."""
-    cases = [case_values(res, out) for res in results["cases"]]
+    cases = [case_values(res) for res in results["cases"]]
     verdicts = [x["verdict"] for c in cases for f in c["families"] for x in f["remedies"]]
     counts = {"runs": len(verdicts), **{v: verdicts.count(v) for v in ("better", "same", "worse")}}
     beat = [(c, a) for c in cases for a in c["beat_bsp"]]
@@ -300,7 +298,7 @@ FAMILIES = (("ASP", "asp"), ("SSP(3)", "ssp:s=3"), ("DSSP", "dssp"))
 """(name on the page, plain spec) of the families with every remedy."""
 
 
-def case_values(res: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
+def case_values(res: dict[str, Any]) -> dict[str, Any]:
     """A scenario's figures: ``bsp``; per family (:data:`FAMILIES`) ``plain``
     and each remedy run with how it compares to the plain run
     (:func:`compare_to`); ElasticBSP's two readings; WBSP plain and scaled;
@@ -323,10 +321,7 @@ def case_values(res: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
         for remedy in REMEDIES:
             a = find(spec + remedy)
             if a is not None and plain is not None:
-                change = model_change(res, out, plain["label"], a["label"]) if out is not None else None
-                remedies.append(
-                    {"name": remedy[1:], "a": a, "model_change": change, **compare_to(a, plain, minimize=minimize)}
-                )
+                remedies.append({"name": remedy[1:], "a": a, **compare_to(a, plain, minimize=minimize)})
         fair = find(spec, fair=True)
         families.append(
             {
@@ -372,22 +367,6 @@ def case_values(res: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
             a for a in agg if bsp and a is not bsp and compare_to(a, bsp, minimize=minimize)["verdict"] == "better"
         ],
     }
-
-
-def model_change(res: dict[str, Any], out: Path, plain: str, other: str) -> float | None:
-    """‖θ_other − θ_plain‖ / ‖θ_plain‖ of the two runs' final models on the
-    case's first seed (``model-*.pt`` under ``out``); None where one is missing."""
-    import torch
-
-    from hetsync.outdir import safe_name
-
-    folder = out / res["case"] / f"seed-{res['seeds'][0]}"
-    paths = [folder / f"model-{safe_name(label)}.pt" for label in (plain, other)]
-    if not all(p.is_file() for p in paths):
-        return None
-    a, b = (torch.load(p, map_location="cpu", weights_only=True) for p in paths)
-    flat = [torch.cat([v.float().flatten() for v in m.values()]) for m in (a, b)]
-    return float((flat[1] - flat[0]).norm() / flat[0].norm().clamp_min(1e-30))
 
 
 def scenario_momentum(name: str) -> float:
