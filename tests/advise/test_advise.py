@@ -112,7 +112,7 @@ def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_
     assert [c.choice for c in clipped if c.servers > 1] == []
     script = load_scenario("default", script={"path": "/x/train.py", "args": []})
     assert [c for c in advise.candidates(script, ["asp"], servers=(2,))[0] if c.servers > 1] == []
-    assert advise.paths_clause(cands) == " (1 on the collective path, 4 on sharded servers)"
+    assert advise.paths_clause(cands) == " (1 on the collective path, 6 on sharded servers)"  # asp: plain and lr_scale
     assert advise.paths_clause([c for c in cands if c.choice == c.spec]) == ""
     assert advise.parse_servers("2,4") == (1, 2, 4) and advise.parse_servers("1") == (1,)
     for bad in ("0", "x", "65"):
@@ -122,7 +122,7 @@ def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_
 
 def test_the_reference_is_bsp_through_rank_0_even_when_bsp_on_the_collective_path_ranks_above_it():
     sc = load_scenario("default")
-    cands = [c for c in advise.candidates(sc, ["bsp", "asp"])[0]]
+    cands = [c for c in advise.candidates(sc, ["bsp", "asp"])[0] if c.spec in ("bsp", "asp")]  # (not the remedies)
     assert [c.choice for c in cands] == ["bsp", "bsp@collective", "asp"]
     runs = {"bsp": [3.0, 3.0, 3.5], "bsp@collective": [2.0, 2.5, 2.5], "asp": [4.0, 4.0, 4.0]}
     entries = [
@@ -159,7 +159,9 @@ def test_policies_restrict_the_grid_and_bsp_always_runs():
         *("asp", "asp:lr_scale=inverse", "asp:compensate=0.04"),
     ]
     cands, _ = advise.candidates(sc, ["ssp:s=5", "ssp", "bsp"])
-    assert [c.label for c in cands] == ["bsp", "bsp@collective", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)"]
+    assert [c.label for c in cands] == [
+        *("bsp", "bsp@collective", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)", "ssp(s=3,lr_scale=inverse)")
+    ]
     with pytest.raises(BadInput, match="'nope'"):
         advise.candidates(sc, ["nope"])
     with pytest.raises(BadInput, match="'b'"):  # an explicit spec that cannot apply is refused, not skipped
