@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     results = bench_remedies(cases, Path(args.out), jobs=args.jobs, resume=args.resume)
     results["command"] = command
     results["declared_seeds"] = declared
+    results["resumed"] = bool(args.resume)
     write_json_atomic(Path(args.out) / "results.json", results)
     ex.publish(args, lambda where: write_doc(results, where))
     return rows(results)
