@@ -37,15 +37,18 @@ def specs_of(cands):
     return [c.spec for c in cands if c.path == "ps"]
 
 
-def test_default_grid_covers_every_policy_within_27():
+def test_default_grid_covers_every_policy_within_32():
     sc = load_scenario("default")
     cands, skipped = advise.candidates(sc, paths=("ps",))
     assert cands[0].spec == "bsp"
-    assert 15 <= len(cands) <= 27
+    assert 15 <= len(cands) <= 32
     assert len({c.label for c in cands}) == len(cands)
     # every policy but those real processes cannot run yet (nothing to advise on a real cluster)
     assert {c.policy for c in cands} == {name for name, cls in REGISTRY.items() if not cls.simulator_only}
-    assert [c.params["s"] for c in cands if c.policy == "ssp"] == [1, 3, 8]
+    assert [c.params["s"] for c in cands if c.policy == "ssp"] == [1, 3, 8, 3]
+    # the staleness remedies that helped or may help (docs/results-remedies.md) are candidates too
+    assert {"asp:lr_scale=inverse", "asp:compensate=0.04", "ssp:s=3:lr_scale=inverse"} <= set(specs_of(cands))
+    assert "elastic-bsp:R=15:within=local" in specs_of(cands)
     assert [c.params["H"] for c in cands if c.policy == "local-sgd"] == [2, 4, 8]
     # the SGD-tuned demo gets DiLoCo's inner AdamW at a small rate
     assert all(
@@ -109,7 +112,7 @@ def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_
     assert [c.choice for c in clipped if c.servers > 1] == []
     script = load_scenario("default", script={"path": "/x/train.py", "args": []})
     assert [c for c in advise.candidates(script, ["asp"], servers=(2,))[0] if c.servers > 1] == []
-    assert advise.paths_clause(cands) == " (1 on the collective path, 4 on sharded servers)"
+    assert advise.paths_clause(cands) == " (1 on the collective path, 6 on sharded servers)"  # asp: plain and lr_scale
     assert advise.paths_clause([c for c in cands if c.choice == c.spec]) == ""
     assert advise.parse_servers("2,4") == (1, 2, 4) and advise.parse_servers("1") == (1,)
     for bad in ("0", "x", "65"):
@@ -119,7 +122,7 @@ def test_sharded_servers_are_weighed_when_asked_for_the_policies_the_shards_can_
 
 def test_the_reference_is_bsp_through_rank_0_even_when_bsp_on_the_collective_path_ranks_above_it():
     sc = load_scenario("default")
-    cands = [c for c in advise.candidates(sc, ["bsp", "asp"])[0]]
+    cands = [c for c in advise.candidates(sc, ["bsp", "asp"])[0] if c.spec in ("bsp", "asp")]  # (not the remedies)
     assert [c.choice for c in cands] == ["bsp", "bsp@collective", "asp"]
     runs = {"bsp": [3.0, 3.0, 3.5], "bsp@collective": [2.0, 2.5, 2.5], "asp": [4.0, 4.0, 4.0]}
     entries = [
@@ -151,9 +154,14 @@ def test_applicability_follows_the_cluster():
 def test_policies_restrict_the_grid_and_bsp_always_runs():
     sc = load_scenario("default")
     cands, _ = advise.candidates(sc, ["ssp", "asp"])
-    assert specs_of(cands) == ["bsp", "ssp:s=1", "ssp:s=3", "ssp:s=8", "asp"]
+    assert specs_of(cands) == [
+        *("bsp", "ssp:s=1", "ssp:s=3", "ssp:s=8", "ssp:s=3:lr_scale=inverse"),
+        *("asp", "asp:lr_scale=inverse", "asp:compensate=0.04"),
+    ]
     cands, _ = advise.candidates(sc, ["ssp:s=5", "ssp", "bsp"])
-    assert [c.label for c in cands] == ["bsp", "bsp@collective", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)"]
+    assert [c.label for c in cands] == [
+        *("bsp", "bsp@collective", "ssp(s=5)", "ssp(s=1)", "ssp(s=3)", "ssp(s=8)", "ssp(s=3,lr_scale=inverse)")
+    ]
     with pytest.raises(BadInput, match="'nope'"):
         advise.candidates(sc, ["nope"])
     with pytest.raises(BadInput, match="'b'"):  # an explicit spec that cannot apply is refused, not skipped

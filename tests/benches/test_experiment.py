@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import jinja2
@@ -134,6 +135,55 @@ def test_run_case_runs_every_policy_and_seed_under_its_folder(tmp_path, capsys):
     assert seen == [tmp_path / "c" / "seed-0", tmp_path / "c" / "seed-1"]
     assert (tmp_path / "c" / "seed-1" / "summary.json").is_file()
     assert "elastic-4 seed 1 · asp: TTA" in capsys.readouterr().out
+
+
+def test_run_cases_resume_keeps_the_runs_a_seed_folder_holds_and_runs_the_others(tmp_path, capsys):
+    exp = ex.Experiment(
+        cases=(ex.Case(key="c", scenario="elastic-4"),),
+        seeds=(0,),
+        policies=("bsp", "asp"),
+        overrides={"max_time_s": 0.3, "workload": "digits-logreg"},
+    )
+    ((_, first),) = ex.run_cases([(exp, exp.cases[0])], tmp_path)
+    summary = tmp_path / "c" / "seed-0" / "summary.json"
+    summary.write_text(json.dumps(json.loads(summary.read_text())[:1]))  # interrupted after bsp
+    capsys.readouterr()
+    ((_, again),) = ex.run_cases([(exp, exp.cases[0])], tmp_path, resume=True)
+    out = capsys.readouterr().out
+    assert "1 runs kept" in out and "· bsp:" not in out and "· asp:" in out
+    assert [(r["label"], r["final_metric"]) for r in again[0]] == [(r["label"], r["final_metric"]) for r in first[0]]
+    assert [r["label"] for r in json.loads(summary.read_text())] == ["bsp", "asp"]
+
+
+@pytest.mark.dist
+def test_run_cases_in_two_processes_gives_what_one_process_gives(tmp_path):
+    """Seeds of several cases run in a pool give the same runs, in declared order, as run one by one."""
+    exp = ex.Experiment(
+        cases=(ex.Case(key="c", scenario="elastic-4"),),
+        seeds=(0, 1),
+        policies=("bsp", "asp"),
+        overrides={"max_time_s": 0.3, "workload": "digits-logreg"},
+    )
+    other = ex.Case(key="d", scenario="elastic-4", overrides={"lr": 0.05})
+    cases = [
+        (exp, exp.cases[0]),
+        (ex.Experiment(cases=(other,), seeds=(2,), policies=("ssp:s=3",), overrides=exp.overrides), other),
+    ]
+    seen: list[Path] = []
+    pooled = ex.run_cases(cases, tmp_path / "pool", jobs=2, after=lambda r, where, s: seen.append(where))
+    alone = ex.run_cases(cases, tmp_path / "alone", jobs=1)
+    assert [list(runs) for _, runs in pooled] == [[0, 1], [2]]
+    assert seen == [
+        tmp_path / "pool" / "c" / "seed-0",
+        tmp_path / "pool" / "c" / "seed-1",
+        tmp_path / "pool" / "d" / "seed-2",
+    ]
+    for (sc_p, runs_p), (sc_a, runs_a) in zip(pooled, alone, strict=True):
+        assert sc_p == sc_a
+        for seed, runs in runs_p.items():
+            assert [(r["label"], r["final_metric"], r["updates"]) for r in runs] == [
+                (r["label"], r["final_metric"], r["updates"]) for r in runs_a[seed]
+            ]
 
 
 def test_page_templates_fill_named_placeholders_and_refuse_missing_ones(tmp_path):

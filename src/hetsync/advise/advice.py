@@ -69,8 +69,8 @@ DEFAULT_SEEDS = 3
 # its defaults.
 GRID: dict[str, tuple[str, ...]] = {
     "bsp": ("",),
-    "asp": ("",),
-    "ssp": (":s=1", ":s=3", ":s=8"),
+    "asp": ("", ":lr_scale=inverse", ":compensate=0.04"),
+    "ssp": (":s=1", ":s=3", ":s=8", ":s=3:lr_scale=inverse"),
     "local-sgd": (":H=2", ":H=4", ":H=8"),
     "diloco": (":H=5", ":H=10"),
     "async-local-sgd": (":H=10",),
@@ -78,7 +78,7 @@ GRID: dict[str, tuple[str, ...]] = {
     "wbsp": ("",),
     "wbsp-overlap": ("",),
     "dssp": (":s_L=1:r_max=6", ":s_L=3:r_max=12"),
-    "elastic-bsp": (":R=5", ":R=15"),
+    "elastic-bsp": (":R=5", ":R=15", ":R=15:within=local"),
     "lb-bsp": (":variant=cpu", ":variant=cpu:predictor=ewma", ":variant=gpu"),
     "lb-bsp-static": ("",),
     "p2p-allreduce": ("",),

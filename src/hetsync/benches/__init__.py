@@ -30,6 +30,9 @@ HELP: dict[str, str] = {
     "round time, TTA",
     "async-local-sgd": "asynchronous local SGD (Liu et al. 2024: DyLU, delayed Nesterov) vs BSP, local SGD and DiLoCo "
     "on lm-8 and default, 3 seeds, with its ablations",
+    "remedies": "the staleness remedies (lr_scale=inverse, DC-ASGD, corrected momentum), ElasticBSP's two "
+    "readings, WBSP's scaled deltas, DiLoCo, streaming DiLoCo and asynchronous local SGD beside plain ASP/SSP/DSSP "
+    "and BSP on docs/results-real.md's scenarios, 3 seeds",
     "advise": "profile -> advise -> verify on emulated clusters: recovered delays/links, predicted vs measured TTA",
     "startup": "time to the first training step: hetsync launch vs torchrun DDP on the same script, run alternately",
     "scale": "hetsync BSP on each data path (ps, collective) vs DDP on the same model and batch: step time, bytes, "

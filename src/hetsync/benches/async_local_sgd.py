@@ -59,34 +59,16 @@ POLICIES = (
     "async-local-sgd:H=10:outer_momentum=0:outer_lr=1",
 )
 """The policies of every scenario, declared before any run (inner AdamW rates: :func:`policies_for`)."""
-INNER_ADAMW = ("diloco", "async-local-sgd")
 DEFAULTS = {"scenarios": ",".join(SCENARIOS), "seeds": SEEDS}
-MEANS = {
-    "compute_share_mean": "compute_share",
-    "comm_share_mean": "comm_share",
-    "wait_share_mean": "wait_share",
-    "samples_per_s_mean": "samples_per_s",
-    "updates_mean": "updates",
-    "mean_staleness": "mean_staleness",
-    "max_staleness_mean": "max_staleness",
-}
-KEPT = (
-    *("label", "policy", "seed", "time_to_target_s", "final_metric", "best_metric", "compute_share"),
-    *("comm_share", "wait_share", "samples_per_s", "steps", "updates", "mean_staleness", "max_staleness"),
-    *("trace", "metric_curve"),
-)
+MEANS = ex.POLICY_MEANS
+KEPT = ex.KEPT
 
 
 def policies_for(sc: Scenario) -> tuple[str, ...]:
     """:data:`POLICIES` for this scenario: next to an SGD-tuned ``lr`` the
-    inner AdamW of DiLoCo and asynchronous local SGD takes advise's small rate."""
-    from hetsync.advise import DILOCO_SGD_INNER_LR
-
-    if sc.job.optimizer.name != "sgd":
-        return POLICIES
-    return tuple(
-        f"{spec}:inner_lr={DILOCO_SGD_INNER_LR:g}" if spec.split(":")[0] in INNER_ADAMW else spec for spec in POLICIES
-    )
+    inner AdamW of DiLoCo and asynchronous local SGD takes advise's small rate
+    (:func:`hetsync.benches.experiment.inner_adamw_specs`)."""
+    return ex.inner_adamw_specs(sc, POLICIES)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -170,7 +152,7 @@ def _vs_peer(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fmt(spec: str) -> Any:
-    return lambda v: "—" if v is None else format(v, spec)
+    return lambda v: ex.fmt_num(v, spec)
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
@@ -260,31 +242,8 @@ def case_values(res: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def final_better(a: dict[str, Any] | None, b: dict[str, Any] | None, *, minimize: bool) -> bool | None:
-    """Whether ``a``'s mean final metric is better than ``b``'s by more than
-    ``b``'s standard deviation over the seeds (None when either did not run)."""
-    if a is None or b is None:
-        return None
-    fa, fb, sd = a["final_metric_mean"], b["final_metric_mean"], b["final_metric_sd"]
-    return fa < fb - sd if minimize else fa > fb + sd
-
-
-def better(a: dict[str, Any] | None, b: dict[str, Any] | None, *, minimize: bool) -> bool | None:
-    """Whether ``a`` beats ``b`` on the two figures the page compares, both
-    declared before any run: it reaches the target on at least as many seeds
-    and, where both reached it on some seed, its mean paired speed-up over BSP
-    is higher (else: it reached it on more seeds); and its mean final metric
-    is not worse than ``b``'s by more than ``b``'s standard deviation over
-    the seeds. None when either did not run."""
-    if a is None or b is None:
-        return None
-    if a["reached"] < b["reached"]:
-        return False
-    sa, sb = a["speedup_vs_bsp_mean"], b["speedup_vs_bsp_mean"]
-    faster = (sa is not None and sb is not None and sa > sb) or (a["reached"] > b["reached"])
-    fa, fb, sd = a["final_metric_mean"], b["final_metric_mean"], b["final_metric_sd"]
-    accurate = fa <= fb + sd if minimize else fa >= fb - sd
-    return faster and accurate
+final_better = ex.final_better
+better = ex.better
 
 
 def verdict(v: dict[str, Any]) -> dict[str, bool | None]:

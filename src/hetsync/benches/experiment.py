@@ -153,31 +153,7 @@ class Experiment:
         own figures (from its trace: :data:`Figures`); ``after`` then sees each
         seed's runs, folder and scenario (to draw plots). Returns the last
         seed's scenario and the runs by seed."""
-        from hetsync.runner import compare
-
-        con = report.terminal_console()
-        runs_by_seed: RunsBySeed = {}
-        sc: Scenario | None = None
-        for seed in self.seeds:
-            sc = self.scenario(case, seed)
-            where = self.folder(out, case, seed)
-            clock = [time.perf_counter()]
-
-            def done(s: Run, _clock: list[float] = clock) -> None:
-                now = time.perf_counter()
-                figures = progress(s) if progress is not None else default_progress(s)
-                con.print(
-                    f"  {s['scenario']} seed {s['seed']} · {s['label']}: {figures} ({now - _clock[0]:.1f} s real)"
-                )
-                _clock[0] = now
-
-            runs = compare(sc, self.specs(sc), where, on_result=done)
-            add_figures(runs, where, sc, figures)
-            if after is not None:
-                after(runs, where, sc)
-            runs_by_seed[seed] = runs
-        assert sc is not None
-        return sc, runs_by_seed
+        return run_cases([(self, case)], out, progress=progress, figures=figures, after=after)[0]
 
     def calm_runs(self, case: Case, out: Path, families: Iterable[str]) -> list[Run]:
         """The diagnosis: the policies of ``families`` (policy names) once more on
@@ -194,6 +170,100 @@ class Experiment:
             f"  {case.key or sc.name} diagnosis: seed {self.seeds[0]} without step-time noise (jitter 0)"
         )
         return compare(self.scenario(case, self.seeds[0], jitter=0.0), specs, out)
+
+
+def run_cases(
+    cases: Sequence[tuple[Experiment, Case]],
+    out: Path,
+    *,
+    jobs: int = 1,
+    resume: bool = False,
+    order: Callable[[Case, int], Any] | None = None,
+    progress: Callable[[Run], str] | None = None,
+    figures: Figures | None = None,
+    after: Callable[[list[Run], Path, Scenario], None] | None = None,
+) -> list[tuple[Scenario, RunsBySeed]]:
+    """:meth:`Experiment.run_case` of each ``(experiment, case)``, its seeds
+    run by up to ``jobs`` processes at once (:func:`hetsync.forkserver.fresh_process_context`;
+    every seed of every case goes to one pool, in this order: the longest
+    first balances best; ``order``: a sort key of ``(case, seed)`` that
+    reorders them); ``progress`` must then be a module's function. A
+    seed's runs are one ``compare`` as with one job, so its policies share the
+    seed's timing noise. ``resume``: a seed's runs already in its folder's
+    ``summary.json`` (an interrupted bench's) are kept and only the others
+    run. ``figures`` and ``after`` run here, in seed order.
+    Returns per case its last seed's scenario and its runs by seed."""
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    tasks = [
+        (i, seed, exp.scenario(case, seed), exp.folder(out, case, seed))
+        for i, (exp, case) in enumerate(cases)
+        for seed in exp.seeds
+    ]
+    given: dict[tuple[int, int], list[Run] | Future[list[Run]]] = {}
+    if jobs <= 1 or len(tasks) <= 1:
+        for i, seed, sc, where in tasks:
+            given[i, seed] = _run_seed(sc, cases[i][0].specs(sc), where, progress, resume)
+    else:
+        from hetsync.forkserver import fresh_process_context
+
+        ordered = sorted(tasks, key=lambda t: order(cases[t[0]][1], t[1])) if order is not None else tasks
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=fresh_process_context()) as pool:
+            for i, seed, sc, where in ordered:
+                given[i, seed] = pool.submit(_run_seed, sc, cases[i][0].specs(sc), where, progress, resume)
+            given = {k: v if isinstance(v, list) else v.result() for k, v in given.items()}
+    results: list[tuple[Scenario, RunsBySeed]] = []
+    for i, (exp, case) in enumerate(cases):
+        per_seed: RunsBySeed = {}
+        for j, seed, sc, where in tasks:
+            if j == i:
+                runs = given[i, seed]
+                assert isinstance(runs, list)
+                add_figures(runs, where, sc, figures)
+                if after is not None:
+                    after(runs, where, sc)
+                per_seed[seed] = runs
+        results.append((exp.scenario(case, exp.seeds[-1]), per_seed))
+    return results
+
+
+def _run_seed(
+    sc: Scenario, specs: list[str], where: Path, progress: Callable[[Run], str] | None, resume: bool = False
+) -> list[Run]:
+    """One seed of a case: every policy (``compare``), a progress line per run;
+    ``resume``: those in the folder's ``summary.json`` are not run again."""
+    from hetsync.driver import policy_labels
+    from hetsync.outdir import write_json_atomic
+    from hetsync.runner import compare
+
+    con = report.terminal_console()
+    clock = [time.perf_counter()]
+
+    def done(s: Run) -> None:
+        now = time.perf_counter()
+        figures = progress(s) if progress is not None else default_progress(s)
+        con.print(f"  {s['scenario']} seed {s['seed']} · {s['label']}: {figures} ({now - clock[0]:.1f} s real)")
+        clock[0] = now
+
+    labels = policy_labels(sc, specs)
+    kept: dict[str, Run] = {}
+    if resume and (where / "summary.json").is_file():
+        kept = {r["label"]: r for r in as_dicts(read_summary(where / "summary.json")) if r["label"] in labels}
+    if not kept:
+        return compare(sc, specs, where, on_result=done)
+    con.print(f"  {sc.name} seed {sc.job.seed}: {len(kept)} runs kept from {where / 'summary.json'}")
+
+    def merged(s: Run) -> None:
+        # compare writes only its own runs: the summary keeps the kept ones beside them, after every run
+        kept[s["label"]] = s
+        write_json_atomic(where / "summary.json", [kept[label] for label in labels if label in kept])
+        done(s)
+
+    todo = [spec for spec, label in zip(specs, labels, strict=True) if label not in kept]
+    if todo:
+        compare(sc, todo, where, on_result=merged)
+    write_json_atomic(where / "summary.json", [kept[label] for label in labels])
+    return [kept[label] for label in labels]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -503,6 +573,63 @@ def aggregate(
     }
 
 
+POLICY_MEANS = {
+    "compute_share_mean": "compute_share",
+    "comm_share_mean": "comm_share",
+    "wait_share_mean": "wait_share",
+    "samples_per_s_mean": "samples_per_s",
+    "updates_mean": "updates",
+    "mean_staleness": "mean_staleness",
+    "max_staleness_mean": "max_staleness",
+}
+"""The per-run figures a policy comparison averages over the seeds (``keys`` of :func:`aggregate`)."""
+KEPT = (
+    *("label", "policy", "seed", "scenario", "driver", "time_to_target_s", "final_metric", "best_metric"),
+    *("compute_share", "comm_share", "wait_share", "samples_per_s", "steps", "updates", "wall_time_s"),
+    *("mean_staleness", "max_staleness", "target_metric", "target_value", "target_direction"),
+    *("trace", "metric_curve"),
+)
+"""The figures of a run a policy comparison's ``results.json`` keeps (:func:`lite`): enough to plot its metric."""
+
+
+def inner_adamw_specs(sc: Scenario, specs: Iterable[str]) -> tuple[str, ...]:
+    """``specs`` on this scenario: next to an SGD-tuned ``lr`` the inner AdamW
+    of the local-update policies (DiLoCo, streaming DiLoCo, asynchronous local
+    SGD) takes the small rate ``hetsync advise`` gives them."""
+    from hetsync.advise.advice import DILOCO_SGD_INNER_LR, INNER_ADAMW
+
+    if sc.job.optimizer.name != "sgd":
+        return tuple(specs)
+    return tuple(f"{s}:inner_lr={DILOCO_SGD_INNER_LR:g}" if s.split(":")[0] in INNER_ADAMW else s for s in specs)
+
+
+def final_better(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, *, minimize: bool) -> bool | None:
+    """Whether ``a``'s mean final metric is better than ``b``'s by more than
+    ``b``'s standard deviation over the seeds (None when either did not run)."""
+    if a is None or b is None:
+        return None
+    fa, fb, sd = a["final_metric_mean"], b["final_metric_mean"], b["final_metric_sd"]
+    return bool(fa < fb - sd if minimize else fa > fb + sd)
+
+
+def better(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, *, minimize: bool) -> bool | None:
+    """Whether ``a`` beats ``b`` (aggregates) on the two figures the pages
+    compare: it reaches the target on at least as many seeds and, where both
+    reached it on some seed, its mean paired speed-up over the baseline is
+    higher (else: it reached it on more seeds); and its mean final metric is
+    not worse than ``b``'s by more than ``b``'s standard deviation over the
+    seeds. None when either did not run."""
+    if a is None or b is None:
+        return None
+    if a["reached"] < b["reached"]:
+        return False
+    sa, sb = a["speedup_vs_bsp_mean"], b["speedup_vs_bsp_mean"]
+    faster = (sa is not None and sb is not None and sa > sb) or (a["reached"] > b["reached"])
+    fa, fb, sd = a["final_metric_mean"], b["final_metric_mean"], b["final_metric_sd"]
+    accurate = fa <= fb + sd if minimize else fa >= fb - sd
+    return bool(faster and accurate)
+
+
 def case_record(
     sc: Scenario,
     per_seed: RunsBySeed,
@@ -541,6 +668,11 @@ def lite(run: Run, keys: Iterable[str]) -> Run:
 def seed_runs(res: Mapping[str, Any], label: str) -> list[Run]:
     """The label's kept runs of a case record (:func:`case_record`), in seed order."""
     return [r for s in res["seeds"] for r in res["runs"].get(str(s), []) if r["label"] == label]
+
+
+def seed_runs_of(res: Mapping[str, Any], seed: int) -> list[Run]:
+    """A case record's kept runs of one seed, in their order."""
+    return list(res["runs"].get(str(seed), []))
 
 
 def by_policy(aggregates: Iterable[Mapping[str, Any]], *policies: str) -> list[Any]:
