@@ -316,6 +316,8 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
         "bsp",
         "bsp@collective",  # (the policies whose exchanges are rounds, on either path)
         "asp",
+        "asp(lr_scale=inverse)",  # (asp's grid: its staleness remedies)
+        "asp(compensate=0.04)",
         "ssp(s=3)",
         "lb-bsp-static",
         "lb-bsp-static@collective",
@@ -332,7 +334,7 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
     assert all(r["seed"] == 0 and (out / r["trace"]).stat().st_size > 0 for r in runs)
     assert {r["label"]: r["path"] for r in runs}["bsp@collective"] == "collective"
     assert {r["label"]: r["path"] for r in runs}["bsp"] == "ps"
-    assert len(list(out.glob("trace-*.jsonl"))) == 6
+    assert len(list(out.glob("trace-*.jsonl"))) == len(ranking)  # (one per candidate)
     assert (out / "advice-tta.png").read_bytes()[:4] == b"\x89PNG"
     page = (out / "advice.html").read_text()
     assert "Recommendation:" in page and "data:image/png;base64," in page and "lb-bsp-static" in page

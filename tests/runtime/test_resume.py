@@ -52,7 +52,10 @@ def _agent(out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "agent.log").open("w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # (SIGINT at its default, as in a terminal: a suite run in the background, or an xdist worker, has it
+    # ignored, and the launcher would inherit that and never see the tests' Ctrl-C)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=default_sigint)
 
 
 def _finish(proc: subprocess.Popen, out: Path) -> list[dict]:
