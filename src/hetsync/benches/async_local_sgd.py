@@ -38,7 +38,7 @@ from typing import Any
 
 from hetsync import report
 from hetsync.benches import experiment as ex
-from hetsync.benches.common import Row, add_output_arguments, parse_seeds, seeds_setting, setup_markdown, split_list
+from hetsync.benches.common import Row, add_output_arguments, parse_seeds, setup_markdown, split_list
 from hetsync.runner import write_json_atomic
 from hetsync.scenario import Scenario, add_override_argument, load_scenario
 
@@ -156,11 +156,7 @@ def _fmt(spec: str) -> Any:
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
-    out: list[Row] = []
-    for res in results["cases"]:
-        out += ex.table_rows(res["aggregate"], columns(res), setting=seeds_setting(res["scenario"], res["seeds"]))
-    out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": "all"})
-    return out
+    return ex.results_rows(results, columns)
 
 
 # --------------------------------------------------------------------- page

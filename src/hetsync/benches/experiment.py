@@ -967,6 +967,16 @@ def col_rows(item: Mapping[str, Any], columns: Iterable[Col], keys: Row) -> list
     return rows
 
 
+def results_rows(results: Mapping[str, Any], columns_of: Callable[[Any], Sequence[Any]]) -> list[Row]:
+    """A bench's rows: each case's aggregate in its columns (``columns_of(case)``),
+    then the run time of all runs."""
+    out: list[Row] = []
+    for res in results["cases"]:
+        out += table_rows(res["aggregate"], columns_of(res), setting=seeds_setting(res["scenario"], res["seeds"]))
+    out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": "all"})
+    return out
+
+
 def table_rows(
     items: Iterable[Mapping[str, Any]],
     columns: Sequence[Col],

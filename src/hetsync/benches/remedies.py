@@ -57,7 +57,6 @@ from hetsync.benches.common import (
     Row,
     add_output_arguments,
     parse_seeds,
-    seeds_setting,
     setup_markdown,
     short_metric,
     split_list,
@@ -216,11 +215,7 @@ def columns(res: dict[str, Any]) -> list[ex.Col]:
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
-    out: list[Row] = []
-    for res in results["cases"]:
-        out += ex.table_rows(res["aggregate"], columns(res), setting=seeds_setting(res["scenario"], res["seeds"]))
-    out.append({"metric": "run time, all runs", "value": results["host_time_s"], "unit": "s", "setting": "all"})
-    return out
+    return ex.results_rows(results, columns)
 
 
 # --------------------------------------------------------------------- page
