@@ -980,16 +980,12 @@ class _LoopWorker(WorkerProcess):
         A policy whose rounds average models (local SGD, DiLoCo: ``delta``)
         reduces each worker's delta since the last round once its local steps
         are done, and every worker takes the outer step the server would."""
-        policy = self._policy(run)
-        self.round_kind = policy.collective_kind if policy is not None else "grad"
-        # a full round's Σ weights (its mean comes out of the reduce as is): each gradient weighs its batch,
-        # each delta 1
-        full = self.sc.cluster.workers * (self.sc.job.batch_size if self.round_kind == "grad" else 1)
+        policy, full = self._round_kind(run)  # (a full round's Σ weights: its mean comes out of the reduce as is)
         self.outer_replica = (
             outer_stepper(self.sc, policy) if policy is not None and self.round_kind == "delta" else None
         )
         if self.reducer is not None:
-            self.reducer.expected = float(full)
+            self.reducer.expected = full
             return
         params = self.flat.params
         self.reducer = RoundReducer(

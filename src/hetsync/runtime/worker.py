@@ -356,13 +356,18 @@ class WorkerProcess:
         """A collective run starts: the reducer (built once) and fresh copies of the server's optimizers."""
         if self.reducer is None:
             self.reducer = RoundReducer([self.workload.n_params], group=workers_group(), broken=self.group_broken)
-        policy = self._policy(run)
-        self.round_kind = policy.collective_kind if policy is not None else "grad"
-        # a full round's Σ weights (see RoundReducer): each gradient weighs its batch, each delta 1
-        per_worker = self.sc.job.batch_size if self.round_kind == "grad" else 1
-        self.reducer.expected = float(self.sc.cluster.workers * per_worker)
+        policy, self.reducer.expected = self._round_kind(run)
         self.replica = gradient_stepper(self.sc)
         self.outer_replica = outer_stepper(self.sc, policy) if policy is not None else None
+
+    def _round_kind(self, run: int) -> tuple[Policy | None, float]:
+        """What run ``run``'s rounds reduce (sets :attr:`round_kind`: its
+        policy's ``collective_kind``), and a full round's Σ weights (see
+        RoundReducer): each gradient weighs its batch, each delta 1."""
+        policy = self._policy(run)
+        self.round_kind = policy.collective_kind if policy is not None else "grad"
+        per_worker = self.sc.job.batch_size if self.round_kind == "grad" else 1
+        return policy, float(self.sc.cluster.workers * per_worker)
 
     def _contribute(self, update: torch.Tensor | None, weight: int) -> None:
         """This step's gradient (weighted by its samples) or the round's delta
