@@ -35,6 +35,7 @@ import pytest
 
 from hetsync.runtime.launch import launch, proc_stat, server_log_tail
 from hetsync.runtime.process import EXIT_STATUS
+from hetsync.runtime.zygote import kept_pids
 
 pytestmark = pytest.mark.dist  # starts real processes: make test-fast leaves it out
 
@@ -111,10 +112,14 @@ class Watch:
         return time.monotonic()
 
     def leftovers(self) -> list[str]:
-        """Anything seen that still runs, or that runs in one of their process groups."""
-        groups = {pgrp for _, pgrp in self.seen.values()} - {os.getpgrp()}  # (seen before their setsid)
+        """Anything seen that still runs, or that runs in one of their process groups (but the
+        zygote this process keeps for its next launch: hetsync.runtime.zygote.kept_zygote)."""
+        kept = kept_pids()
+        groups = {pgrp for pid, (_, pgrp) in self.seen.items() if pid not in kept} - {os.getpgrp()}
         left = []
         for pid, (state, _, pgrp, start) in _all_stats().items():
+            if pid in kept:
+                continue
             if state not in "ZX" and (self.seen.get(pid, (None,))[0] == start or pgrp in groups):
                 try:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes()[:120]

@@ -122,3 +122,46 @@ def test_the_launcher_can_be_told_to_start_fresh_interpreters(tmp_path):
     launch(1, [], tmp_path / "out", script=str(script), env=env, timeout_s=120, startup_timeout_s=5)
     log = (tmp_path / "out" / "logs" / "rank-0.log").read_text()  # (rank 0 runs the script too)
     assert f"['-u', '{script}']" in log, log
+
+
+FD_SCRIPT = """
+import os, socket, sys
+fd = int(sys.argv[1])
+conn, _ = socket.socket(fileno=fd).accept()  # the launcher's listening socket, at the number it gave
+conn.sendall(b"served by %d" % os.getpid())
+"""
+
+
+def test_one_kept_zygote_serves_every_launch_hands_each_its_socket_and_is_replaced_when_it_died(tmp_path):
+    import socket
+
+    from hetsync.runtime.zygote import kept_zygote
+
+    (tmp_path / "fd.py").write_text(FD_SCRIPT)
+    env = {**os.environ, "ZYGOTE_KEPT_TEST": str(tmp_path)}  # (a zygote of this test's own)
+    first = kept_zygote(env, tmp_path / "zygote.log", preload=SCRIPT_PRELOAD)
+    pids = set()
+    for i in range(2):  # two launches: the same zygote; each rank gets its socket at the launcher's number
+        z = kept_zygote({**env, "HETSYNC_OUT": f"run-{i}"}, tmp_path / f"zygote-{i}.log", preload=SCRIPT_PRELOAD)
+        assert z is first and z.proc.poll() is None
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            rank = z.fork(
+                [str(server.fileno())],
+                tmp_path / f"log-{i}.txt",
+                env,
+                script=str(tmp_path / "fd.py"),
+                keep_fd=server.fileno(),
+                timeout_s=120,
+            )
+            with socket.create_connection(server.getsockname(), timeout=60) as c:
+                said = c.recv(100).decode()
+        assert rank.wait(timeout=60) == 0, (tmp_path / f"log-{i}.txt").read_text()
+        assert said == f"served by {rank.pid}"
+        pids.add(rank.pid)
+        z.close()  # (kept: it goes on running)
+    assert len(pids) == 2 and first.proc.poll() is None
+    first.proc.kill()
+    first.proc.wait()
+    again = kept_zygote(env, tmp_path / "zygote-again.log", preload=SCRIPT_PRELOAD)
+    assert again is not first and again.proc.poll() is None
+    again.end()

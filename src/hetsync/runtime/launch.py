@@ -15,12 +15,14 @@ each rank a second interpreter importing torch before its own starts — most
 of the start-up on a small machine. Started directly, a dead worker takes
 only itself down, and the server carries on with the others. This module
 imports no torch; the ranks are forked by one interpreter that imports it
-once for them all (:mod:`hetsync.runtime.zygote`; ``HETSYNC_FORK=0``: each
-rank a fresh interpreter). (On several machines the usual
+once for them all, kept for this process's next launches
+(:func:`hetsync.runtime.zygote.kept_zygote`; ``HETSYNC_FORK=0``: each rank a
+fresh interpreter). (On several machines the usual
 torchrun command line works: see the README. Plain DDP, :func:`launch_module`,
 still runs under one torchrun agent.)
 
-Nothing started here outlives ``launch``: each rank runs in its own session,
+Nothing started here outlives ``launch`` but the zygote, which ends with
+this process: each rank runs in its own session,
 recorded as it starts and, at the end, signalled by process group — SIGTERM
 (with SIGCONT, for a stopped process), then SIGKILL — also when the launcher
 fails or is interrupted. Should the launcher itself be killed, the kernel
@@ -74,7 +76,7 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     STORE_FD_ENV,
     RunConfig,
 )
-from hetsync.runtime.zygote import FORK_ENV, PRELOAD, SCRIPT_PRELOAD, Forked, Zygote, ZygoteFailed
+from hetsync.runtime.zygote import FORK_ENV, PRELOAD, SCRIPT_PRELOAD, Forked, ZygoteFailed, kept_zygote
 from hetsync.summary import finished_runs
 
 LOOPBACK = "127.0.0.1"
@@ -206,7 +208,7 @@ def _launch_forked(
     port = free_port(host)
     agents: list[_Agent] = []
     log = log_path.open("w")
-    zygote = Zygote(env, log_path.with_name(log_path.name + ".zygote"), label=str(log_path.parent.resolve()))
+    zygote = kept_zygote(env, log_path.with_name(log_path.name + ".zygote"), label=str(log_path.parent.resolve()))
     t0 = time.monotonic()
     try:
         for rank in range(nproc):
@@ -365,10 +367,9 @@ def launch(
     agents: list[_Agent] = []
     zygote = None
     if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
-        zygote = Zygote(
+        zygote = kept_zygote(
             env,
             logs / "zygote.log",
-            pass_fds=(store.fileno(),),
             cwd=cwd,
             label=str(out_dir.resolve()),
             preload=PRELOAD if script is None else SCRIPT_PRELOAD,
