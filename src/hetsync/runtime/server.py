@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from hetsync.algos.quantize import decode, fragment_nbytes
 from hetsync.driver import eval_interval_s, policy_context
@@ -75,6 +74,7 @@ from hetsync.runtime.config import ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
+from hetsync.runtime.session import Link, WorldLink
 from hetsync.runtime.shards import ShardClient, join_states, shard_ranges, slice_state, unfinished
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -150,18 +150,28 @@ class ServerProcess:
         self.channel = P.Channel(self.ranges[0][1] if self.ranges is not None else workload.n_params)
         self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
         self.terminating = False  # SIGTERM came (the launcher stops the run: Ctrl-C)
+        # each worker's link to rank 0: the world group, replaced by a pairwise session when a
+        # restarted worker comes back (hetsync.runtime.session)
+        self.links: list[Link] = [WorldLink(w + 1) for w in range(self.n)]
         for w in range(self.n):
-            threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
+            self._start_receiver(w, self.links[w])
 
     # ------------------------------------------------------------ wire
-    def _receive(self, w: int) -> None:
-        rank = w + 1
+    def _start_receiver(self, w: int, link: Link) -> None:
+        threading.Thread(target=self._receive, args=(w, link), daemon=True, name=f"rx-{w}").start()
+
+    def _receive(self, w: int, link: Link) -> None:
+        """Worker ``w``'s reports on ``link``, queued; once the link has been
+        replaced (the worker came back on a new session) nothing more of it is."""
         while True:
             try:
-                report, payload = self.channel.recv_report(rank)
+                report, payload = self.channel.recv_report(link)
             except Exception as e:  # the peer is gone (its connection reset), or out of step with the stream
                 what = "bad report" if isinstance(e, ValueError) else "connection lost"
-                self.inbox.put((w, None, None, f"{what}: {str(e).splitlines()[0][:160]}"))
+                if self.links[w] is link:
+                    self.inbox.put((w, None, None, f"{what}: {str(e).splitlines()[0][:160]}"))
+                return
+            if self.links[w] is not link:
                 return
             with self._queued_cv:
                 while self._queued[w] >= REPORTS_QUEUED_MAX:
@@ -190,7 +200,7 @@ class ServerProcess:
         tensors = tuple(self.channel.pack_message(cmd, payload))
         try:
             for t in tensors:
-                self._sends.append((dist.isend(t, dst=w + 1), tensors))
+                self._sends.append((self.links[w].isend(t), tensors))
         except Exception as e:
             self.inbox.put((w, None, None, f"send failed: {str(e).splitlines()[0][:160]}"))
             return False
