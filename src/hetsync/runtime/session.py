@@ -30,12 +30,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
 
-REJOIN_ENV = "HETSYNC_REJOIN"  # set by the launcher on a restarted worker: its epoch (1, 2, ...)
+from hetsync.runtime.config import REJOIN_ENV
+
+if TYPE_CHECKING:
+    from hetsync.runtime.config import ProcessOptions
+    from hetsync.scenario import Scenario
+
 SESSION_TIMEOUT = timedelta(days=1)  # as the world group's: a worker waits for commands as long as the server takes
 POLL_S = 0.05  # how often rank 0 looks for workers that came back
 TAG = 0  # the control stream's tag (as on the world group)
@@ -89,6 +94,20 @@ class SessionLink:
 
     def recv(self, t: torch.Tensor) -> None:
         self.pg.recv([t], self.peer, TAG).wait()
+
+
+@dataclass(frozen=True, slots=True)
+class Rejoined:
+    """A worker came back: its session, when it announced itself (``time.time()``), and the session's set-up time."""
+
+    link: SessionLink
+    came: float
+    setup_s: float
+
+
+def rejoins(scenario: Scenario, opts: ProcessOptions) -> bool:
+    """Whether workers of this run may come back (the scenario's ``membership`` joins, ``--max-worker-restarts``)."""
+    return opts.max_worker_restarts > 0 or any(a.join_s is not None for a in scenario.cluster.membership)
 
 
 def as_link(src: int | Link) -> Link:
