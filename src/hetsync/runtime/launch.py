@@ -147,7 +147,9 @@ class _Restarter:
             if now >= at:
                 del self.due[rank]
                 self.lives[rank] = self.lives.get(rank, 0) + 1
-                started.append(self.start(rank, self.lives[rank]))
+                a = self.start(rank, self.lives[rank])
+                print(f"hetsync: started {now - formed_at:.2f} s after the group formed", file=a.log, flush=True)
+                started.append(a)
         return started
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import fields
@@ -154,8 +155,13 @@ def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: l
     timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
     timer.daemon = True
     timer.start()
+    t0 = time.monotonic()
     link = join_session(w, epoch, opts.startup_timeout_s)
     timer.cancel()
+    print(
+        f"hetsync: worker {w} (life {epoch}): its session with rank 0 opened in {time.monotonic() - t0:.2f} s",
+        flush=True,
+    )
     _worker(w, epoch, scenario, workload, specs, opts, link).serve()
     return 0
 

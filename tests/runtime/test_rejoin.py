@@ -1,0 +1,114 @@
+"""Workers that come back on real processes (issue 30 item 2, docs/membership.md).
+
+A worker leaves (its process is killed, as the scenario's ``membership`` or
+the kill fault says) and the launcher starts it again: it comes back on a
+pairwise session with rank 0 (:mod:`hetsync.runtime.session`), gets the
+current model and its place in the data, and trains on. Each run is ``hetsync
+run`` on loopback (about 20 s on a 2-core machine, start-up included); the
+refusals start no process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hetsync.cli import main
+from hetsync.driver import policy_labels
+from hetsync.errors import BadInput
+from hetsync.runtime.config import ProcessOptions, RunConfig
+from hetsync.runtime.launch import launch_run, server_log_tail
+from hetsync.scenario import load_scenario
+
+T = 8.0  # seconds of training
+SMALL = ["--scenario", "homogeneous-8", "--set", "jitter=0", "--set", f"max_time_s={T}", "--no-plots"]
+AWAY = "membership=[{worker: 1, leave_s: 2.0, join_s: 4.0}]"
+
+
+def _trace(out: Path, label: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / f"trace-{label}.jsonl").read_text().splitlines()]
+
+
+def _came_back_and_trained(run: dict[str, Any], records: list[dict[str, Any]], w: int = 1) -> None:
+    """``w`` left, came back, held the model and took steps after; every step is booked."""
+    assert [x["worker"] for x in run["workers_left"]] == [w]
+    (joined,) = run["workers_joined"]
+    assert joined["worker"] == w and run["workers_left"][0]["t"] < joined["t"] <= joined["ready_s"] < T
+    (record,) = [r for r in records if r["ev"] == "joined"]
+    assert record["w"] == w and record["nbytes"] > 0 and record["version"] > 0
+    after = [r for r in records if r["ev"] == "compute" and r["w"] == w and r["t"] >= joined["ready_s"]]
+    assert len(after) > 0, "the worker that came back took no step"
+    # its steps went on from where it was: numbered after those it took before it left
+    before = [r["step"] for r in records if r["ev"] == "compute" and r["w"] == w and r["t"] < joined["t"]]
+    assert min(r["step"] for r in after) >= max(before) + 1
+    assert run["stop_reason"] == "max_time"
+    assert run["steps"] <= run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"]
+    assert run["steps"] == sum(run["per_worker"]["steps"])
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("spec", ["bsp", "asp"])
+def test_a_worker_that_leaves_comes_back_and_trains(spec, tmp_path, capsys):
+    out = tmp_path / spec
+    argv = ["run", *SMALL, "--nproc", "2", "-p", spec, "--set", AWAY, "--out", str(out)]
+    assert main(argv) == 0, server_log_tail(out)
+    (run,) = json.loads((out / "summary.json").read_text())
+    _came_back_and_trained(run, _trace(out, spec))
+    assert 1.5 < run["workers_left"][0]["t"] < 3.5  # it left at its leave_s (run seconds)
+    assert "worker 1 joined" in capsys.readouterr().out
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("restarts", [0, 1])
+def test_max_worker_restarts_brings_a_killed_worker_back(restarts, tmp_path):
+    process = ProcessOptions(out=tmp_path, kill_worker=1, kill_at_s=2.0, max_worker_restarts=restarts)
+    overrides = {"jitter": 0, "max_time_s": T}
+    config = RunConfig(scenario="homogeneous-8", overrides=overrides, policies=("bsp",), process=process, plots=False)
+    assert launch_run(config, 2, timeout_s=200) == 0, server_log_tail(tmp_path)
+    (run,) = json.loads((tmp_path / "summary.json").read_text())
+    if restarts:
+        _came_back_and_trained(run, _trace(tmp_path, "bsp"))
+    else:  # as before: it stays gone
+        assert [x["worker"] for x in run["workers_left"]] == [1] and run["workers_joined"] == []
+
+
+# ---------------------------------------------------------------- refusals
+def _refused(tmp_path: Path, capsys: Any, *args: str) -> str:
+    argv = ["run", *SMALL, "--nproc", "2", "--out", str(tmp_path / "r"), *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err, err
+    assert not (tmp_path / "r" / "logs").exists()  # refused before any process started
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-p", "p2p-random", "--set", AWAY], "peer to peer"),
+        (["-p", "bsp", "--path", "collective", "--set", AWAY], "path ps only"),
+        (["-p", "bsp,asp", "--set", AWAY], "one policy per run"),
+        (["-p", "bsp", "--servers", "2", "--set", AWAY], "one server only"),
+        (["-p", "streaming-diloco", "--max-worker-restarts", "1"], "takes_joins is False"),
+        (["-p", "bsp", "--set", "membership=[{worker: 1, join_s: 2.0}]"], "world group is formed at start"),
+    ],
+    ids=["p2p", "collective", "several", "servers", "takes-no-joins", "late"],
+)
+def test_what_cannot_come_back_is_refused_in_one_line(args, said, tmp_path, capsys):
+    assert said in _refused(tmp_path, capsys, *args)
+
+
+def test_hetsync_launch_refuses_membership():
+    sc = load_scenario("homogeneous-8", workers=2, membership=[{"worker": 1, "leave_s": 2.0, "join_s": 4.0}])
+    with pytest.raises(BadInput, match="hetsync launch"):
+        policy_labels(sc, ["bsp"], driver="loop")
+
+
+def test_max_worker_restarts_is_checked():
+    with pytest.raises(BadInput, match="max_worker_restarts must be an integer >= 0"):
+        ProcessOptions(max_worker_restarts=-1)
+    with pytest.raises(BadInput, match="max_worker_restarts 1: .*path ps only"):
+        ProcessOptions(max_worker_restarts=1, path="collective")
