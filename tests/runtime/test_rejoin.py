@@ -101,6 +101,11 @@ def test_what_cannot_come_back_is_refused_in_one_line(args, said, tmp_path, caps
     assert said in _refused(tmp_path, capsys, *args)
 
 
+def test_membership_in_a_run_that_may_resume_is_refused(tmp_path, capsys):
+    ckpt = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--set", AWAY, "-p", "bsp"]
+    assert "would play the leaves already past again" in _refused(tmp_path, capsys, *ckpt, "--max-restarts", "1")
+
+
 def test_hetsync_launch_refuses_membership():
     sc = load_scenario("homogeneous-8", workers=2, membership=[{"worker": 1, "leave_s": 2.0, "join_s": 4.0}])
     with pytest.raises(BadInput, match="hetsync launch"):

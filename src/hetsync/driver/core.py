@@ -158,13 +158,27 @@ def check_membership(scenario: Scenario, policy: Policy, *, driver: str = "sim",
 
 
 def check_rejoin(
-    scenario: Scenario, specs: list[str], *, path: str, servers: int, max_worker_restarts: int = 0
+    scenario: Scenario,
+    specs: list[str],
+    *,
+    path: str,
+    servers: int,
+    max_worker_restarts: int = 0,
+    resumable: bool = False,
 ) -> None:
     """BadInput (one line) for a run on real processes whose workers come
     back (the scenario's ``membership`` joins, ``--max-worker-restarts``)
     that the runtime cannot give them: several policies in one run (each
     run starts from the workers of the first), the collective path, sharded
-    servers, a peer-to-peer policy or one without ``Policy.takes_joins``."""
+    servers, a peer-to-peer policy or one without ``Policy.takes_joins``;
+    and ``membership`` in a run that may go on from a checkpoint
+    (``resumable``: ``--resume``, ``--max-restarts``), where its leaves,
+    on the run's clock, would be played again."""
+    if scenario.cluster.membership and resumable:
+        raise BadInput(
+            f"scenario {scenario.name!r} sets membership, on the run's clock: a run that goes on from its "
+            "checkpoint (--resume, --max-restarts) would play the leaves already past again; drop one of them"
+        )
     joins = any(a.join_s is not None for a in scenario.cluster.membership)
     if not joins and max_worker_restarts == 0:
         return

@@ -83,7 +83,14 @@ def run_process(
 
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
         check_servers(opts.servers, scenario, policies, path=opts.path)
-    check_rejoin(scenario, specs, path=opts.path, servers=opts.servers, max_worker_restarts=opts.max_worker_restarts)
+    check_rejoin(
+        scenario,
+        specs,
+        path=opts.path,
+        servers=opts.servers,
+        max_worker_restarts=opts.max_worker_restarts,
+        resumable=opts.resume or opts.max_restarts > 0,
+    )
     warm_up()  # (before any run's clock starts)
     epoch = rejoin_epoch()
     if epoch is not None:  # a worker the launcher started again: a session of its own, not the world group
