@@ -733,6 +733,7 @@ class _Run:
         if self.joining.pop(w, None) is not None:  # it came back and died again before it held the model
             srv.alive.discard(w)
             self.watchdog.forgive(w)
+            self.ledger.forget_worker(w)
             print(f"hetsync: {self.label}: worker {w} was lost again while it joined: {reason}", file=sys.stderr)
             return
         srv.alive.discard(w)
