@@ -125,10 +125,10 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
 
 def check_membership(scenario: Scenario, policy: Policy, *, driver: str = "sim", spec: str | None = None) -> None:
     """BadInput (one line) for a run the scenario's ``membership`` cannot
-    have: in a user's own training loop (``driver`` "loop"), on real
-    processes (``driver`` "dist") a worker that starts late or a
-    peer-to-peer policy (workers come back there on the parameter-server
-    path only: :mod:`hetsync.runtime.session`), or with workers that join
+    have: in a user's own training loop (``driver`` "loop"), with a
+    peer-to-peer policy on real processes (``driver`` "dist": workers come
+    back there on the parameter-server path only,
+    :mod:`hetsync.runtime.session`), or with workers that join
     for a policy without ``Policy.takes_joins``."""
     absences = scenario.cluster.membership
     if not absences:
@@ -138,12 +138,6 @@ def check_membership(scenario: Scenario, policy: Policy, *, driver: str = "sim",
         raise BadInput(
             f"scenario {scenario.name!r} sets membership (workers that leave and join): a training loop of your "
             "own (hetsync launch) does not play it; use hetsync run, or simulate it"
-        )
-    late = [a for a in absences if a.leave_s is None]
-    if driver != "sim" and late:
-        raise BadInput(
-            f"scenario key {late[0].key!r}: a worker that starts late (no leave_s) is simulator only: on real "
-            "processes the world group is formed at start; give it a leave_s, or simulate it"
         )
     if driver != "sim" and policy.topology == "p2p":
         raise BadInput(

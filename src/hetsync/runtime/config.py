@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,18 @@ RESUME_ENV = "HETSYNC_RESUME"  # "1": a restarted job (hetsync launch --max-rest
 STORE_FD_ENV = "HETSYNC_STORE_FD"
 STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a rank's start-up timer, in its log
 RDZV_BACKEND = "hetsync-static"  # the rendezvous of a torchrun agent started by hetsync (hetsync.runtime.agent)
+
+
+EXIT_ABSENT = 3  # a worker the scenario's membership has start absent leaves the world group at once with it
+
+
+def absences_of(membership: Sequence[Any], worker: int) -> list[Any]:
+    """Worker ``worker``'s entries of a scenario's ``membership``, in the order
+    its process lives them (one that starts absent, without ``leave_s``,
+    first): its life k leaves at entry k's ``leave_s`` (none: absent from
+    the start) and its life k + 1 starts at entry k's ``join_s``."""
+    mine = [a for a in membership if a.worker == worker]
+    return sorted(mine, key=lambda a: -1.0 if a.leave_s is None else a.leave_s)
 
 
 def _seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:

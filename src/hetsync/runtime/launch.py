@@ -74,6 +74,7 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     STARTUP_EXPIRED,
     STORE_FD_ENV,
     RunConfig,
+    absences_of,
 )
 from hetsync.runtime.zygote import FORK_ENV, PRELOAD, SCRIPT_PRELOAD, Forked, Zygote, ZygoteFailed
 from hetsync.summary import finished_runs
@@ -107,13 +108,11 @@ class Rejoins:
     def of(cls, config: RunConfig, nproc: int) -> Rejoins | None:
         """The run's (None: no worker comes back)."""
         absences = config.load_scenario().with_workers(nproc).cluster.membership
-        joins: dict[int, list[float | None]] = {}
-        for a in sorted((a for a in absences if a.leave_s is not None), key=lambda a: a.leave_s or 0.0):
-            joins.setdefault(a.worker, []).append(a.join_s)
+        joins = {w: tuple(a.join_s for a in absences_of(absences, w)) for w in {a.worker for a in absences}}
         restarts = config.process.max_worker_restarts
         if not restarts and not any(t is not None for times in joins.values() for t in times):
             return None
-        return cls({w: tuple(times) for w, times in joins.items()}, restarts)
+        return cls(joins, restarts)
 
 
 @dataclass

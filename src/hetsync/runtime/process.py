@@ -37,8 +37,8 @@ from hetsync.driver.core import check_rejoin
 from hetsync.errors import BadInput
 from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
+from hetsync.runtime.config import EXIT_ABSENT, OWN_STORE_ENV, REJOIN_ENV, STARTUP_EXPIRED, STORE_FD_ENV, absences_of
 from hetsync.runtime.config import EXIT_STATUS as EXIT_STATUS  # written by the server as its last act
-from hetsync.runtime.config import OWN_STORE_ENV, REJOIN_ENV, STARTUP_EXPIRED, STORE_FD_ENV
 from hetsync.runtime.config import STARTED_FILE_ENV as STARTED_FILE_ENV  # rank 0 creates it once the group formed
 from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
 from hetsync.runtime.session import rejoin_epoch
@@ -98,6 +98,8 @@ def run_process(
             raise BadInput(f"{REJOIN_ENV} is for a worker's process, and this is rank {rank}")
         return _rejoin(rank - 1, epoch, scenario, workload, specs, opts)
     _form_group(rank, opts)
+    if 0 < rank <= workers and absent_at_start(scenario, rank - 1):
+        _leave_the_group_at_once(rank, opts)
     if rank == 0:
         # never returns: os._exit
         _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished, background_eval=True)
@@ -148,8 +150,28 @@ def _worker(
 
 def membership_leave_s(scenario: Scenario, w: int, epoch: int) -> float | None:
     """When worker ``w`` leaves in its ``epoch``-th life, as the scenario's ``membership`` says (None: it stays)."""
-    leaves = sorted(a.leave_s for a in scenario.cluster.membership if a.worker == w and a.leave_s is not None)
-    return leaves[epoch] if epoch < len(leaves) else None
+    mine = absences_of(scenario.cluster.membership, w)
+    return mine[epoch].leave_s if epoch < len(mine) else None
+
+
+def absent_at_start(scenario: Scenario, w: int) -> bool:
+    """Whether the scenario's ``membership`` has worker ``w`` start absent (it joins later)."""
+    mine = absences_of(scenario.cluster.membership, w)
+    return bool(mine) and mine[0].leave_s is None
+
+
+def _leave_the_group_at_once(rank: int, opts: ProcessOptions) -> None:
+    """A worker that starts absent: it was in the world group while it
+    formed (every rank must be), and leaves it as soon as rank 0 says the
+    group formed, with :data:`EXIT_ABSENT`; the launcher starts it again at
+    its ``join_s``, on a session of its own."""
+    started = os.environ.get(STARTED_FILE_ENV)
+    deadline = time.monotonic() + opts.startup_timeout_s
+    while started and not Path(started).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(f"hetsync: worker {rank - 1} starts absent (membership): it leaves the group", flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_ABSENT)
 
 
 def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> int:

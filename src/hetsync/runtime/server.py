@@ -74,7 +74,7 @@ from hetsync.runtime.config import OWN_STORE_ENV, ProcessOptions
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
-from hetsync.runtime.session import JoinWatcher, Link, Rejoined, SessionLink, WorldLink, rejoins
+from hetsync.runtime.session import JoinWatcher, Link, Rejoined, SessionLink, WorldLink, absent_at_start, rejoins
 from hetsync.runtime.shards import ShardClient, join_states, shard_ranges, slice_state, unfinished
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -417,6 +417,8 @@ class _Run:
             self._resume(self._restore)
         self.evaluator = self._evaluator()
         try:
+            for w in absent_at_start(sc):  # (their processes leave the group as it forms: membership)
+                self.left(w, "absent at the start")
             self._reset_workers()
             start = self.now()
             for w in sorted(set(range(srv.n)) - srv.alive):

@@ -110,6 +110,11 @@ def rejoins(scenario: Scenario, opts: ProcessOptions) -> bool:
     return opts.max_worker_restarts > 0 or any(a.join_s is not None for a in scenario.cluster.membership)
 
 
+def absent_at_start(scenario: Scenario) -> list[int]:
+    """The workers the scenario's ``membership`` has start absent (they join later)."""
+    return sorted({a.worker for a in scenario.cluster.membership if a.leave_s is None})
+
+
 def as_link(src: int | Link) -> Link:
     """A rank of the world group as a link (links pass through)."""
     return WorldLink(src) if isinstance(src, int) else src
