@@ -10,6 +10,7 @@ refusals start no process.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,41 @@ def test_max_worker_restarts_is_checked():
         ProcessOptions(max_worker_restarts=-1)
     with pytest.raises(BadInput, match="max_worker_restarts 1: .*path ps only"):
         ProcessOptions(max_worker_restarts=1, path="collective")
+
+
+# ------------------------------------------------------- the launcher's plan
+class _Proc:
+    def __init__(self, pid: int, code: int | None) -> None:
+        self.pid, self.returncode = pid, code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class _Dead:
+    def __init__(self, rank: int, pid: int, code: int | None = -9) -> None:
+        self.rank, self.proc, self.log = rank, _Proc(pid, code), io.StringIO()
+
+
+def test_the_launcher_starts_dead_workers_again_as_planned():
+    from hetsync.runtime.launch import Rejoins, _Restarter
+
+    started: list[tuple[int, int]] = []
+
+    def start(rank: int, life: int) -> Any:
+        started.append((rank, life))
+        return _Dead(rank, 100 + len(started), None)
+
+    plan = Rejoins({0: (4.0, None)}, max_worker_restarts=1)  # worker 0: back at 4 s, then gone for good
+    r = _Restarter(plan, start)
+    current: dict[int, Any] = {1: _Dead(1, 1), 2: _Dead(2, 2), 3: _Dead(3, 3, code=0)}  # rank 3 ended well
+    assert len(r.look(current, formed_at=10.0, now=12.0)) == 1
+    assert started == [(2, 1)]  # worker 1 (rank 2) died: again at once, the one restart allowed
+    current[2] = _Dead(2, 7)  # ... and it died again: no restart left
+    r.look(current, formed_at=10.0, now=13.0)
+    assert started == [(2, 1)]
+    r.look(current, formed_at=10.0, now=14.0)  # worker 0 (rank 1) comes back at 10 + 4 s
+    assert started == [(2, 1), (1, 1)]
+    current[1] = _Dead(1, 8)  # its second life ends: the scenario has it gone for good
+    r.look(current, formed_at=10.0, now=20.0)
+    assert started == [(2, 1), (1, 1)] and r.used == 1

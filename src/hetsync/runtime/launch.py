@@ -124,7 +124,7 @@ class _Restarter:
     start: Callable[[int, int], _Agent]  # (rank, life) -> the process started
     lives: dict[int, int] = field(default_factory=dict)  # rank: its current life (0: the first)
     due: dict[int, float] = field(default_factory=dict)  # rank: when (monotonic) it starts again
-    done: set[int] = field(default_factory=set)  # (rank, life) handled: the pid of the process that ended
+    done: set[int] = field(default_factory=set)  # the pids of the processes whose end is handled
     used: int = 0  # restarts given under max_worker_restarts
 
     def look(self, current: dict[int, _Agent], formed_at: float, now: float) -> list[_Agent]:
@@ -136,8 +136,9 @@ class _Restarter:
             life = self.lives.get(rank, 0)
             joins = self.plan.joins_s.get(rank - 1, ())
             if life < len(joins):  # it left as the scenario says: back at its join time, if it has one
-                if joins[life] is not None:
-                    self.due[rank] = formed_at + float(joins[life] or 0.0)
+                join_s = joins[life]
+                if join_s is not None:
+                    self.due[rank] = formed_at + join_s
             elif self.used < self.plan.max_worker_restarts:
                 self.used += 1
                 self.due[rank] = now
