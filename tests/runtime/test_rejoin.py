@@ -59,6 +59,7 @@ def test_a_worker_that_leaves_comes_back_and_trains(spec, tmp_path, capsys):
     (run,) = json.loads((out / "summary.json").read_text())
     _came_back_and_trained(run, _trace(out, spec))
     assert 1.5 < run["workers_left"][0]["t"] < 3.5  # it left at its leave_s (run seconds)
+    assert run["workers_left"][0]["reason"] == "membership"  # (as the simulator books it)
     assert "worker 1 joined" in capsys.readouterr().out
 
 
@@ -81,6 +82,7 @@ def test_max_worker_restarts_brings_a_killed_worker_back(restarts, tmp_path):
     (run,) = json.loads((tmp_path / "summary.json").read_text())
     if restarts:
         _came_back_and_trained(run, _trace(tmp_path, "bsp"))
+        assert run["workers_left"][0]["reason"].startswith("connection lost")
     else:  # as before: it stays gone
         assert [x["worker"] for x in run["workers_left"]] == [1] and run["workers_joined"] == []
 

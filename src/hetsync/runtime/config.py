@@ -54,6 +54,13 @@ def absences_of(membership: Sequence[Any], worker: int) -> list[Any]:
     return sorted(mine, key=lambda a: -1.0 if a.leave_s is None else a.leave_s)
 
 
+def leave_s_of(membership: Sequence[Any], worker: int, life: int) -> float | None:
+    """When worker ``worker`` leaves in its ``life``-th life (0: the process the
+    job started; each restart one more), as ``membership`` says (None: it stays)."""
+    mine = absences_of(membership, worker)
+    return mine[life].leave_s if life < len(mine) else None
+
+
 def _seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     ok = ok and (low < value if low_open else low <= value) and value <= high

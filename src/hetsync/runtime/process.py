@@ -37,7 +37,15 @@ from hetsync.driver.core import check_rejoin
 from hetsync.errors import BadInput
 from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
-from hetsync.runtime.config import EXIT_ABSENT, OWN_STORE_ENV, REJOIN_ENV, STARTUP_EXPIRED, STORE_FD_ENV, absences_of
+from hetsync.runtime.config import (
+    EXIT_ABSENT,
+    OWN_STORE_ENV,
+    REJOIN_ENV,
+    STARTUP_EXPIRED,
+    STORE_FD_ENV,
+    absences_of,
+    leave_s_of,
+)
 from hetsync.runtime.config import EXIT_STATUS as EXIT_STATUS  # written by the server as its last act
 from hetsync.runtime.config import STARTED_FILE_ENV as STARTED_FILE_ENV  # rank 0 creates it once the group formed
 from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
@@ -129,7 +137,7 @@ def _worker(
     from hetsync.runtime.worker import WorkerProcess
 
     kills = [opts.kill_at_s] if opts.kill_worker == w and epoch == 0 and opts.kill_at_s is not None else []
-    leave_s = membership_leave_s(scenario, w, epoch)
+    leave_s = leave_s_of(scenario.cluster.membership, w, epoch)
     kill_at = min([*kills, *([leave_s] if leave_s is not None else [])], default=None)
     throttle, pace = opts.emulation(scenario)
     return WorkerProcess(
@@ -146,12 +154,6 @@ def _worker(
         servers=opts.servers,
         link=link,
     )
-
-
-def membership_leave_s(scenario: Scenario, w: int, epoch: int) -> float | None:
-    """When worker ``w`` leaves in its ``epoch``-th life, as the scenario's ``membership`` says (None: it stays)."""
-    mine = absences_of(scenario.cluster.membership, w)
-    return mine[epoch].leave_s if epoch < len(mine) else None
 
 
 def absent_at_start(scenario: Scenario, w: int) -> bool:

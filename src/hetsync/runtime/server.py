@@ -70,7 +70,7 @@ from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
-from hetsync.runtime.config import OWN_STORE_ENV, ProcessOptions
+from hetsync.runtime.config import OWN_STORE_ENV, ProcessOptions, leave_s_of
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
@@ -730,6 +730,7 @@ class _Run:
         """``w`` is gone: the coordinator forgives what was owed for it, then
         the policy hears of it (once)."""
         srv = self.srv
+        reason = self._membership_reason(w, reason)
         if w not in srv.alive and any(x["worker"] == w for x in self.ledger.left):
             return
         if self.joining.pop(w, None) is not None:  # it came back and died again before it held the model
@@ -754,6 +755,17 @@ class _Run:
             self.leaving.discard(w)
             self.srv._send(w, P.ExitCmd())
         self.deliver(event)
+
+    def _membership_reason(self, w: int, reason: str) -> str:
+        """``membership`` (as the simulator books it) for a worker whose
+        connection was lost after the scenario's ``leave_s`` for its current
+        life (its process is killed there: :mod:`hetsync.runtime.process`);
+        ``reason`` otherwise."""
+        if not reason.startswith("connection lost") or not self.sc.cluster.membership:
+            return reason
+        life = sum(1 for x in self.ledger.joined if x["worker"] == w)  # (as the launcher counts its restarts)
+        leave_s = leave_s_of(self.sc.cluster.membership, w, life)
+        return "membership" if leave_s is not None and self.now() >= leave_s else reason
 
     # ------------------------------------------------- workers that come back
     def _admit(self, w: int, rj: Rejoined) -> None:
