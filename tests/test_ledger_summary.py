@@ -302,3 +302,14 @@ def test_a_worker_s_time_in_the_run_leaves_out_its_time_away():
     # no joins: until it left, as before joins existed; a leave before a resume does not count
     assert away_times(2, 10.0, [{"worker": 1, "t": 3.0}], [], None) == [10.0, 3.0]
     assert away_times(2, 10.0, [{"worker": 1, "t": 3.0}], [], 5.0) == [10.0, 10.0]
+
+
+def test_a_checkpoint_keeps_the_workers_that_came_back():
+    """A worker that left and came back (hetsync run --max-worker-restarts)
+    before a checkpoint is still listed as joined in the resumed run's summary."""
+    before = _ledger([])
+    before.left.append({"worker": 1, "t": 2.0, "reason": "connection lost"})
+    before.joined.append({"worker": 1, "t": 2.5, "ready_s": 2.6})
+    ledger = _ledger([])
+    ledger.load_state_dict(before.state_dict(), 6.0)
+    assert ledger.joined == [{"worker": 1, "t": 2.5, "ready_s": 2.6}] and ledger.left == before.left

@@ -130,6 +130,14 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
         help="if the server (rank 0) dies, restart the job from its last checkpoint up to this many times "
         "(needs --checkpoint-dir; default: 0)",
     )
+    p.add_argument(
+        "--max-worker-restarts",
+        type=argcheck.restarts,
+        default=0,
+        help="if a worker process dies, start it again up to this many times in all: it comes back on a session "
+        "of its own with the current model and goes on where its data was (path ps, one server, one policy that "
+        "takes joins; a scenario's membership with leave_s and join_s restarts its workers anyway; default: 0)",
+    )
     p.add_argument("--throttle", action="store_true", help="transfers last at least model bytes / bandwidth")
     p.add_argument(
         "--pace",
@@ -688,6 +696,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     from rich.progress import Progress
 
     from hetsync import report, runner
+    from hetsync.driver.core import check_rejoin, policy_labels
     from hetsync.runtime import launch
 
     scenario = _load(args).with_workers(nproc)
@@ -695,6 +704,16 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     labels = runner.policy_labels(scenario, specs)
     out = Path(args.out)
     config = _run_config(args, specs, out)
+    opts = config.process  # (what the ranks would refuse, refused before any of them starts)
+    policy_labels(scenario, specs, driver="dist")
+    check_rejoin(
+        scenario,
+        specs,
+        path=opts.path,
+        servers=opts.servers,
+        max_worker_restarts=opts.max_worker_restarts,
+        resumable=opts.resume or opts.max_restarts > 0,
+    )
     throttle, pace = config.process.emulation(scenario)
     timing = {(True, True): "modelled step and transfer times", (False, True): "modelled step times"}.get(
         (throttle, pace), "throttled links" if throttle else ""
@@ -774,6 +793,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             path=args.path,
             servers=args.servers,
             max_restarts=args.max_restarts,
+            max_worker_restarts=args.max_worker_restarts,
         ),
         plots=not args.no_plots,
     )

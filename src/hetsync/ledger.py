@@ -398,6 +398,7 @@ class Ledger:
         state["worker_bytes"] = [int(b) for b in self.worker_bytes]
         state["curve"] = [[float(v) for v in row] for row in self.curve]
         state["left"] = [dict(x) for x in self.left]
+        state["joined"] = [dict(x) for x in self.joined]
         state["held"] = sorted(self.pushes)
         return state
 
@@ -429,6 +430,7 @@ class Ledger:
         self.worker_bytes = [int(b) for b in state.get("worker_bytes", [])]  # (absent: a checkpoint from before)
         self.curve = [[float(v) for v in row] for row in state["curve"]]
         self.left = [dict(x) for x in state.get("left", [])]
+        self.joined = [dict(x) for x in state.get("joined", [])]  # (absent: a checkpoint from before)
         self.resumed_at_s = now_s  # (workers that left before are back, unless they leave again)
         self.pushes = {}
         for push_id in list(self._push_base):

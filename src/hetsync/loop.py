@@ -231,7 +231,7 @@ def init(
     # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
     policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
     sc = _scenario(scenario, world - 1, overrides)
-    (label,) = policy_labels(sc, [policy], driver="dist")  # a bad spec fails on every rank before any traffic
+    (label,) = policy_labels(sc, [policy], driver="loop")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
         path = os.environ.get(PATH_ENV, "ps")
     path = check_path(path)

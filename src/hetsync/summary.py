@@ -69,8 +69,9 @@ class WorkerLeft(TypedDict):
 
 
 class WorkerJoined(TypedDict):
-    """A worker that joined the run (``workers_joined``; the simulator's
-    ``membership``): it came at ``t`` and held the global model from ``ready_s``."""
+    """A worker that joined the run (``workers_joined``: the scenario's
+    ``membership``; on real processes also a worker restarted by
+    ``--max-worker-restarts``): it came at ``t`` and held the global model from ``ready_s``."""
 
     worker: int
     t: float

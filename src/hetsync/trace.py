@@ -285,10 +285,11 @@ class LeftRecord(TypedDict):
 
 
 class JoinedRecord(TypedDict):
-    """(simulator, ``membership``) Worker ``w`` came back at ``t`` and, from
-    ``end``, held the global model of ``version`` (``nbytes`` downloaded; peer
-    to peer, the live workers' average, ``version`` the updates so far); the
-    policy got ``WorkerJoined`` then."""
+    """(``membership``; on real processes also ``--max-worker-restarts``)
+    Worker ``w`` came back at ``t`` (real processes: announced itself on its
+    new session) and, from ``end``, held the global model of ``version``
+    (``nbytes`` downloaded; peer to peer, the live workers' average,
+    ``version`` the updates so far); the policy got ``WorkerJoined`` then."""
 
     t: float
     ev: Literal["joined"]

@@ -163,10 +163,14 @@ def test_a_policy_that_takes_no_joins_is_refused_in_one_line():
     Simulation(scenario([{"worker": 1, "leave_s": 0.1}]), "streaming-diloco")  # leaving alone is fine
 
 
-def test_membership_is_refused_on_real_processes_and_on_the_collective_path():
+def test_membership_on_real_processes_and_on_the_collective_path():
     sc = scenario(REJOIN)
-    with pytest.raises(BadInput, match="simulator alone"):
-        policy_labels(sc, ["bsp"], driver="dist")
+    assert policy_labels(sc, ["bsp"], driver="dist") == ["bsp"]  # (a worker that comes back: hetsync run)
+    assert policy_labels(scenario(LATE), ["bsp"], driver="dist") == ["bsp"]  # (it leaves the group as it forms)
+    with pytest.raises(BadInput, match="peer to peer"):
+        policy_labels(sc, ["p2p-random"], driver="dist")
+    with pytest.raises(BadInput, match="own .*hetsync launch"):
+        policy_labels(sc, ["bsp"], driver="loop")
     with pytest.raises(BadInput, match="path=collective"):
         Simulation(sc, "bsp", path="collective")
 

@@ -125,22 +125,80 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
 
 def check_membership(scenario: Scenario, policy: Policy, *, driver: str = "sim", spec: str | None = None) -> None:
     """BadInput (one line) for a run the scenario's ``membership`` cannot
-    have: on real processes (the simulator alone plays it for now), or with
-    workers that join for a policy without ``Policy.takes_joins``."""
+    have: in a user's own training loop (``driver`` "loop"), with a
+    peer-to-peer policy on real processes (``driver`` "dist": workers come
+    back there on the parameter-server path only,
+    :mod:`hetsync.runtime.session`), or with workers that join
+    for a policy without ``Policy.takes_joins``."""
     absences = scenario.cluster.membership
     if not absences:
         return
     name = repr(spec) if spec is not None else policy.label
-    if driver != "sim":
+    if driver == "loop":
         raise BadInput(
-            f"scenario {scenario.name!r} sets membership (workers that leave and join): the simulator alone "
-            "plays it for now; run it with hetsync simulate or compare, not on real processes"
+            f"scenario {scenario.name!r} sets membership (workers that leave and join): a training loop of your "
+            "own (hetsync launch) does not play it; use hetsync run, or simulate it"
+        )
+    if driver != "sim" and policy.topology == "p2p":
+        raise BadInput(
+            f"policy {name} is peer to peer, and scenario {scenario.name!r} sets membership: on real processes "
+            "workers leave and come back on the parameter-server path only; simulate it, or pick another policy"
         )
     if any(a.join_s is not None for a in absences) and not getattr(policy, "takes_joins", False):
         raise BadInput(
             f"policy {name} cannot take a worker that joins (takes_joins is False), and scenario "
             f"{scenario.name!r} has workers join (membership); leave the policy out or the joins"
         )
+
+
+def check_rejoin(
+    scenario: Scenario,
+    specs: list[str],
+    *,
+    path: str,
+    servers: int,
+    max_worker_restarts: int = 0,
+    resumable: bool = False,
+) -> None:
+    """BadInput (one line) for a run on real processes whose workers come
+    back (the scenario's ``membership`` joins, ``--max-worker-restarts``)
+    that the runtime cannot give them: several policies in one run (each
+    run starts from the workers of the first), the collective path, sharded
+    servers, a peer-to-peer policy or one without ``Policy.takes_joins``;
+    and ``membership`` in a run that may go on from a checkpoint
+    (``resumable``: ``--resume``, ``--max-restarts``), where its leaves,
+    on the run's clock, would be played again."""
+    if scenario.cluster.membership and resumable:
+        raise BadInput(
+            f"scenario {scenario.name!r} sets membership, on the run's clock: a run that goes on from its "
+            "checkpoint (--resume, --max-restarts) would play the leaves already past again; drop one of them"
+        )
+    joins = any(a.join_s is not None for a in scenario.cluster.membership)
+    if not joins and max_worker_restarts == 0:
+        return
+    what = (
+        f"scenario {scenario.name!r} has workers come back (membership)"
+        if joins
+        else f"--max-worker-restarts {max_worker_restarts}"
+    )
+    if len(specs) > 1:
+        raise BadInput(f"{what}: one policy per run when workers come back; run each policy on its own")
+    if path != "ps":
+        raise BadInput(
+            f"{what}: workers come back on path ps only (the collective path's group of workers is formed at "
+            "start); drop --path collective"
+        )
+    if servers != 1:
+        raise BadInput(f"{what}: workers come back with one server only (sharded servers keep links of their own)")
+    ctx = policy_context(scenario)
+    for spec in specs:
+        policy = make_policy(spec, ctx)
+        if policy.topology == "p2p":
+            raise BadInput(
+                f"{what}: policy {spec!r} is peer to peer; workers come back on the parameter-server path only"
+            )
+        if not getattr(policy, "takes_joins", False):
+            raise BadInput(f"{what}: policy {spec!r} cannot take a worker that joins (takes_joins is False)")
 
 
 def eval_interval_s(sc: Scenario, *, floor_s: float = 1e-9) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,10 +35,30 @@ PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills a rank (h
 # set by hetsync run: the ranks meet at a store rank 0 hosts (no torchrun agent's), and rank 0's is on
 # the listening socket whose fd STORE_FD_ENV gives, bound to --host
 OWN_STORE_ENV = "HETSYNC_OWN_STORE"
+REJOIN_ENV = "HETSYNC_REJOIN"  # set by the launcher on a worker it started again: its life (1, 2, ...)
 RESUME_ENV = "HETSYNC_RESUME"  # "1": a restarted job (hetsync launch --max-restarts) goes on from its checkpoint
 STORE_FD_ENV = "HETSYNC_STORE_FD"
 STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a rank's start-up timer, in its log
 RDZV_BACKEND = "hetsync-static"  # the rendezvous of a torchrun agent started by hetsync (hetsync.runtime.agent)
+
+
+EXIT_ABSENT = 3  # a worker the scenario's membership has start absent leaves the world group at once with it
+
+
+def absences_of(membership: Sequence[Any], worker: int) -> list[Any]:
+    """Worker ``worker``'s entries of a scenario's ``membership``, in the order
+    its process lives them (one that starts absent, without ``leave_s``,
+    first): its life k leaves at entry k's ``leave_s`` (none: absent from
+    the start) and its life k + 1 starts at entry k's ``join_s``."""
+    mine = [a for a in membership if a.worker == worker]
+    return sorted(mine, key=lambda a: -1.0 if a.leave_s is None else a.leave_s)
+
+
+def leave_s_of(membership: Sequence[Any], worker: int, life: int) -> float | None:
+    """When worker ``worker`` leaves in its ``life``-th life (0: the process the
+    job started; each restart one more), as ``membership`` says (None: it stays)."""
+    mine = absences_of(membership, worker)
+    return mine[life].leave_s if life < len(mine) else None
 
 
 def _seconds(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
@@ -73,6 +93,9 @@ class ProcessOptions:
     # when the server (rank 0) dies: restart the job from its checkpoints this many times at most
     # (hetsync.runtime.launch.launch_run; torchrun's --max-restarts)
     max_restarts: int = 0
+    # a worker process that dies is started again by the launcher, this many times in all at most; it
+    # comes back on a session of its own (hetsync.runtime.session) and goes on where it was
+    max_worker_restarts: int = 0
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -90,6 +113,22 @@ class ProcessOptions:
             raise BadInput(f"servers must be an integer in [1, 64], got {self.servers!r}")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise BadInput(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
+        if (
+            isinstance(self.max_worker_restarts, bool)
+            or not isinstance(self.max_worker_restarts, int)
+            or self.max_worker_restarts < 0
+        ):
+            raise BadInput(f"max_worker_restarts must be an integer >= 0, got {self.max_worker_restarts!r}")
+        if self.max_worker_restarts > 0 and self.path != "ps":
+            raise BadInput(
+                f"max_worker_restarts {self.max_worker_restarts}: a restarted worker comes back on path ps only "
+                "(the collective path's group of workers is formed at start); drop --path collective"
+            )
+        if self.max_worker_restarts > 0 and self.servers != 1:
+            raise BadInput(
+                f"max_worker_restarts {self.max_worker_restarts}: a restarted worker comes back with one server "
+                "only (sharded servers keep their own links to it); drop --servers"
+            )
         if self.max_restarts > 0 and self.checkpoint_dir is None:
             raise BadInput(
                 f"max_restarts {self.max_restarts} needs a checkpoint_dir (--checkpoint-dir): a restarted server "

@@ -71,10 +71,12 @@ from hetsync.runtime.config import (  # (none of them imports torch)
     OWN_STORE_ENV,
     PARENT_PID_ENV,
     RDZV_BACKEND,
+    REJOIN_ENV,
     STARTED_FILE_ENV,
     STARTUP_EXPIRED,
     STORE_FD_ENV,
     RunConfig,
+    absences_of,
 )
 from hetsync.runtime.zygote import FORK_ENV, PRELOAD, SCRIPT_PRELOAD, Forked, ZygoteFailed, kept_zygote
 from hetsync.summary import finished_runs
@@ -90,6 +92,67 @@ WORKER_FAILED = "hetsync: worker {worker} (rank {rank}) failed: {error}"
 _WORKER_FAILED = re.compile(r"hetsync: worker \d+ \(rank \d+\) failed: (.*)")
 LOOP_ENDED = "its training loop ended"  # the server's reason for a worker that left well (runtime.server)
 SERVER_DIED = "rank 0 (the server)"  # how the launcher's reason begins when the server died (with_restarts)
+
+
+@dataclass(frozen=True)
+class Rejoins:
+    """Which dead workers ``hetsync run`` starts again (they come back on a
+    session of their own: :mod:`hetsync.runtime.session`): a worker the
+    scenario's ``membership`` has leave, at the run second it joins again
+    (``joins_s[w]``: one per absence, in order; None: it stays away), and
+    any other worker whose process died, at once, ``max_worker_restarts``
+    times in all at most."""
+
+    joins_s: dict[int, tuple[float | None, ...]] = field(default_factory=dict)
+    max_worker_restarts: int = 0
+
+    @classmethod
+    def of(cls, config: RunConfig, nproc: int) -> Rejoins | None:
+        """The run's (None: no worker comes back)."""
+        absences = config.load_scenario().with_workers(nproc).cluster.membership
+        joins = {w: tuple(a.join_s for a in absences_of(absences, w)) for w in {a.worker for a in absences}}
+        restarts = config.process.max_worker_restarts
+        if not restarts and not any(t is not None for times in joins.values() for t in times):
+            return None
+        return cls(joins, restarts)
+
+
+@dataclass
+class _Restarter:
+    """The launcher's side of :class:`Rejoins` while a run goes on: when each
+    dead worker comes back, and how many lives each has had."""
+
+    plan: Rejoins
+    start: Callable[[int, int], _Agent]  # (rank, life) -> the process started
+    lives: dict[int, int] = field(default_factory=dict)  # rank: its current life (0: the first)
+    due: dict[int, float] = field(default_factory=dict)  # rank: when (monotonic) it starts again
+    done: set[int] = field(default_factory=set)  # the pids of the processes whose end is handled
+    used: int = 0  # restarts given under max_worker_restarts
+
+    def look(self, current: dict[int, _Agent], formed_at: float, now: float) -> list[_Agent]:
+        """Schedule the workers that died, start those due; returns the new processes."""
+        for rank, a in current.items():
+            if a.proc.poll() is None or a.proc.pid in self.done or a.proc.returncode == 0:
+                continue
+            self.done.add(a.proc.pid)
+            life = self.lives.get(rank, 0)
+            joins = self.plan.joins_s.get(rank - 1, ())
+            if life < len(joins):  # it left as the scenario says: back at its join time, if it has one
+                join_s = joins[life]
+                if join_s is not None:
+                    self.due[rank] = formed_at + join_s
+            elif self.used < self.plan.max_worker_restarts:
+                self.used += 1
+                self.due[rank] = now
+        started = []
+        for rank, at in sorted(self.due.items()):
+            if now >= at:
+                del self.due[rank]
+                self.lives[rank] = self.lives.get(rank, 0) + 1
+                a = self.start(rank, self.lives[rank])
+                print(f"hetsync: started {now - formed_at:.2f} s after the group formed", file=a.log, flush=True)
+                started.append(a)
+        return started
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -267,6 +330,7 @@ def launch_run(
             timeout_s=timeout_s,
             startup_timeout_s=config.process.startup_timeout_s,
             servers=config.process.servers,
+            rejoins=Rejoins.of(config, nproc),
         )
 
     return with_restarts(attempt, out, config.process.max_restarts, on_restart)
@@ -335,6 +399,7 @@ def launch(
     startup_timeout_s: float | None = None,
     cwd: str | Path | None = None,
     servers: int = 1,
+    rejoins: Rejoins | None = None,
 ) -> int:
     """Run ``nproc`` workers and ``servers`` servers (rank 0, and ranks
     ``nproc`` + 1 … holding the model's other shards: :mod:`hetsync.runtime.shards`); returns the server's exit status
@@ -345,7 +410,8 @@ def launch(
     default output folder is then ``out_dir``) instead of ``-m hetsync.runtime``.
     ``env``: extra environment variables for every rank. ``startup_timeout_s``:
     the ranks' start-up bound (default: ``--startup-timeout-s`` among ``runtime_args``). ``cwd``: the ranks'
-    working folder (default: this process's; ``out_dir`` should then be absolute)."""
+    working folder (default: this process's; ``out_dir`` should then be absolute). ``rejoins``:
+    which dead workers are started again, and when (:class:`Rejoins`)."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
     startup_s = startup_timeout_s if startup_timeout_s is not None else _startup_timeout_s(runtime_args)
@@ -375,38 +441,55 @@ def launch(
             preload=PRELOAD if script is None else SCRIPT_PRELOAD,
         )
     forking = zygote is not None
+
+    def start(rank: int, life: int = 0) -> _Agent:
+        """Start rank ``rank`` (``life`` > 0: a worker started again, which comes back on a session)."""
+        nonlocal forking
+        log_path = logs / f"rank-{rank}.log"
+        log = log_path.open("a" if life else "w")
+        rank_env = {**env, **rank_environment(rank, world, host, port)}
+        fds: tuple[int, ...] = ()
+        if rank == 0:  # it hosts the store on this socket, which it inherits
+            fds = (store.fileno(),)
+            rank_env[STORE_FD_ENV] = str(fds[0])
+        if life:
+            rank_env[REJOIN_ENV] = str(life)
+            print(f"hetsync: the launcher starts worker {rank - 1} again (life {life})", file=log, flush=True)
+        proc: subprocess.Popen[bytes] | Forked | None = None
+        if forking:
+            assert zygote is not None
+            try:
+                proc = zygote.fork(
+                    runtime_args,
+                    log_path,
+                    rank_env,
+                    script=script,
+                    cwd=cwd,
+                    keep_fd=fds[0] if fds else None,
+                    timeout_s=startup_s,
+                )
+            except ZygoteFailed as e:
+                print(f"hetsync: {e}; starting the ranks as fresh interpreters", file=log, flush=True)
+                forking = False
+        if proc is None:
+            proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds, cwd=cwd)
+        store.close()  # (rank 0 holds it now: the port closes when rank 0 ends)
+        return _Agent(rank, proc, log, agent=False)
+
     try:
         for rank in range(world):
-            log_path = logs / f"rank-{rank}.log"
-            log = log_path.open("w")
-            rank_env = {**env, **rank_environment(rank, world, host, port)}
-            fds: tuple[int, ...] = ()
-            if rank == 0:  # it hosts the store on this socket, which it inherits
-                fds = (store.fileno(),)
-                rank_env[STORE_FD_ENV] = str(fds[0])
-            proc: subprocess.Popen[bytes] | Forked | None = None
-            if forking:
-                assert zygote is not None
-                try:
-                    proc = zygote.fork(
-                        runtime_args,
-                        log_path,
-                        rank_env,
-                        script=script,
-                        cwd=cwd,
-                        keep_fd=fds[0] if fds else None,
-                        timeout_s=startup_s,
-                    )
-                except ZygoteFailed as e:
-                    print(f"hetsync: {e}; starting the ranks as fresh interpreters", file=log, flush=True)
-                    forking = False
-            if proc is None:
-                proc = _spawn(rank_command(runtime_args, script=script), log, rank_env, pass_fds=fds, cwd=cwd)
-            store.close()  # (rank 0 holds it now: the port closes when rank 0 ends)
-            agents.append(_Agent(rank, proc, log, agent=False))
+            agents.append(start(rank))
         startup_limit_s = 2 * startup_s + STARTUP_SLACK_S
+        restarter = _Restarter(rejoins, start) if rejoins is not None else None
         return _supervise(
-            agents, out_dir, started, startup_limit_s, timeout_s, on_progress, judge_workers=script is not None
+            agents,
+            out_dir,
+            started,
+            startup_limit_s,
+            timeout_s,
+            on_progress,
+            judge_workers=script is not None,
+            restarter=restarter,
         )
     finally:
         store.close()
@@ -425,12 +508,17 @@ def _supervise(
     on_progress,  # type: ignore[no-untyped-def]
     *,
     judge_workers: bool = False,
+    restarter: _Restarter | None = None,
 ) -> int:
     """Wait for the server's exit status, or for a reason to stop without one.
-    ``judge_workers`` (a user's script): a run whose worker failed fails too."""
+    ``judge_workers`` (a user's script): a run whose worker failed fails too.
+    ``restarter``: once the group has formed, it starts dead workers again
+    (each new process joins ``agents``, so that it is stopped with the rest)."""
     status = out_dir / EXIT_STATUS
     t0 = time.monotonic()
     formed = False
+    formed_at = 0.0
+    current = {a.rank: a for a in agents[1:]}  # each worker's latest process
     while True:
         _find_children(agents)
         if status.exists():
@@ -443,8 +531,13 @@ def _supervise(
             return _workers_failed(out_dir, failed) if failed else code
         if agents[0].proc.poll() is not None and not status.exists():
             return _failed(out_dir, f"{SERVER_DIED} {agents[0].ended(out_dir)} before the run finished")
+        if formed and restarter is not None and not status.exists():
+            for a in restarter.look(current, formed_at, time.monotonic()):
+                agents.append(a)
+                current[a.rank] = a
         if not formed:
             formed = started.exists()
+            formed_at = time.monotonic()
             # a runtime that refused its input (exit 2) is not a fault: the
             # server refuses it too, and says why in its log; nor is a worker
             # that gave up waiting for the group while the server, whose own

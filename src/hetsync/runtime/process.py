@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import fields
@@ -32,13 +33,23 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from hetsync.driver.core import check_rejoin
 from hetsync.errors import BadInput
 from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
+from hetsync.runtime.config import (
+    EXIT_ABSENT,
+    OWN_STORE_ENV,
+    REJOIN_ENV,
+    STARTUP_EXPIRED,
+    STORE_FD_ENV,
+    absences_of,
+    leave_s_of,
+)
 from hetsync.runtime.config import EXIT_STATUS as EXIT_STATUS  # written by the server as its last act
-from hetsync.runtime.config import OWN_STORE_ENV, STARTUP_EXPIRED, STORE_FD_ENV
 from hetsync.runtime.config import STARTED_FILE_ENV as STARTED_FILE_ENV  # rank 0 creates it once the group formed
 from hetsync.runtime.config import ProcessOptions as ProcessOptions  # (its home is runtime.config)
+from hetsync.runtime.session import rejoin_epoch
 from hetsync.scenario import Scenario
 from hetsync.workloads import Workload
 
@@ -80,8 +91,23 @@ def run_process(
 
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
         check_servers(opts.servers, scenario, policies, path=opts.path)
+    check_rejoin(
+        scenario,
+        specs,
+        path=opts.path,
+        servers=opts.servers,
+        max_worker_restarts=opts.max_worker_restarts,
+        resumable=opts.resume or opts.max_restarts > 0,
+    )
     warm_up()  # (before any run's clock starts)
+    epoch = rejoin_epoch()
+    if epoch is not None:  # a worker the launcher started again: a session of its own, not the world group
+        if not 0 < rank <= workers:
+            raise BadInput(f"{REJOIN_ENV} is for a worker's process, and this is rank {rank}")
+        return _rejoin(rank - 1, epoch, scenario, workload, specs, opts)
     _form_group(rank, opts)
+    if 0 < rank <= workers and absent_at_start(scenario, rank - 1):
+        _leave_the_group_at_once(rank, opts)
     if rank == 0:
         # never returns: os._exit
         _serve_and_report(scenario, workload, specs, opts, on_finished=on_finished, background_eval=True)
@@ -93,26 +119,81 @@ def run_process(
         finally:
             dist.destroy_process_group()
         return 0
-    from hetsync.runtime.worker import WorkerProcess
 
-    kill_at = opts.kill_at_s if opts.kill_worker == rank - 1 else None
     try:
-        throttle, pace = opts.emulation(scenario)
-        WorkerProcess(
-            rank - 1,
-            scenario,
-            workload,
-            throttle=throttle,
-            pace=pace,
-            kill_at_s=kill_at,
-            specs=specs,
-            checkpoint_dir=opts.checkpoint_dir,
-            checkpoint_every_s=opts.checkpoint_every_s,
-            resume=opts.resume,
-            servers=opts.servers,
-        ).serve()
+        _worker(rank - 1, 0, scenario, workload, specs, opts).serve()
     finally:
         dist.destroy_process_group()
+    return 0
+
+
+def _worker(
+    w: int, epoch: int, scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions, link: Any = None
+) -> Any:
+    """Worker ``w``'s process, in its ``epoch``-th life (0: started with the
+    job; 1, 2, …: started again by the launcher, on ``link``). It dies as
+    the fault options say (``kill_worker``, first life only) or where the
+    scenario's ``membership`` has it leave."""
+    from hetsync.runtime.worker import WorkerProcess
+
+    kills = [opts.kill_at_s] if opts.kill_worker == w and epoch == 0 and opts.kill_at_s is not None else []
+    leave_s = leave_s_of(scenario.cluster.membership, w, epoch)
+    kill_at = min([*kills, *([leave_s] if leave_s is not None else [])], default=None)
+    throttle, pace = opts.emulation(scenario)
+    return WorkerProcess(
+        w,
+        scenario,
+        workload,
+        throttle=throttle,
+        pace=pace,
+        kill_at_s=kill_at,
+        specs=specs,
+        checkpoint_dir=opts.checkpoint_dir,
+        checkpoint_every_s=opts.checkpoint_every_s,
+        resume=opts.resume,
+        servers=opts.servers,
+        link=link,
+    )
+
+
+def absent_at_start(scenario: Scenario, w: int) -> bool:
+    """Whether the scenario's ``membership`` has worker ``w`` start absent (it joins later)."""
+    mine = absences_of(scenario.cluster.membership, w)
+    return bool(mine) and mine[0].leave_s is None
+
+
+def _leave_the_group_at_once(rank: int, opts: ProcessOptions) -> None:
+    """A worker that starts absent: it was in the world group while it
+    formed (every rank must be), and leaves it as soon as rank 0 says the
+    group formed, with :data:`EXIT_ABSENT`; the launcher starts it again at
+    its ``join_s``, on a session of its own."""
+    started = os.environ.get(STARTED_FILE_ENV)
+    deadline = time.monotonic() + opts.startup_timeout_s
+    while started and not Path(started).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(f"hetsync: worker {rank - 1} starts absent (membership): it leaves the group", flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_ABSENT)
+
+
+def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: list[str], opts: ProcessOptions) -> int:
+    """A restarted worker: it announces itself on rank 0's store, opens its
+    session (:mod:`hetsync.runtime.session`) and serves the server's commands
+    on it; it never enters the world group. Leaves with a one-line reason
+    after ``startup_timeout_s`` if the server does not take it."""
+    from hetsync.runtime.session import join_session
+
+    timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
+    timer.daemon = True
+    timer.start()
+    t0 = time.monotonic()
+    link = join_session(w, epoch, opts.startup_timeout_s)
+    timer.cancel()
+    print(
+        f"hetsync: worker {w} (life {epoch}): its session with rank 0 opened in {time.monotonic() - t0:.2f} s",
+        flush=True,
+    )
+    _worker(w, epoch, scenario, workload, specs, opts, link).serve()
     return 0
 
 

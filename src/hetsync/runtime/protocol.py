@@ -72,9 +72,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 import torch
-import torch.distributed as dist
 
 from hetsync.policies.base import Fragment
+from hetsync.runtime.session import Link, as_link
 
 HEADER_LEN = 40
 
@@ -993,34 +993,38 @@ class Channel:
             tensors.append(torch.tensor(msg.pushed.hyper, dtype=torch.float64))
         return tensors
 
-    def recv_command(self, src: int) -> tuple[Command, torch.Tensor | None]:
-        """Blocking receive of one command (and the worker list that may follow it) from ``src``."""
-        hdr, payload = self._recv(src, command=True)
+    def recv_command(self, src: int | Link) -> tuple[Command, torch.Tensor | None]:
+        """Blocking receive of one command (and the worker list that may follow it) from ``src``
+        (a rank of the world group, or a link: :mod:`hetsync.runtime.session`)."""
+        link = as_link(src)
+        hdr, payload = self._recv(link, command=True)
         count = peer_count(hdr)
         peers: tuple[int, ...] = ()
         if count is not None:
             listed = torch.empty(count, dtype=torch.int64)
-            dist.recv(listed, src=src)
+            link.recv(listed)
             peers = tuple(int(x) for x in listed.tolist())
         return decode_command(hdr, peers), payload
 
-    def recv_report(self, src: int) -> tuple[Report, torch.Tensor | None]:
-        """Blocking receive of one report (and the optimizer settings that may follow a push) from ``src``."""
-        hdr, payload = self._recv(src, command=False)
+    def recv_report(self, src: int | Link) -> tuple[Report, torch.Tensor | None]:
+        """Blocking receive of one report (and the optimizer settings that may follow a push) from ``src``
+        (a rank of the world group, or a link)."""
+        link = as_link(src)
+        hdr, payload = self._recv(link, command=False)
         hyper: tuple[float, ...] = ()
         if count := hyper_count(hdr):
             listed = torch.empty(count, dtype=torch.float64)
-            dist.recv(listed, src=src)
+            link.recv(listed)
             hyper = tuple(listed.tolist())
         return decode_report(hdr, hyper), payload
 
     def _shape(self, hdr: torch.Tensor, command: bool) -> PayloadShape | None:
         return command_payload(hdr, self.n_params) if command else report_payload(hdr, self.n_params)
 
-    def _recv(self, src: int, *, command: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _recv(self, link: Link, *, command: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.fused:
             buf = torch.empty(_HDR_F32 + self.n_params, dtype=torch.float32)
-            dist.recv(buf, src=src)
+            link.recv(buf)
             hdr = buf[:_HDR_F32].view(torch.int64).clone()
             shape = self._shape(hdr, command)
             if shape is None:
@@ -1033,12 +1037,12 @@ class Channel:
                 raise ValueError(f"a payload of {count} {dtype} does not fit a message of {self.n_params} values")
             return hdr, room[:count].clone()
         hdr = header()
-        dist.recv(hdr, src=src)
+        link.recv(hdr)
         shape = self._shape(hdr, command)
         if shape is None:
             return hdr, None
         payload = torch.empty(shape[1], dtype=shape[0])
-        dist.recv(payload, src=src)
+        link.recv(payload)
         return hdr, payload
 
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from hetsync.algos.quantize import decode, fragment_nbytes
 from hetsync.driver import eval_interval_s, policy_context
@@ -71,10 +70,11 @@ from hetsync.runtime import checkpoint_check
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT  # (the server's format)
 from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
-from hetsync.runtime.config import ProcessOptions
+from hetsync.runtime.config import OWN_STORE_ENV, ProcessOptions, leave_s_of
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
 from hetsync.runtime.progress import Progress
+from hetsync.runtime.session import JoinWatcher, Link, Rejoined, SessionLink, WorldLink, absent_at_start, rejoins
 from hetsync.runtime.shards import ShardClient, join_states, shard_ranges, slice_state, unfinished
 from hetsync.runtime.watchdog import Watchdog
 from hetsync.scenario import Scenario
@@ -150,24 +150,52 @@ class ServerProcess:
         self.channel = P.Channel(self.ranges[0][1] if self.ranges is not None else workload.n_params)
         self._exchanges = 0  # p2p exchange ids, unique over the server's life (they make the tags)
         self.terminating = False  # SIGTERM came (the launcher stops the run: Ctrl-C)
+        # each worker's link to rank 0: the world group, replaced by a pairwise session when a
+        # restarted worker comes back (hetsync.runtime.session)
+        self.links: list[Link] = [WorldLink(w + 1) for w in range(self.n)]
         for w in range(self.n):
-            threading.Thread(target=self._receive, args=(w,), daemon=True, name=f"rx-{w}").start()
+            self._start_receiver(w, self.links[w])
+        # sessions of restarted workers, opened and waiting for the loop to take them in (_Run._admit)
+        self.joins: queue.Queue[tuple[int, Rejoined]] = queue.Queue()
+        self.watcher = (
+            JoinWatcher(self.n, self._session_opened, timeout_s=opts.startup_timeout_s).start()
+            if rejoins(scenario, opts) and os.environ.get(OWN_STORE_ENV)
+            else None
+        )
 
     # ------------------------------------------------------------ wire
-    def _receive(self, w: int) -> None:
-        rank = w + 1
+    def _start_receiver(self, w: int, link: Link) -> None:
+        threading.Thread(target=self._receive, args=(w, link), daemon=True, name=f"rx-{w}").start()
+
+    def _receive(self, w: int, link: Link) -> None:
+        """Worker ``w``'s reports on ``link``, queued; once the link has been
+        replaced (the worker came back on a new session) nothing more of it is."""
         while True:
             try:
-                report, payload = self.channel.recv_report(rank)
+                report, payload = self.channel.recv_report(link)
             except Exception as e:  # the peer is gone (its connection reset), or out of step with the stream
                 what = "bad report" if isinstance(e, ValueError) else "connection lost"
-                self.inbox.put((w, None, None, f"{what}: {str(e).splitlines()[0][:160]}"))
+                if self.links[w] is link:
+                    self.inbox.put((w, None, None, f"{what}: {str(e).splitlines()[0][:160]}"))
+                return
+            if self.links[w] is not link:
                 return
             with self._queued_cv:
                 while self._queued[w] >= REPORTS_QUEUED_MAX:
                     self._queued_cv.wait()
                 self._queued[w] += 1
             self.inbox.put((w, report, payload, None))
+
+    def _session_opened(self, w: int, link: SessionLink, came: float, setup_s: float) -> None:
+        """(the join watcher's thread) Worker ``w`` came back on ``link``: the
+        loop takes it in; a wake-up item in the inbox, which every reader ignores."""
+        self.joins.put((w, Rejoined(link, came, setup_s)))
+        self.inbox.put((w, None, None, None))
+
+    def install(self, w: int, link: Link) -> None:
+        """``w``'s messages go over ``link`` from now on (the old link's receiver falls silent)."""
+        self.links[w] = link
+        self._start_receiver(w, link)
 
     def take(self, timeout_s: float) -> Received:
         """The next report (or death) from the inbox; ``queue.Empty`` after ``timeout_s``."""
@@ -190,7 +218,7 @@ class ServerProcess:
         tensors = tuple(self.channel.pack_message(cmd, payload))
         try:
             for t in tensors:
-                self._sends.append((dist.isend(t, dst=w + 1), tensors))
+                self._sends.append((self.links[w].isend(t), tensors))
         except Exception as e:
             self.inbox.put((w, None, None, f"send failed: {str(e).splitlines()[0][:160]}"))
             return False
@@ -200,6 +228,12 @@ class ServerProcess:
         self._sends = unfinished(self._sends, wait=wait)  # (a receiver that died: its receiver thread says so)
 
     def shutdown(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        while not self.joins.empty():  # came back too late for any run: they leave too
+            w, rj = self.joins.get()
+            self.install(w, rj.link)
+            self.alive.add(w)
         for w in sorted(self.alive):
             self._send(w, P.ExitCmd())
         self._reap_sends(wait=True)
@@ -260,6 +294,8 @@ class _Run:
         self.continuous: dict[int, Compute] = {}  # workers training nonstop (Compute.continuous)
         self.halted: set[int] = set()  # workers sent HaltCmd: a step already begun is not booked
         self.leaving: set[int] = set()  # own loops ended: finishing the transfers they owe (then EXIT)
+        # workers that came back, sent RESET with the model: (when they came, the model's version, session set-up s)
+        self.joining: dict[int, tuple[float, int, float]] = {}
         self.stopping = False  # the run is over: commands the policy still gives are not sent
         self.evaluator: BackgroundEvaluator | None = None  # set when the run starts
         self.eval_spent: list[Spent] = []  # evaluations on the loop (no evaluator)
@@ -381,6 +417,8 @@ class _Run:
             self._resume(self._restore)
         self.evaluator = self._evaluator()
         try:
+            for w in absent_at_start(sc):  # (their processes leave the group as it forms: membership)
+                self.left(w, "absent at the start")
             self._reset_workers()
             start = self.now()
             for w in sorted(set(range(srv.n)) - srv.alive):
@@ -536,6 +574,8 @@ class _Run:
                     self.left(w, error)
                 elif w in srv.alive and report is not None:
                     self._report(w, report, payload, now)
+            while not srv.joins.empty():
+                self._admit(*srv.joins.get())
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
                 self.deliver(TimerFired(now_s=now, tag=tag))
@@ -599,6 +639,9 @@ class _Run:
         if isinstance(rep, P.WorkDone) and rep.computed and w not in self.core.computing and w in self.halted:
             return  # a continuous step begun before the worker saw HaltCmd: not booked, owes nothing
         self.paid(w, now)
+        if isinstance(rep, P.ResetDone) and w in self.joining:
+            self._joined(w, now)
+            return
         if not isinstance(rep, P.WorkDone):
             return  # a late ResetDone or Bye
         p, core, nbytes = self.peers[w], self.core, self.srv.nbytes
@@ -687,7 +730,14 @@ class _Run:
         """``w`` is gone: the coordinator forgives what was owed for it, then
         the policy hears of it (once)."""
         srv = self.srv
+        reason = self._membership_reason(w, reason)
         if w not in srv.alive and any(x["worker"] == w for x in self.ledger.left):
+            return
+        if self.joining.pop(w, None) is not None:  # it came back and died again before it held the model
+            srv.alive.discard(w)
+            self.watchdog.forgive(w)
+            self.ledger.forget_worker(w)
+            print(f"hetsync: {self.label}: worker {w} was lost again while it joined: {reason}", file=sys.stderr)
             return
         srv.alive.discard(w)
         self.continuous.pop(w, None)
@@ -705,6 +755,56 @@ class _Run:
             self.leaving.discard(w)
             self.srv._send(w, P.ExitCmd())
         self.deliver(event)
+
+    def _membership_reason(self, w: int, reason: str) -> str:
+        """``membership`` (as the simulator books it) for a worker whose
+        connection was lost after the scenario's ``leave_s`` for its current
+        life (its process is killed there: :mod:`hetsync.runtime.process`);
+        ``reason`` otherwise."""
+        if not reason.startswith("connection lost") or not self.sc.cluster.membership:
+            return reason
+        life = sum(1 for x in self.ledger.joined if x["worker"] == w)  # (as the launcher counts its restarts)
+        leave_s = leave_s_of(self.sc.cluster.membership, w, life)
+        return "membership" if leave_s is not None and self.now() >= leave_s else reason
+
+    # ------------------------------------------------- workers that come back
+    def _admit(self, w: int, rj: Rejoined) -> None:
+        """Worker ``w``'s process came back on a session of its own
+        (:mod:`hetsync.runtime.session`): it is in the run again and gets
+        RESET with the current global model (a pull) and its place in the
+        run — its step count and the samples it had drawn, as the run booked
+        them, so its data goes on where it was. The policy hears
+        ``WorkerJoined`` once it holds the model (:meth:`_joined`)."""
+        srv = self.srv
+        if w in srv.alive:  # (its old process's death not seen yet: a restarted worker's old process is dead)
+            self.left(w, "its process was restarted")
+        srv.install(w, rj.link)
+        srv.alive.add(w)
+        came = rj.came - self.epoch
+        model, version = self.ledger.send_model(w)
+        reset = P.ResetCmd(
+            epoch_s=self.epoch,
+            version=version,
+            run=self.run_index,
+            p2p=False,
+            collective=False,
+            first_step=self.peers[w].steps,
+            drawn=self.peers[w].samples,
+        )
+        self.joining[w] = (came, version, rj.setup_s)
+        self.post(w, reset, model)
+
+    def _joined(self, w: int, now: float) -> None:
+        """A worker that came back holds the model: the policy hears ``WorkerJoined``."""
+        came, version, setup_s = self.joining.pop(w)
+        self.ledger.model_arrived(w, version)
+        print(
+            f"hetsync: {self.label}: worker {w} came back at {came:.2f} s and held the model of version {version} "
+            f"at {now:.2f} s (session {setup_s:.2f} s, then {now - came - setup_s:.2f} s to reset and download)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.deliver(self.core.joined(w, start_s=came, end_s=now, now_s=now, version=version, nbytes=self.srv.nbytes))
 
     # -------------------------------------------------------- commands
     def deliver(self, event: Event) -> None:

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from hetsync.algos.quantize import decode, encode
 from hetsync.driver import TimingModel, policy_context
@@ -57,6 +56,7 @@ from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import GroupBroken, RoundReducer, workers_group
 from hetsync.runtime.lanes import BusyClock, Lane
 from hetsync.runtime.p2p import PeerComm, link_Bps
+from hetsync.runtime.session import Link, WorldLink
 from hetsync.runtime.shards import PendingModel, shard_ranges, split_push, unfinished
 from hetsync.runtime.worker_state import WorkerState
 from hetsync.scenario import Scenario
@@ -83,8 +83,11 @@ class WorkerProcess:
         checkpoint_every_s: float = 10.0,
         resume: bool = False,
         servers: int = 1,
+        link: Link | None = None,
     ) -> None:
         self.w = worker
+        # to rank 0: the world group, or the pairwise session of a worker that came back (runtime.session)
+        self.link: Link = link if link is not None else WorldLink(SERVER_RANK)
         # the optimizer state of local steps (DiLoCo's inner AdamW moments...): saved beside the
         # server's checkpoint every checkpoint_every_s and at the run's end; a resumed run loads it
         self.checkpoint_dir = checkpoint_dir
@@ -172,10 +175,9 @@ class WorkerProcess:
         self._shard_sends = unfinished(self._shard_sends) + sends
         self._write(self.channel.pack_message(msg, first))
 
-    @staticmethod
-    def _write(tensors: list[torch.Tensor]) -> None:
+    def _write(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
-            dist.send(t, dst=SERVER_RANK)
+            self.link.send(t)
 
     def flush(self) -> None:
         """Wait until every queued message has left (before the process group closes)."""
@@ -273,7 +275,7 @@ class WorkerProcess:
         thread in order."""
         try:
             while True:
-                cmd, first = self.channel.recv_command(SERVER_RANK)
+                cmd, first = self.channel.recv_command(self.link)
                 # sharded servers: the model's other ranges, received as this command is read (in order)
                 payload = (
                     PendingModel(first, self.ranges, self.sc.cluster.workers)
