@@ -32,8 +32,12 @@ def test_bench_advise_quick_profiles_advises_and_verifies_a_tiny_cluster(tmp_pat
     assert "tiny-2 · advise → verify" in capsys.readouterr().out
     rows = json.loads(rows_path.read_text())
     verified = {r["policy"] for r in rows if r["setting"].startswith("tiny-2 · advise")}
-    # --quick: asp's grid (plain, lr_scale=inverse, compensate=0.04); its top two and BSP run for real
-    assert "bsp" in verified and len(verified) == 3 and all(p.startswith(("asp", "bsp")) for p in verified)
+    # --quick: asp's grid (plain, lr_scale=inverse, compensate=0.04) and BSP; the top two and BSP run for
+    # real (two runs when BSP is among the top two: which ranks where rests on the profile, which load moves)
+    shortlist = json.loads((out / "tiny-2" / "advise" / "advice.json").read_text())["shortlist"]
+    assert "bsp" in shortlist and len(shortlist) in (2, 3), shortlist
+    assert "bsp" in verified and len(verified) == len(shortlist), (verified, shortlist)
+    assert all(p.startswith(("asp", "bsp")) for p in verified)
     recovered = [r for r in rows if r["metric"] == "delay injected"]
     assert [r["value"] for r in recovered] == [2.0, 7.0]  # the injected delays, read from the cluster
     res = json.loads((out / "results.json").read_text())["clusters"][0]
