@@ -696,7 +696,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     from rich.progress import Progress
 
     from hetsync import report, runner
-    from hetsync.driver.core import check_rejoin, policy_labels
+    from hetsync.driver.core import policy_labels
     from hetsync.runtime import launch
 
     scenario = _load(args).with_workers(nproc)
@@ -706,14 +706,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     config = _run_config(args, specs, out)
     opts = config.process  # (what the ranks would refuse, refused before any of them starts)
     policy_labels(scenario, specs, driver="dist")
-    check_rejoin(
-        scenario,
-        specs,
-        path=opts.path,
-        servers=opts.servers,
-        max_worker_restarts=opts.max_worker_restarts,
-        resumable=opts.resume or opts.max_restarts > 0,
-    )
+    opts.check_rejoin(scenario, specs)
     throttle, pace = config.process.emulation(scenario)
     timing = {(True, True): "modelled step and transfer times", (False, True): "modelled step times"}.get(
         (throttle, pace), "throttled links" if throttle else ""

@@ -135,6 +135,21 @@ class ProcessOptions:
                 "goes on from its last checkpoint"
             )
 
+    def check_rejoin(self, scenario: Scenario, specs: list[str]) -> None:
+        """:func:`hetsync.driver.core.check_rejoin` with these options: the same
+        one-line refusal from the launcher and from every rank."""
+        from hetsync.driver.core import check_rejoin
+
+        resumable = self.resume or self.max_restarts > 0
+        check_rejoin(
+            scenario,
+            specs,
+            path=self.path,
+            servers=self.servers,
+            max_worker_restarts=self.max_worker_restarts,
+            resumable=resumable,
+        )
+
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where
         the scenario asks for its modelled timing (``runtime_timing: modelled``)."""

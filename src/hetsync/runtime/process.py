@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hetsync.driver.core import check_rejoin
 from hetsync.errors import BadInput
 from hetsync.outdir import begin, safe_name, write_json_atomic
 from hetsync.runtime.config import DEFAULT_STARTUP_TIMEOUT_S as DEFAULT_STARTUP_TIMEOUT_S
@@ -91,14 +90,7 @@ def run_process(
 
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
         check_servers(opts.servers, scenario, policies, path=opts.path)
-    check_rejoin(
-        scenario,
-        specs,
-        path=opts.path,
-        servers=opts.servers,
-        max_worker_restarts=opts.max_worker_restarts,
-        resumable=opts.resume or opts.max_restarts > 0,
-    )
+    opts.check_rejoin(scenario, specs)
     warm_up()  # (before any run's clock starts)
     epoch = rejoin_epoch()
     if epoch is not None:  # a worker the launcher started again: a session of its own, not the world group
