@@ -42,13 +42,18 @@ def _server(out: Path) -> int | None:
     return None
 
 
-def _kill_the_server_once_it_has_evaluated(proc: subprocess.Popen[str], out: Path, evals: int = 3) -> None:
+def _kill_the_server_once_it_has_evaluated(
+    proc: subprocess.Popen[str], out: Path, evals: int = 3, checkpoint: Path | None = None
+) -> None:
+    """SIGKILL rank 0 once its trace has ``evals`` evaluations (and ``checkpoint`` exists: on a
+    loaded machine the third evaluation can come before the first checkpoint is saved)."""
     deadline = time.monotonic() + 120
     trace = out / "trace-bsp.jsonl"
     while time.monotonic() < deadline and proc.poll() is None:
         seen = trace.read_text().count('"ev":"eval"') if trace.exists() else 0
+        saved = checkpoint is None or checkpoint.exists()
         pid = _server(out)
-        if seen >= evals and pid is not None:
+        if seen >= evals and saved and pid is not None:
             os.kill(pid, signal.SIGKILL)
             return
         time.sleep(0.05)
@@ -59,7 +64,7 @@ def test_a_killed_server_is_restarted_from_its_checkpoint_and_the_run_is_one_run
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     every = ("--checkpoint-dir", str(ckpt), "--checkpoint-every-s", "0.5", "--max-restarts", "1")
     proc = _start(out, "--set", "max_time_s=6", *every)
-    _kill_the_server_once_it_has_evaluated(proc, out)
+    _kill_the_server_once_it_has_evaluated(proc, out, checkpoint=ckpt / "ckpt-bsp.pt")
     console, _ = proc.communicate(timeout=240)
     assert proc.returncode == 0, console
     assert "restart 1 of 1, from the checkpoints" in " ".join(console.split())
