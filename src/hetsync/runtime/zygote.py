@@ -316,43 +316,30 @@ class Zygote:
         timeout_s: float,
     ) -> Forked:
         """A rank running ``module`` (or ``script``) with ``args``, output to ``log_path``."""
-        with self._lock:
-            return self._fork(args, log_path, env, module, script, cwd, keep_fd, timeout_s)
-
-    def _fork(
-        self,
-        args: Sequence[str],
-        log_path: Path,
-        env: dict[str, str],
-        module: str,
-        script: str | None,
-        cwd: str | Path | None,
-        keep_fd: int | None,
-        timeout_s: float,
-    ) -> Forked:
-        request: dict[str, Any] = {"args": list(args), "env": env, "log": str(log_path), "keep_fd": keep_fd}
-        request["cwd"] = str(cwd) if cwd is not None else None
-        request.update({"script": script} if script is not None else {"module": module})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-            if keep_fd is not None:
-                socket.send_fds(self._fds, [b"f"], [keep_fd])
-        except OSError as e:
-            raise ZygoteFailed(f"the zygote is gone ({e})") from e
-        deadline = time.monotonic() + timeout_s
-        while not self._forked:
-            self._read()
-            if self._forked:
-                break
-            if self.proc.poll() is not None:
-                raise ZygoteFailed(f"the zygote exited with status {self.proc.returncode}")
-            if time.monotonic() > deadline:
-                self.end()  # (a reply that came late would answer the next request)
-                raise ZygoteFailed(f"the zygote did not fork within {timeout_s:.0f} s")
-            select.select([self.proc.stdout], [], [], POLL_S)
-        return Forked(self, self._forked.pop(0))
+        with self._lock:  # (one fork at a time: the replies come in the order of the requests)
+            request: dict[str, Any] = {"args": list(args), "env": env, "log": str(log_path), "keep_fd": keep_fd}
+            request["cwd"] = str(cwd) if cwd is not None else None
+            request.update({"script": script} if script is not None else {"module": module})
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            try:
+                self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+                self.proc.stdin.flush()
+                if keep_fd is not None:
+                    socket.send_fds(self._fds, [b"f"], [keep_fd])
+            except OSError as e:
+                raise ZygoteFailed(f"the zygote is gone ({e})") from e
+            deadline = time.monotonic() + timeout_s
+            while not self._forked:
+                self._read()
+                if self._forked:
+                    break
+                if self.proc.poll() is not None:
+                    raise ZygoteFailed(f"the zygote exited with status {self.proc.returncode}")
+                if time.monotonic() > deadline:
+                    self.end()  # (a reply that came late would answer the next request)
+                    raise ZygoteFailed(f"the zygote did not fork within {timeout_s:.0f} s")
+                select.select([self.proc.stdout], [], [], POLL_S)
+            return Forked(self, self._forked.pop(0))
 
     def returncode(self, pid: int) -> int | None:
         """How rank ``pid`` ended (as Popen.returncode), or None while it runs."""
