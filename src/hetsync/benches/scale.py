@@ -159,13 +159,19 @@ def _run(args: argparse.Namespace, models: list[str], workers: list[int], forms:
     con = terminal_console()
     rows: list[Row] = []
     loads: list[float] = []
+    failed: list[str] = []
     for model in models:
         for nproc in workers:
             times: dict[str, list[dict[str, float]]] = {f: [] for f in forms}
             for i in range(args.repeats):
                 for form in forms if i % 2 == 0 else list(reversed(forms)):
                     folder = out / f"{model}-{nproc}w-{form}-{i}"
-                    t = time_run(form, model, nproc, args.steps, args.batch, folder)
+                    try:
+                        t = time_run(form, model, nproc, args.steps, args.batch, folder)
+                    except RuntimeError as e:  # (one failed run does not lose the others' figures)
+                        failed.append(f"{model}, {nproc} workers, {FORMS[form]}: {str(e).splitlines()[0]}")
+                        con.print(f"  {failed[-1]}", markup=False, highlight=False)
+                        continue
                     times[form].append(t)
                     loads.append(t["load"])
                     con.print(
@@ -174,7 +180,8 @@ def _run(args: argparse.Namespace, models: list[str], workers: list[int], forms:
                         markup=False,
                         highlight=False,
                     )
-            rows += cell_rows(model, nproc, args.batch, times)
+            if any(times.values()):
+                rows += cell_rows(model, nproc, args.batch, {f: ts for f, ts in times.items() if ts})
     if loads:
         rows.append(
             {
@@ -184,6 +191,8 @@ def _run(args: argparse.Namespace, models: list[str], workers: list[int], forms:
                 "shown": f"{statistics.median(loads):.2f} [{min(loads):.2f}–{max(loads):.2f}] on {os.cpu_count()} CPUs",
             }
         )
+    if failed:
+        rows.append({"metric": "runs that failed", "value": len(failed), "unit": "", "shown": "; ".join(failed)})
     return rows
 
 

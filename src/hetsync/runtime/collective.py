@@ -106,8 +106,9 @@ def wait_round(work: Any, broken: threading.Event | None) -> None:
             work.wait(timeout=datetime.timedelta(seconds=WAIT_SLICE_S))
             return
         except RuntimeError:
-            if work.is_completed():  # it failed: gloo's own error
-                raise
+            if work.is_completed():  # it ended after the slice ran out (a race), or failed: its own outcome
+                work.wait()
+                return
             if broken.is_set():
                 raise GroupBroken(
                     "the workers' group (gloo) is broken: the server saw a member leave, and this round's "
