@@ -234,7 +234,7 @@ def plot_ratios(rows: list[Row], path: Path) -> Path:
             cell = str(r["setting"]).split(", batch")[0].replace(" parameters)", ")")
             ratios.setdefault(r["policy"], {})[cell] = float(r["value"])
     cells = list(dict.fromkeys(c for by_cell in ratios.values() for c in by_cell))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cells) + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(cells) + 2), 4.8))
     width = 0.8 / max(1, len(ratios))
     colors = {FORMS["ps"]: "#D55E00", FORMS["collective"]: "#0072B2", FORMS["lb-bsp"]: "#009E73"}
     colors[FORMS["local-sgd"]] = "#CC79A7"
@@ -248,7 +248,8 @@ def plot_ratios(rows: list[Row], path: Path) -> Path:
     ax.set_xticks(range(len(cells)), [c.replace(", ", "\n") for c in cells], fontsize=8)
     ax.set_ylabel("step time ÷ DDP's")
     ax.set_title("hetsync against DDP, same model and batch (lower is faster)")
-    ax.legend(fontsize=8, loc="upper left")
+    # (below the bars: above them it hid the tallest ones)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
