@@ -142,7 +142,9 @@ def test_one_kept_zygote_serves_every_launch_hands_each_its_socket_and_is_replac
     first = kept_zygote(env, tmp_path / "zygote.log", preload=SCRIPT_PRELOAD)
     pids = set()
     for i in range(2):  # two launches: the same zygote; each rank gets its socket at the launcher's number
-        z = kept_zygote({**env, "HETSYNC_OUT": f"run-{i}"}, tmp_path / f"zygote-{i}.log", preload=SCRIPT_PRELOAD)
+        # (what differs between a suite's tests, or a run's launches, does not start another zygote)
+        per_launch = {"HETSYNC_OUT": f"run-{i}", "PYTEST_CURRENT_TEST": f"test_{i}", "MASTER_PORT": str(29500 + i)}
+        z = kept_zygote({**env, **per_launch}, tmp_path / f"zygote-{i}.log", preload=SCRIPT_PRELOAD)
         assert z is first and z.proc.poll() is None
         with socket.create_server(("127.0.0.1", 0)) as server:
             rank = z.fork(
