@@ -25,8 +25,9 @@ says otherwise:
 A block runs in a fresh folder (``examples/`` and ``tests/`` linked in), its
 commands in order, each shortened by options the command line has (a
 simulation gets ``--set max_time_s=0.5``, a real run 1 s, a profile one
-second of steps, an example script one epoch: :func:`shortened`). Commands
-that only simulate run in this process; a block with a command that starts
+second of steps, an example script one epoch: :func:`shortened`). ``hetsync``
+commands run in this process (the real ones' ranks forked by its one kept
+zygote), the others (``torchrun``, a script) as processes; a block with a command that starts
 real processes (``run``, ``launch``, ``profile``, ``advise --verify``,
 ``compare --runtime dist``, ``torchrun``, an example script) runs under
 ``@pytest.mark.dist``. A command an earlier block already ran or had run
@@ -585,9 +586,15 @@ def test_block_runs(plan, tmp_path, monkeypatch, capsys):
         where = f"{block.where}, line {cmd.line}: {cmd}"
         if cmd.tool == "cat":
             (tmp_path / cmd.tokens[2]).write_text(cmd.heredoc or "")
-        elif plan.shapes[i].inprocess:
+        elif plan.shapes[i].inprocess or cmd.tool == "hetsync":
+            # (real runs too: their ranks are forked by this process's kept zygote, which imported torch
+            # once for every block, where a `hetsync` child would import it twice for each; the entry
+            # point itself, a process of its own, is test_cli.py's)
+            for key, value in {**cmd.env, "GLOO_SOCKET_IFNAME": "lo"}.items():
+                monkeypatch.setenv(key, value)
             code = main(shortened(cmd))
-            assert code == 0, f"{where}: exit {code}\n{capsys.readouterr().err[-3000:]}"
+            out = capsys.readouterr()
+            assert code == 0, f"{where}: exit {code}\n{out.out[-3000:]}{out.err[-3000:]}"
         else:
             argv = shortened(cmd)
             if cmd.tool == "hetsync":

@@ -106,6 +106,18 @@ def test_an_exception_prints_its_traceback_and_exits_1_and_a_signal_is_reported_
     assert waiting.wait(timeout=30) == -signal.SIGKILL
 
 
+def test_a_rank_given_no_folder_starts_in_the_launchers_folder_of_the_moment(zygote, tmp_path, monkeypatch):
+    """As a fresh process would, paths relative to it (its log) too: a kept zygote started in one
+    folder serves launches from others."""
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        rank = zygote.fork(["ok"], Path("rank.log"), {**os.environ}, script=str(tmp_path / "job.py"), timeout_s=120)
+        assert rank.wait(timeout=60) == 0, (tmp_path / name / "rank.log").read_text()
+        assert json.loads((tmp_path / name / "seen.json").read_text())["cwd"] == str(tmp_path / name)
+        assert "hello from __main__" in (tmp_path / name / "rank.log").read_text()
+
+
 def test_a_rank_dies_with_its_zygote(zygote, tmp_path):
     waiting, _ = _fork(zygote, tmp_path, "wait", "wait")
     zygote.proc.kill()

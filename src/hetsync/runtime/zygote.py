@@ -155,6 +155,9 @@ def _become(request: dict, parent: int) -> NoReturn:
     from hetsync.runtime.agent import die_with_parent
 
     die_with_parent(parent)  # whatever the program does (a rank of hetsync's asks again as it joins)
+    # first: the log, the script and its arguments name paths from the launcher's folder, as a fresh
+    # process started there reads them (a kept zygote started in another)
+    os.chdir(request["cwd"])
     keep = request.get("keep_fd")  # rank 0's store socket, at the number the launcher gave it
     if keep is not None and request["fd"] != keep:
         os.dup2(request["fd"], keep)
@@ -186,8 +189,6 @@ def _become(request: dict, parent: int) -> NoReturn:
     os.environ.update(request["env"])
     os.environ[PARENT_PID_ENV] = str(parent)  # this zygote: the rank dies with it
     _name(f"hetsync-rank-{os.environ.get('RANK', '?')}")
-    if request.get("cwd"):
-        os.chdir(request["cwd"])
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     os._exit(_leave(_run(request)))
@@ -318,7 +319,8 @@ class Zygote:
         """A rank running ``module`` (or ``script``) with ``args``, output to ``log_path``."""
         with self._lock:  # (one fork at a time: the replies come in the order of the requests)
             request: dict[str, Any] = {"args": list(args), "env": env, "log": str(log_path), "keep_fd": keep_fd}
-            request["cwd"] = str(cwd) if cwd is not None else None
+            # (a rank starts where a fresh process would: the launcher's folder now, not the zygote's)
+            request["cwd"] = str(cwd) if cwd is not None else os.getcwd()
             request.update({"script": script} if script is not None else {"module": module})
             assert self.proc.stdin is not None and self.proc.stdout is not None
             try:
