@@ -129,8 +129,11 @@ class Watch:
         return left
 
     def kill_leftovers(self) -> None:
+        kept = kept_pids()  # (the zygote serves the next test's launches: it is nobody's leftover)
         for pid, (start, _) in self.seen.items():
             st = proc_stat(pid)
+            if pid in kept:
+                continue
             if st is not None and st[3] == start:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
