@@ -223,6 +223,29 @@ def build_parser(bench_name: str | None = None) -> argparse.ArgumentParser:
         help="if rank 0 dies, start the script again up to this many times; hetsync.init goes on from its "
         "checkpoint_dir's checkpoint where there is one (default: 0)",
     )
+    p.add_argument(
+        "--max-worker-restarts",
+        type=argcheck.restarts,
+        default=0,
+        help="if a worker process dies, start it again up to this many times in all: its hetsync.init comes back "
+        "on a session of its own with the current model, and sync.first_step / sync.loader go on where its data "
+        "was (path ps, one policy that takes joins; default: 0)",
+    )
+    p.add_argument(
+        "--nproc-max",
+        type=argcheck.nproc,
+        default=None,
+        help="the run has this many workers: --nproc start with it, and the others may join while it runs "
+        "(hetsync launch --join OUT script.py ...; path ps; default: --nproc)",
+    )
+    p.add_argument(
+        "--join",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="start one more worker of the script into the job running in OUT (started with --nproc-max), on "
+        "this machine; it takes the job's settings from OUT/rendezvous.json",
+    )
     p.add_argument("script", help="the Python training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -828,6 +851,9 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise BadInput(f"no such script: {args.script!r} (hetsync launch runs a Python file under torch.distributed)")
+    if args.join is not None:
+        return _cmd_join(args, script)
+    rejoins = _check_launch_membership(args)
     out = Path(args.out)
     con = terminal_console()
     con.print(
@@ -844,6 +870,10 @@ def _cmd_launch(args: argparse.Namespace) -> int:
 
         try:
             env = {} if args.path is None else {"HETSYNC_PATH": args.path}  # (hetsync.runtime.collective.PATH_ENV)
+            if args.nproc_max is not None and args.nproc_max > args.nproc:
+                joins = f"hetsync launch --join {out} {' '.join([str(script), *args.script_args])}"
+                said = f"up to {args.nproc_max - args.nproc} more worker(s) may join: {joins}"
+                con.print(said, style="dim", markup=False, highlight=False, soft_wrap=True)  # (one line: a command)
 
             def attempt(k: int) -> int:  # k > 0: the server died; hetsync.init resumes from its checkpoint_dir
                 again = {RESUME_ENV: "1"} if k else {}
@@ -855,6 +885,8 @@ def _cmd_launch(args: argparse.Namespace) -> int:
                     on_progress=tick,
                     script=str(script),
                     env={**env, **again},
+                    rejoins=rejoins,
+                    nproc_max=args.nproc_max,
                 )
 
             def restarted(k: int, why: str) -> None:
@@ -884,6 +916,76 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         if run.get("eval_warning"):
             con.print(f"warning: {run['label']}: {run['eval_warning']}", style="yellow", markup=False, highlight=False)
     _say(con, f"wrote {out}/summary.json, the traces, model-*.pt and {out}/logs/")
+    return 0
+
+
+def _check_launch_membership(args: argparse.Namespace) -> Any:
+    """``hetsync launch``'s workers that come back (``--max-worker-restarts``)
+    or join (``--nproc-max``), refused in one line before any process starts
+    where they cannot (the script's own policy and path are checked by its
+    ``hetsync.init``, on every rank, before any traffic: ProcessOptions.check_rejoin).
+    Returns the launcher's plan (:class:`~hetsync.runtime.launch.Rejoins`), or None."""
+    from hetsync.runtime.config import ProcessOptions
+    from hetsync.runtime.launch import Rejoins
+
+    nproc_max = args.nproc_max
+    if nproc_max is not None and nproc_max < args.nproc:
+        raise BadInput(
+            f"--nproc-max {nproc_max} is below --nproc {args.nproc}: the job starts with --nproc workers and "
+            "up to --nproc-max may be in it; give --nproc-max at least --nproc"
+        )
+    joinable = 0 if nproc_max is None else nproc_max - args.nproc
+    if joinable and args.max_restarts:
+        raise BadInput(
+            f"--nproc-max {nproc_max} with --max-restarts {args.max_restarts}: a job started again from its "
+            "checkpoint starts with --nproc workers, and those that had joined would have to join again; drop one"
+        )
+    # (ProcessOptions refuses the collective path with either, naming the option)
+    ProcessOptions(path=args.path or "ps", max_worker_restarts=args.max_worker_restarts, joinable=joinable)
+    return Rejoins(max_worker_restarts=args.max_worker_restarts) if args.max_worker_restarts else None
+
+
+def _cmd_join(args: argparse.Namespace, script: Path) -> int:
+    """``hetsync launch --join OUT script.py ...``: one more worker into the job running in OUT."""
+    from rich.markup import escape
+
+    from hetsync.console import terminal_console
+    from hetsync.runtime import launch
+
+    given = [
+        flag
+        for flag, value, default in (
+            ("--nproc", args.nproc, 2),
+            ("--out", "runs/loop" if Path(args.out) == args.join else str(args.out), "runs/loop"),
+            ("--path", args.path, None),
+            ("--max-restarts", args.max_restarts, 0),
+            ("--max-worker-restarts", args.max_worker_restarts, 0),
+            ("--nproc-max", args.nproc_max, None),
+        )
+        if value != default
+    ]
+    if given:
+        raise BadInput(
+            f"--join {args.join} takes the running job's settings from {args.join}/{launch.JOB_FILE}: drop {given[0]}"
+        )
+    con = terminal_console()
+    out = args.join
+
+    def started(worker: int, log: Path) -> None:
+        said = (
+            f"[bold]{escape(script.name)}[/]: worker {worker} joins the job in {escape(str(out))}/ → {escape(str(log))}"
+        )
+        con.print(said, soft_wrap=True)
+
+    try:
+        code = launch.join(out, args.script_args, script=str(script), on_start=started)
+    except KeyboardInterrupt:
+        _say(con, "interrupted; the worker left the job", style="red")
+        return EXIT_INTERRUPTED
+    if code != 0:
+        _say(con, f"the worker exited with status {code}; see {out}/logs/", style="red")
+        return 1
+    _say(con, f"the worker's loop ended; the job's results will be in {out}/")
     return 0
 
 

@@ -96,6 +96,13 @@ its state beside the checkpoint and a resumed run loads it. Under plain torchrun
 worker that dies ends the whole job (torchrun stops every process when one
 fails); ``hetsync launch`` starts each rank on its own (no torchrun agent), so
 the server sees the worker leave and carries on, as in ``hetsync run``.
+With ``--max-worker-restarts`` it starts a dead worker again, and with
+``--nproc-max`` (then ``hetsync launch --join OUT``) it takes workers that
+come later: their ``hetsync.init`` opens a session of its own with rank 0
+(:func:`_come_back`) instead of entering the process group, is sent the
+current model, and ``sync.first_step`` / ``sync.drawn_before`` say where
+its loop goes on, as after a resume; its local optimizer state starts
+afresh (docs/membership.md).
 
 **Failures are loud** (:mod:`hetsync.loop_checks`). A worker whose script
 raises or ends without ``sync.finish()`` says so in one line as its last;
@@ -116,6 +123,7 @@ import math
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -143,7 +151,7 @@ from hetsync.optim import (
 from hetsync.runtime import protocol as P
 from hetsync.runtime.checkpoint_check import worker_state_path
 from hetsync.runtime.collective import PATH_ENV, RoundReducer, check_path, uses_collective, workers_group
-from hetsync.runtime.config import RESUME_ENV
+from hetsync.runtime.config import MAX_WORKER_RESTARTS_ENV, NPROC_MAX_ENV, REJOIN_ENV, RESUME_ENV
 from hetsync.runtime.evaluator import BackgroundEvaluator
 from hetsync.runtime.launch import OUT_ENV
 from hetsync.runtime.shards import PendingModel
@@ -225,12 +233,18 @@ def init(
     if _active is not None:
         raise BadInput("hetsync.init was already called in this process; call it once")
     rank, world = _ranks()
+    workers, joinable, restarts = _membership(world)
+    from hetsync.runtime.session import rejoin_epoch
+
+    epoch = rejoin_epoch()  # hetsync launch started this worker again, or it joins the job (--join)
+    if epoch is not None and rank == 0:
+        raise BadInput(f"{REJOIN_ENV} is for a worker's process, and this is rank 0 (the policy's)")
     from hetsync.driver import policy_labels
     from hetsync.run_as import RUN_AS_ENV, impose
 
     # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
     policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
-    sc = _scenario(scenario, world - 1, overrides)
+    sc = _scenario(scenario, workers, overrides)
     (label,) = policy_labels(sc, [policy], driver="loop")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
         path = os.environ.get(PATH_ENV, "ps")
@@ -274,7 +288,10 @@ def init(
         checkpoint_every_s=checkpoint_every_s,
         resume=resume,
         path=path,
+        max_worker_restarts=restarts,
+        joinable=joinable,
     )
+    opts.check_rejoin(sc, [policy])  # (every rank, before any traffic: the same one line)
     from hetsync.runtime.agent import die_with_parent
 
     die_with_parent()
@@ -282,8 +299,12 @@ def init(
     from hetsync.advise.loop_profile import Profiler, settings_from_env
 
     profiling = settings_from_env()  # under `hetsync profile --script`: time the loop, run no policy
-    _form_group(rank, opts)
-    _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}), plots=plots)
+    link = None
+    if epoch is None:
+        _form_group(rank, opts)
+    else:  # a session of its own with rank 0: the world group formed without it
+        link = _come_back(rank - 1, epoch, opts)
+    _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}), plots=plots, link=link)
     if profiling is not None:
         _active._profiler = Profiler(rank, sc, profiling, opts.out)
     if rank > 0:  # a worker's failure is loud, its quiet mistakes warned about (hetsync.loop_checks)
@@ -291,6 +312,50 @@ def init(
         checks.watch_exit(finished=lambda sync=_active: _active is not sync)
         checks.split_samplers_by_worker()
     return _active
+
+
+def _membership(world: int) -> tuple[int, int, int]:
+    """(the run's workers, how many of them may join later, worker restarts)
+    as ``hetsync launch`` says (:data:`NPROC_MAX_ENV`: ``--nproc-max``;
+    :data:`MAX_WORKER_RESTARTS_ENV`: ``--max-worker-restarts``); under
+    torchrun, the world's workers and neither."""
+    present = world - 1
+    raw_max, raw_restarts = os.environ.get(NPROC_MAX_ENV), os.environ.get(MAX_WORKER_RESTARTS_ENV)
+    try:
+        workers = present if not raw_max else int(raw_max)
+        restarts = int(raw_restarts) if raw_restarts else 0
+    except ValueError:
+        raise BadInput(
+            f"{NPROC_MAX_ENV}={raw_max!r} and {MAX_WORKER_RESTARTS_ENV}={raw_restarts!r} must be whole numbers "
+            "(hetsync launch sets them from --nproc-max and --max-worker-restarts)"
+        ) from None
+    if workers < present:
+        raise BadInput(
+            f"{NPROC_MAX_ENV}={workers} is below the {present} workers of the process group: "
+            "--nproc-max must be at least --nproc"
+        )
+    return workers, workers - present, restarts
+
+
+def _come_back(w: int, epoch: int, opts: Any) -> Any:
+    """Worker ``w``, started again by ``hetsync launch`` (or joining the job
+    late, ``--join``): it announces itself on rank 0's store and opens its
+    session (:func:`hetsync.runtime.session.join_session`), within
+    ``startup_timeout_s`` or it leaves with a one-line reason."""
+    from hetsync.runtime.process import _startup_expired
+    from hetsync.runtime.session import join_session
+
+    timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
+    timer.daemon = True
+    timer.start()
+    t0 = time.monotonic()
+    link = join_session(w, epoch, opts.startup_timeout_s)
+    timer.cancel()
+    print(
+        f"hetsync: worker {w} (life {epoch}): its session with rank 0 opened in {time.monotonic() - t0:.2f} s",
+        flush=True,
+    )
+    return link
 
 
 def _check_resumable(checkpoint_dir: Path | None, label: str) -> None:
@@ -396,6 +461,7 @@ class Sync:
         metrics: dict[str, str],
         *,
         plots: bool = True,
+        link: Any = None,
     ) -> None:
         self.rank = rank
         self.scenario = scenario
@@ -410,6 +476,8 @@ class Sync:
         self._worker: _LoopWorker | None = None
         self._profiler: Any = None  # a hetsync.advise.loop_profile.Profiler under `hetsync profile --script`
         self._checks: WorkerChecks | None = None  # a worker's (init)
+        # a worker that came back (or joined late): its session with rank 0 (hetsync.runtime.session)
+        self._link = link
 
     @property
     def batch_size(self) -> int:
@@ -504,6 +572,7 @@ class Sync:
             checkpoint_dir=self.opts.checkpoint_dir,
             checkpoint_every_s=self.opts.checkpoint_every_s,
             resume=self.opts.resume,
+            link=self._link,
         )
         self._worker.start()
         if self._checks is not None:  # hetsync owns the process group now, and each opt.step() is a step
@@ -567,7 +636,8 @@ class Sync:
         else:
             w.leave()
             w.flush()
-        dist.distributed_c10d.destroy_process_group()  # (not dist.destroy_process_group: the user's, guarded)
+        if dist.is_initialized():  # (a worker that came back on a session never entered the world group)
+            dist.distributed_c10d.destroy_process_group()  # (not dist.destroy_process_group: the user's, guarded)
         _active = None
 
 
@@ -892,6 +962,7 @@ class _LoopWorker(WorkerProcess):
         checkpoint_dir: Path | None = None,
         checkpoint_every_s: float = 10.0,
         resume: bool = False,
+        link: Any = None,
     ) -> None:
         super().__init__(
             worker,
@@ -903,6 +974,7 @@ class _LoopWorker(WorkerProcess):
             checkpoint_dir=checkpoint_dir,
             checkpoint_every_s=checkpoint_every_s,
             resume=resume,
+            link=link,
         )
         self.flat = flat
         self.opt = optimizer

@@ -36,6 +36,10 @@ PARENT_PID_ENV = "HETSYNC_PARENT_PID"  # the process whose death kills a rank (h
 # the listening socket whose fd STORE_FD_ENV gives, bound to --host
 OWN_STORE_ENV = "HETSYNC_OWN_STORE"
 REJOIN_ENV = "HETSYNC_REJOIN"  # set by the launcher on a worker it started again: its life (1, 2, ...)
+# hetsync launch --max-worker-restarts N: hetsync.init's server watches for workers that come back
+MAX_WORKER_RESTARTS_ENV = "HETSYNC_MAX_WORKER_RESTARTS"
+# hetsync launch --nproc-max M: the run has M workers, those beyond the world group's absent at the start
+NPROC_MAX_ENV = "HETSYNC_NPROC_MAX"
 RESUME_ENV = "HETSYNC_RESUME"  # "1": a restarted job (hetsync launch --max-restarts) goes on from its checkpoint
 STORE_FD_ENV = "HETSYNC_STORE_FD"
 STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a rank's start-up timer, in its log
@@ -96,6 +100,10 @@ class ProcessOptions:
     # a worker process that dies is started again by the launcher, this many times in all at most; it
     # comes back on a session of its own (hetsync.runtime.session) and goes on where it was
     max_worker_restarts: int = 0
+    # the scenario's last `joinable` workers are absent at the start (they have no rank in the world
+    # group) and may join on sessions while the run goes on (hetsync launch --nproc-max): the server
+    # knows every worker from the start, as policies size their state by the worker count
+    joinable: int = 0
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -119,6 +127,15 @@ class ProcessOptions:
             or self.max_worker_restarts < 0
         ):
             raise BadInput(f"max_worker_restarts must be an integer >= 0, got {self.max_worker_restarts!r}")
+        if isinstance(self.joinable, bool) or not isinstance(self.joinable, int) or self.joinable < 0:
+            raise BadInput(f"joinable must be an integer >= 0, got {self.joinable!r}")
+        if self.joinable > 0 and self.path != "ps":
+            raise BadInput(
+                f"--nproc-max: {self.joinable} worker(s) may join, on path ps only (the collective path's group "
+                "of workers is formed at start); drop --path collective"
+            )
+        if self.joinable > 0 and self.servers != 1:
+            raise BadInput("--nproc-max: workers join with one server only (sharded servers keep links of their own)")
         if self.max_worker_restarts > 0 and self.path != "ps":
             raise BadInput(
                 f"max_worker_restarts {self.max_worker_restarts}: a restarted worker comes back on path ps only "
@@ -149,6 +166,14 @@ class ProcessOptions:
             max_worker_restarts=self.max_worker_restarts,
             resumable=resumable,
         )
+        if self.joinable > 0:  # (the same checks: a worker that joins late comes in as one that comes back)
+            try:
+                check_rejoin(scenario, specs, path=self.path, servers=self.servers, max_worker_restarts=self.joinable)
+            except BadInput as e:
+                said = str(e).replace(
+                    f"--max-worker-restarts {self.joinable}", f"--nproc-max ({self.joinable} may join)"
+                )
+                raise BadInput(said.replace("workers come back", "workers join")) from None
 
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where

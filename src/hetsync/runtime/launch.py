@@ -41,7 +41,11 @@ workers did — raised, ended without ``sync.finish()``, was killed, or went
 silent — even though the run went on without it: ``exit-status.json`` then
 holds one line per such worker, its own last word (the line
 :data:`WORKER_FAILED` that :mod:`hetsync.loop_checks` printed) or how its
-process ended, and the summary keeps the run's results.
+process ended, and the summary keeps the run's results. A worker started
+again (``--max-worker-restarts``: :class:`Rejoins`) is judged by its last
+life. A script's job started with ``--nproc-max`` writes its rendezvous to
+``OUT/rendezvous.json`` while it runs, from which ``hetsync launch --join
+OUT`` (:func:`join`) starts one more worker into it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -61,13 +66,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from hetsync.errors import BadInput
 from hetsync.runtime.config import (  # (none of them imports torch)
     CONFIG_NAME,
     DEFAULT_STARTUP_TIMEOUT_S,
     EXIT_STATUS,
+    MAX_WORKER_RESTARTS_ENV,
+    NPROC_MAX_ENV,
     OWN_STORE_ENV,
     PARENT_PID_ENV,
     RDZV_BACKEND,
@@ -92,6 +99,10 @@ WORKER_FAILED = "hetsync: worker {worker} (rank {rank}) failed: {error}"
 _WORKER_FAILED = re.compile(r"hetsync: worker \d+ \(rank \d+\) failed: (.*)")
 LOOP_ENDED = "its training loop ended"  # the server's reason for a worker that left well (runtime.server)
 SERVER_DIED = "rank 0 (the server)"  # how the launcher's reason begins when the server died (with_restarts)
+# hetsync launch --nproc-max: where the running job's rendezvous is, for `hetsync launch --join OUT`
+# (written in OUT as the ranks start, removed when the launcher ends)
+JOB_FILE = "rendezvous.json"
+CAME_BACK = "hetsync: the launcher starts worker {worker} again (life {life})"  # in the worker's log
 
 
 @dataclass(frozen=True)
@@ -400,6 +411,7 @@ def launch(
     cwd: str | Path | None = None,
     servers: int = 1,
     rejoins: Rejoins | None = None,
+    nproc_max: int | None = None,
 ) -> int:
     """Run ``nproc`` workers and ``servers`` servers (rank 0, and ranks
     ``nproc`` + 1 … holding the model's other shards: :mod:`hetsync.runtime.shards`); returns the server's exit status
@@ -411,7 +423,9 @@ def launch(
     ``env``: extra environment variables for every rank. ``startup_timeout_s``:
     the ranks' start-up bound (default: ``--startup-timeout-s`` among ``runtime_args``). ``cwd``: the ranks'
     working folder (default: this process's; ``out_dir`` should then be absolute). ``rejoins``:
-    which dead workers are started again, and when (:class:`Rejoins`)."""
+    which dead workers are started again, and when (:class:`Rejoins`). ``nproc_max`` (a
+    script): the run has that many workers, the last ``nproc_max - nproc`` absent at the start;
+    each may join while it runs (:func:`join`, which reads ``OUT/rendezvous.json``)."""
     if nproc < 1:
         raise BadInput(f"--nproc must be >= 1 (workers; the server is one more process), got {nproc}")
     startup_s = startup_timeout_s if startup_timeout_s is not None else _startup_timeout_s(runtime_args)
@@ -426,10 +440,24 @@ def launch(
     env = {**_environment(host), **(env or {})}
     env[STARTED_FILE_ENV] = str(started)
     env[OUT_ENV] = str(out_dir)
+    if script is not None and rejoins is not None:  # (hetsync.init's server watches for them)
+        env[MAX_WORKER_RESTARTS_ENV] = str(rejoins.max_worker_restarts)
+    if nproc_max is not None:
+        if script is None or nproc_max < nproc:
+            raise BadInput(f"--nproc-max {nproc_max} needs a script and --nproc {nproc} or fewer workers to start")
+        env[NPROC_MAX_ENV] = str(nproc_max)
     # the rendezvous store's socket, listening from now on: a worker that starts before rank 0 does
     # waits in its backlog rather than retrying (torch's client backs off up to a second between tries)
     store = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     port = int(store.getsockname()[1])
+    job_file = out_dir / JOB_FILE
+    job_file.unlink(missing_ok=True)
+    if nproc_max is not None and nproc_max > nproc:  # for `hetsync launch --join OUT`
+        for claim in logs.glob(".worker-*.joined"):
+            claim.unlink()
+        job = {"host": host, "port": port, "world": world, "nproc": nproc, "nproc_max": nproc_max}
+        command = {"script": str(Path(str(script)).resolve()), "args": list(runtime_args)}
+        _write_atomic(job_file, {**job, **command, "launcher_pid": os.getpid(), "out": str(out_dir.resolve())})
     agents: list[_Agent] = []
     zygote = None
     if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
@@ -454,7 +482,7 @@ def launch(
             rank_env[STORE_FD_ENV] = str(fds[0])
         if life:
             rank_env[REJOIN_ENV] = str(life)
-            print(f"hetsync: the launcher starts worker {rank - 1} again (life {life})", file=log, flush=True)
+            print(CAME_BACK.format(worker=rank - 1, life=life), file=log, flush=True)
         proc: subprocess.Popen[bytes] | Forked | None = None
         if forking:
             assert zygote is not None
@@ -492,11 +520,112 @@ def launch(
             restarter=restarter,
         )
     finally:
+        job_file.unlink(missing_ok=True)  # (no worker joins a job that is over)
         store.close()
         _stop(agents)
         if zygote is not None:
             zygote.close()
         started.unlink(missing_ok=True)
+
+
+def join(
+    out_dir: Path,
+    runtime_args: Sequence[str],
+    *,
+    script: str,
+    cwd: str | Path | None = None,
+    timeout_s: float | None = None,
+    on_start: Callable[[int, Path], None] | None = None,
+) -> int:
+    """``hetsync launch --join OUT``: one more worker of ``script`` into the
+    job running in ``out_dir`` (started with ``--nproc-max``), on this
+    machine. It takes the first worker index not yet taken (each its own
+    file, created exclusively: two joins at once get two workers), runs as
+    that worker's rank with the job's rendezvous (``OUT/rendezvous.json``)
+    and comes in on a session of its own, as a worker started again does
+    (``HETSYNC_REJOIN=1``; :mod:`hetsync.runtime.session`). ``on_start(worker,
+    log)`` is told once it is started. Returns its exit status: it ends
+    when the run does (the server's ``EXIT``); should the job's launcher be
+    gone first, it is given ``TERM_GRACE_S`` to leave, then stopped."""
+    job = running_job(out_dir)
+    args = job.get("args")
+    ran = [str(job.get("script")), *(str(a) for a in (args if isinstance(args, list) else []))]
+    if [str(Path(script).resolve()), *runtime_args] != ran:  # (its policy spec must be the server's)
+        raise BadInput(
+            f"--join {out_dir}: the job runs {shlex.join(ran)}; give the worker that same script and arguments"
+        )
+    worker = _claim_worker(out_dir, job)
+    rank = worker + 1
+    host, port = str(job["host"]), int(job["port"])
+    env = {**_environment(host), **rank_environment(rank, int(job["world"]), host, port)}
+    env[NPROC_MAX_ENV] = str(job["nproc_max"])
+    env[REJOIN_ENV] = "1"  # (its first session)
+    env[OUT_ENV] = str(out_dir)
+    log_path = out_dir / "logs" / f"rank-{rank}.log"
+    log = log_path.open("w")
+    print(f"hetsync: worker {worker} joins the running job (--join)", file=log, flush=True)
+    agent = _Agent(rank, _spawn(rank_command(runtime_args, script=script), log, env, cwd=cwd), log, agent=False)
+    if on_start is not None:
+        on_start(worker, log_path)
+    t0 = time.monotonic()
+    launcher = int(job["launcher_pid"])
+    try:
+        while agent.proc.poll() is None:
+            if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                raise TimeoutError(f"worker {worker} did not finish within {timeout_s:.0f} s; see {log_path}")
+            if not _pid_alive(launcher):  # the job is over: its server is gone, and the worker hears it
+                _await_exit([agent], TERM_GRACE_S)
+                break
+            time.sleep(POLL_S)
+        code = agent.proc.poll()
+        return code if code is not None else 1  # (still running after the job ended: it failed to leave)
+    finally:
+        _stop([agent])
+
+
+def running_job(out_dir: Path) -> dict[str, Any]:
+    """The rendezvous of the job running in ``out_dir`` (``OUT/rendezvous.json``), checked."""
+    path = out_dir / JOB_FILE
+    try:
+        job = json.loads(path.read_text())
+        int(job["port"]), int(job["world"]), int(job["nproc_max"]), int(job["launcher_pid"]), str(job["host"])
+    except OSError:
+        raise BadInput(
+            f"--join {out_dir}: no job is running there ({path} is missing: it exists while a `hetsync launch "
+            "--nproc-max M` with --out there runs)"
+        ) from None
+    except (ValueError, KeyError, TypeError):
+        raise BadInput(f"--join {out_dir}: {path} is not a job's rendezvous as hetsync launch writes it") from None
+    if not _pid_alive(int(job["launcher_pid"])) or (out_dir / EXIT_STATUS).exists():
+        raise BadInput(f"--join {out_dir}: the job there has ended (its launcher is gone or its run is over)")
+    return dict(job)
+
+
+def _claim_worker(out_dir: Path, job: dict[str, Any]) -> int:
+    """The first worker index in [nproc, nproc_max) not yet taken, taken now
+    (an exclusively created file per worker: two joins never take the same)."""
+    nproc, nproc_max = int(job["nproc"]), int(job["nproc_max"])
+    for w in range(nproc, nproc_max):
+        try:
+            os.close(os.open(out_dir / "logs" / f".worker-{w}.joined", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return w
+    raise BadInput(
+        f"--join {out_dir}: the job has all its workers (--nproc-max {nproc_max}: workers {nproc}..{nproc_max - 1} "
+        "joined already); start it with a larger --nproc-max"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in "ZX"
+
+
+def _write_atomic(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value) + "\n")
+    os.replace(tmp, path)
 
 
 def _supervise(
@@ -760,15 +889,21 @@ def _failed_workers(agents: list[_Agent], out_dir: Path) -> list[dict[str, objec
     wrong: the line it printed as it failed (an exception: its first line;
     no ``sync.finish()``), else how its process ended if that was not well
     (a signal, a status), else why the server counted it gone if that was
-    not its loop's end (silent past ``worker_timeout_s``, connection lost)."""
+    not its loop's end (silent past ``worker_timeout_s``, connection lost).
+    A worker the launcher started again (``--max-worker-restarts``) is
+    judged by its last life: its process, its log since it was started
+    again, and whether it left after it came back."""
     left = _left_early(out_dir)
     failed: list[dict[str, object]] = []
-    for a in agents[1:]:
+    latest = {a.rank: a for a in agents[1:]}  # (a process started again comes after the one it replaces)
+    for a in latest.values():
         log = out_dir / "logs" / f"rank-{a.rank}.log"
         try:
-            said = _WORKER_FAILED.findall(log.read_text(errors="replace"))
+            text = log.read_text(errors="replace")
         except OSError:
-            said = []
+            text = ""
+        again = text.rfind(CAME_BACK.split(" (life")[0].format(worker=a.rank - 1))
+        said = _WORKER_FAILED.findall(text[max(again, 0) :])  # (its last life's)
         code = a.exit_code(out_dir)  # (None: still running, e.g. in torchelastic's exit barrier)
         error = said[0] if said else a.ended(out_dir) if code else left.get(a.rank - 1)
         if error is not None:
@@ -777,13 +912,25 @@ def _failed_workers(agents: list[_Agent], out_dir: Path) -> list[dict[str, objec
 
 
 def _left_early(out_dir: Path) -> dict[int, str]:
-    """Workers that left a run for another reason than their loop's end (``summary.json``)."""
+    """Workers that left a run for another reason than their loop's end
+    (``summary.json``), and did not join it again after (a worker started
+    again, ``--max-worker-restarts``; one absent at the start, ``--nproc-max``)."""
     runs = finished_runs(out_dir / "summary.json")  # (none if it is missing or unreadable)
     early: dict[int, str] = {}
     for run in runs:
-        for gone in (run.get("workers_left") or []) if isinstance(run, dict) else []:
-            if isinstance(gone, dict) and gone.get("reason") != LOOP_ENDED:
-                early.setdefault(int(gone.get("worker", -1)), str(gone.get("reason")))
+        if not isinstance(run, dict):
+            continue
+        joined: dict[int, float] = {}
+        for came in run.get("workers_joined") or []:
+            if isinstance(came, dict):
+                w = int(came.get("worker", -1))
+                joined[w] = max(joined.get(w, -math.inf), float(came.get("t", 0.0)))
+        for gone in run.get("workers_left") or []:
+            if not isinstance(gone, dict) or gone.get("reason") == LOOP_ENDED:
+                continue
+            w = int(gone.get("worker", -1))
+            if float(gone.get("t", 0.0)) >= joined.get(w, -math.inf):
+                early.setdefault(w, str(gone.get("reason")))
     return early
 
 

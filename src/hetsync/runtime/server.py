@@ -133,7 +133,10 @@ class ServerProcess:
         self.workload = workload
         self.opts = opts
         self.nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else workload.model_nbytes
-        self.alive = set(range(self.n))
+        # workers that may join later (hetsync launch --nproc-max) have no rank in the world group:
+        # absent at the start, booked so by each run (absent_at_start), they come in on sessions
+        self.late = set(range(self.n - opts.joinable, self.n))
+        self.alive = set(range(self.n)) - self.late
         self.inbox: queue.Queue[Received] = queue.Queue()
         # backpressure: a worker's receiver stops reading while this many of its
         # reports wait for the server loop, so a worker stepping nonstop
@@ -153,7 +156,7 @@ class ServerProcess:
         # each worker's link to rank 0: the world group, replaced by a pairwise session when a
         # restarted worker comes back (hetsync.runtime.session)
         self.links: list[Link] = [WorldLink(w + 1) for w in range(self.n)]
-        for w in range(self.n):
+        for w in sorted(self.alive):
             self._start_receiver(w, self.links[w])
         # sessions of restarted workers, opened and waiting for the loop to take them in (_Run._admit)
         self.joins: queue.Queue[tuple[int, Rejoined]] = queue.Queue()
@@ -417,7 +420,8 @@ class _Run:
             self._resume(self._restore)
         self.evaluator = self._evaluator()
         try:
-            for w in absent_at_start(sc):  # (their processes leave the group as it forms: membership)
+            # (membership: their processes leave the group as it forms; --nproc-max: not there yet)
+            for w in absent_at_start(sc, srv.opts.joinable):
                 self.left(w, "absent at the start")
             self._reset_workers()
             start = self.now()

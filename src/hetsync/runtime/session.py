@@ -20,6 +20,12 @@ and builds its side of the session (:func:`join_session`); on rank 0 a
 each new epoch, and hands the session to the server (which starts a
 receiver on it and tells its loop). The channel (:class:`~hetsync.runtime.protocol.Channel`)
 and the sends of both sides go through a link, whichever it is.
+
+A user's own loop comes back the same way (``hetsync launch
+--max-worker-restarts``: :func:`hetsync.loop._come_back`), and so does a
+worker that joins a job started with ``--nproc-max`` later (``hetsync launch
+--join OUT``, epoch 1): the server counted it from the start, absent
+(:func:`absent_at_start`), and it has no rank in the world group.
 """
 
 from __future__ import annotations
@@ -106,13 +112,19 @@ class Rejoined:
 
 
 def rejoins(scenario: Scenario, opts: ProcessOptions) -> bool:
-    """Whether workers of this run may come back (the scenario's ``membership`` joins, ``--max-worker-restarts``)."""
-    return opts.max_worker_restarts > 0 or any(a.join_s is not None for a in scenario.cluster.membership)
+    """Whether workers of this run may come back or join (the scenario's
+    ``membership`` joins, ``--max-worker-restarts``, ``--nproc-max``)."""
+    joins = any(a.join_s is not None for a in scenario.cluster.membership)
+    return opts.max_worker_restarts > 0 or opts.joinable > 0 or joins
 
 
-def absent_at_start(scenario: Scenario) -> list[int]:
-    """The workers the scenario's ``membership`` has start absent (they join later)."""
-    return sorted({a.worker for a in scenario.cluster.membership if a.leave_s is None})
+def absent_at_start(scenario: Scenario, joinable: int = 0) -> list[int]:
+    """The workers that start absent (they join later): those the scenario's
+    ``membership`` has start so, and the last ``joinable`` ones (``hetsync
+    launch --nproc-max``: they have no rank in the world group)."""
+    n = scenario.cluster.workers
+    late = {a.worker for a in scenario.cluster.membership if a.leave_s is None}
+    return sorted(late | set(range(n - joinable, n)))
 
 
 def as_link(src: int | Link) -> Link:
