@@ -983,7 +983,12 @@ def _cmd_join(args: argparse.Namespace, script: Path) -> int:
         _say(con, "interrupted; the worker left the job", style="red")
         return EXIT_INTERRUPTED
     if code != 0:
-        _say(con, f"the worker exited with status {code}; see {out}/logs/", style="red")
+        try:
+            launch.running_job(out)
+            why = ""
+        except BadInput:  # (the job ended while the worker started: it had nothing to join)
+            why = " (the job ended while it started: join earlier, or give the job more to do)"
+        _say(con, f"the worker exited with status {code}{why}; see {out}/logs/", style="red")
         return 1
     _say(con, f"the worker's loop ended; the job's results will be in {out}/")
     return 0
