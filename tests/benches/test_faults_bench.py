@@ -35,6 +35,8 @@ def test_the_declared_soak_covers_every_family_a_users_loop_and_thirty_faulted_r
     families = {"bsp", "asp", "ssp", "dssp", "elastic-bsp", "wbsp", "lb-bsp", "backup", "local-sgd", "diloco"}
     assert families <= {j.policy.split(":")[0] for j in jobs if j.path == "ps" and not j.loop}
     assert not any(j.loop and kind == "link-slow" for j, kind in runs)
+    back = {j.name for j, kind in runs if kind == "worker-restart"}  # (workers come back on path ps, with a server)
+    assert "own-loop" in back and "asp" in back and not back & {"p2p-random", "bsp-collective"}
 
 
 def test_commands_carry_the_faults_options():
@@ -47,6 +49,11 @@ def test_commands_carry_the_faults_options():
     assert load["workers"] == [1] and load["phase_s"] == load["on_s"] == load["period_s"] - 2.5
     looped = faults.command(loop, kill, faults.Path("/o"), faults.Path("/s.py"))
     assert looped[2:4] == ["hetsync", "launch"] and "--max-restarts" in looped and looped[-1] == "/o/ckpt"
+    back = faults.Fault("worker-restart", 3.0, 1)
+    for job in (bsp, loop):
+        argv = faults.command(job, back, faults.Path("/o"), faults.Path("/s.py"))
+        assert argv[argv.index("--max-worker-restarts") + 1] == "1" and "--max-restarts" not in argv
+    assert "--max-worker-restarts" not in faults.command(bsp, kill, faults.Path("/o"), faults.Path("/s.py"))
 
 
 def test_update_times_read_the_trace_on_each_legs_clock():

@@ -9,7 +9,10 @@ parameter-server path, BSP on the collective path, a peer-to-peer one) or
 a fault (its throughput baseline) and once per fault kind, the fault at a
 time drawn from ``--seed``'s generator (:func:`draw_fault`):
 
-- ``worker-kill``: SIGKILL to a drawn worker's process;
+- ``worker-kill``: SIGKILL to a drawn worker's process (it stays gone);
+- ``worker-restart``: the same, with ``--max-worker-restarts 1``: the
+  launcher starts the worker again at once and it rejoins the running job
+  (on jobs whose workers can come back: path ps with a server);
 - ``worker-stop``: SIGSTOP to a drawn worker, SIGCONT after a drawn pause
   (some longer than the runs' ``--worker-timeout-s``, :data:`WORKER_TIMEOUT_S`);
 - ``server-kill``: SIGKILL to rank 0 with ``--checkpoint-dir`` and
@@ -30,8 +33,8 @@ Per run (:func:`judge`): *finished* — the command ended by itself, within
 summary or the trace missing or unreadable, the trace without its ``end``,
 the run marked interrupted, its steps not accounted (more applied and
 dropped than computed, or more computed than applied, dropped and
-outstanding — started, not ended —, or other than the workers' own counts), or a killed server
-not restarted; *left over* — processes of the run still alive one second
+outstanding — started, not ended —, or other than the workers' own counts), a killed server
+not restarted, or a restarted worker that did not come back; *left over* — processes of the run still alive one second
 after the command ended (they are then killed); *time to recover* — the longest
 stretch without a model update (an ``apply``, or a peer-to-peer exchange's
 end) from the fault to the run's end, counted from the fault if it began
@@ -111,6 +114,7 @@ JOBS = (
 )
 KINDS = {
     "worker-kill": "a worker's process SIGKILLed",
+    "worker-restart": "a worker's process SIGKILLed, started again at once (--max-worker-restarts 1)",
     "worker-stop": "a worker SIGSTOPped, SIGCONT after a drawn pause",
     "server-kill": "rank 0 SIGKILLed, with checkpoints and --max-restarts 1",
     "link-slow": f"a worker's link {SLOW_FACTOR:g}x slower from then on (--throttle's emulation)",
@@ -128,8 +132,14 @@ class Fault:
 
 
 def applies(job: Job, kind: str) -> bool:
-    """Whether the declared soak runs ``kind`` on ``job`` (link-slow: hetsync run's jobs in :data:`LINK_JOBS`)."""
-    return kind != "link-slow" or (not job.loop and job.name in LINK_JOBS)
+    """Whether the declared soak runs ``kind`` on ``job`` (link-slow: hetsync run's jobs in
+    :data:`LINK_JOBS`; worker-restart: those whose workers can come back, on path ps with a
+    server: not peer to peer, not the collective path)."""
+    if kind == "link-slow":
+        return not job.loop and job.name in LINK_JOBS
+    if kind == "worker-restart":
+        return job.path == "ps" and not job.policy.startswith("p2p")
+    return True
 
 
 def matrix(jobs: Iterable[Job], kinds: Iterable[str]) -> list[tuple[Job, str]]:
@@ -156,9 +166,10 @@ def command(job: Job, fault: Fault | None, out: Path, script: Path, *, run_s: fl
     hetsync = [sys.executable, "-m", "hetsync"]
     restart = fault is not None and fault.kind == "server-kill"
     ckpt = ["--checkpoint-dir", str(out / "ckpt"), "--max-restarts", "1"] if restart else []
+    comes_back = ["--max-worker-restarts", "1"] if fault is not None and fault.kind == "worker-restart" else []
     if job.loop:
         loop_args = [job.policy, f"{run_s:g}", f"{WORKER_TIMEOUT_S:g}", *([str(out / "ckpt")] if restart else [])]
-        launch = [*hetsync, "launch", "--nproc", str(WORKERS), "--out", str(out), *ckpt[2:]]
+        launch = [*hetsync, "launch", "--nproc", str(WORKERS), "--out", str(out), *ckpt[2:], *comes_back]
         return [*launch, str(script), *loop_args]
     sets = {
         "max_time_s": run_s,
@@ -174,7 +185,7 @@ def command(job: Job, fault: Fault | None, out: Path, script: Path, *, run_s: fl
     argv += ["--throttle", "--no-plots", "--worker-timeout-s", f"{WORKER_TIMEOUT_S:g}", "-o", str(out)]
     if restart:
         argv += ["--checkpoint-every-s", f"{CHECKPOINT_EVERY_S:g}"]
-    return argv + ckpt + [x for key, value in sets.items() for x in ("--set", f"{key}={value}")]
+    return argv + ckpt + comes_back + [x for key, value in sets.items() for x in ("--set", f"{key}={value}")]
 
 
 @dataclass
@@ -316,6 +327,8 @@ def lost(out: Path, kind: str | None) -> list[str]:
         problems.append(f"{steps} steps, workers counted {(run.get('per_worker') or {}).get('steps')}")
     if kind == "server-kill" and not run.get("restarts"):
         problems.append("the killed server was not restarted")
+    if kind == "worker-restart" and not run.get("workers_joined"):
+        problems.append("the killed worker did not come back")
     return problems
 
 
