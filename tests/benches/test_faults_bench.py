@@ -39,6 +39,12 @@ def test_the_declared_soak_covers_every_family_a_users_loop_and_thirty_faulted_r
     assert "own-loop" in back and "asp" in back and not back & {"p2p-random", "bsp-collective"}
 
 
+def test_every_kinds_fault_is_said_in_words():
+    rng = faults.np.random.default_rng(0)
+    said = {kind: faults.fault_text(faults.draw_fault(kind, rng)) for kind in faults.KINDS}
+    assert said["server-kill"].startswith("rank 0 SIGKILL at") and "started again" in said["worker-restart"]
+
+
 def test_commands_carry_the_faults_options():
     bsp, loop = faults.JOBS[0], next(j for j in faults.JOBS if j.loop)
     kill = faults.Fault("server-kill", 2.0, 0)

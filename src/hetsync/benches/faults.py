@@ -466,6 +466,7 @@ def fault_text(fault: Fault) -> str:
     """``worker 2 SIGSTOP at 3.1 s for 4.2 s``, ``rank 0 SIGKILL at 2.5 s``."""
     who = "rank 0" if fault.rank == 0 else f"worker {fault.rank - 1}"
     what = {"worker-kill": "SIGKILL", "worker-stop": "SIGSTOP", "server-kill": "SIGKILL", "link-slow": "link slowed"}
+    what["worker-restart"] = "SIGKILL, started again,"
     text = f"{who} {what[fault.kind]} at {fault.at_s:.1f} s"
     return text + (f" for {fault.pause_s:.1f} s" if fault.kind == "worker-stop" else "")
 
