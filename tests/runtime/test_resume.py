@@ -30,6 +30,7 @@ from hetsync.policies import make_policy
 from hetsync.policies.base import Apply, PolicyContext
 from hetsync.runtime import checkpoint_check
 from hetsync.runtime.checkpointer import Checkpointer
+from hetsync.runtime.launch import server_log_tail
 from hetsync.scenario import load_scenario
 from hetsync.trace import TraceWriter, read_trace
 from hetsync.workloads import make_workload
@@ -58,13 +59,18 @@ def _agent(out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=default_sigint)
 
 
-def _finish(proc: subprocess.Popen, out: Path) -> list[dict]:
-    try:
-        code = proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc)
-        raise
-    assert code == 0, (out / "agent.log").read_text()[-3000:]
+def _ran(out: Path, *extra: str) -> list[dict]:
+    """A leg nobody interrupts, as ``_agent`` starts it but in this process: its
+    ranks are forked by the suite's kept zygote (a ``hetsync`` child imports
+    torch twice over: 6 s of CPU a leg)."""
+    from unittest import mock
+
+    from hetsync.cli import main
+
+    policy = [] if "--policies" in extra else ["--policies", "bsp"]
+    with mock.patch.dict(os.environ, {"OMP_NUM_THREADS": "1"}):
+        code = main(["run", "--nproc", "2", *ARGS, *policy, "--out", str(out), *extra])
+    assert code == 0, server_log_tail(out)
     return json.loads((out / "summary.json").read_text())
 
 
@@ -110,7 +116,7 @@ def _checkpoint_time(path: Path) -> float:
 def legs(tmp_path_factory):
     """An uninterrupted run, a run killed after its checkpoint at >= 4 s, and its resumption."""
     root = tmp_path_factory.mktemp("resume")
-    whole = _finish(_agent(root / "whole"), root / "whole")[0]
+    whole = _ran(root / "whole")[0]
 
     out, ckpt_dir = root / "cut", root / "ckpt"
     ckpt = ckpt_dir / "ckpt-bsp.pt"
@@ -134,7 +140,7 @@ def legs(tmp_path_factory):
     with trace.open("a") as fh:
         fh.writelines(lines[-1:])
 
-    resumed = _finish(_agent(out, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)[0]
+    resumed = _ran(out, "--checkpoint-dir", str(ckpt_dir), "--resume")[0]
     return {"whole": whole, "resumed": resumed, "saved": saved, "trace": _records(trace), "ckpt": ckpt}
 
 
@@ -282,7 +288,7 @@ def test_sigterm_checkpoints_the_run_where_it_stands_and_resume_goes_on_from_the
             _kill_tree(proc)
     saved = torch.load(ckpt_dir / "ckpt-bsp.pt", weights_only=True)
     assert saved["version"] >= 5 and 0 < saved["elapsed_s"] < 4
-    (resumed,) = _finish(_agent(out, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
+    (resumed,) = _ran(out, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--resume")
     assert resumed["resumed_from"]["version"] == saved["version"]
     assert resumed["updates"] > saved["version"] and resumed["stop_reason"] == "max_time"
 
@@ -309,7 +315,7 @@ def test_the_workers_local_optimizer_state_is_saved_and_a_resumed_run_goes_on_wi
             _kill_tree(proc)
     saved_steps = [_saved_step(f) for f in files]
     books = torch.load(ckpt_dir / "ckpt-diloco-h-4.pt", weights_only=True)["peers"]
-    (resumed,) = _finish(_agent(out, *policy, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--resume"), out)
+    (resumed,) = _ran(out, *policy, *SHORT, "--checkpoint-dir", str(ckpt_dir), "--resume")
     assert not any("optimizer state" in x for x in resumed["resumed_from"]["fresh"]), resumed["resumed_from"]
     for w, f in enumerate(files):
         after = resumed["per_worker"]["steps"][w] - books[w]["steps"]  # steps it computed after the resume
