@@ -99,7 +99,7 @@ the server sees the worker leave and carries on, as in ``hetsync run``.
 With ``--max-worker-restarts`` it starts a dead worker again, and with
 ``--nproc-max`` (then ``hetsync launch --join OUT``) it takes workers that
 come later: their ``hetsync.init`` opens a session of its own with rank 0
-(:func:`_come_back`) instead of entering the process group, is sent the
+(:func:`~hetsync.runtime.process.come_back`) instead of entering the process group, is sent the
 current model, and ``sync.first_step`` / ``sync.drawn_before`` say where
 its loop goes on, as after a resume; its local optimizer state starts
 afresh (docs/membership.md).
@@ -123,7 +123,6 @@ import math
 import os
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -277,7 +276,7 @@ def init(
         resume = checkpoint_path(checkpoints, label).is_file()
     if resume and rank == 0:  # (the checkpoint is rank 0's: workers on other machines do not see it)
         _check_resumable(checkpoints, label)
-    from hetsync.runtime.process import ProcessOptions, _form_group
+    from hetsync.runtime.process import ProcessOptions, _form_group, come_back
 
     opts = ProcessOptions(
         out=folder,
@@ -303,7 +302,7 @@ def init(
     if epoch is None:
         _form_group(rank, opts)
     else:  # a session of its own with rank 0: the world group formed without it
-        link = _come_back(rank - 1, epoch, opts)
+        link = come_back(rank - 1, epoch, opts)
     _active = Sync(rank, sc, policy, opts, evaluate, dict(metrics or {}), plots=plots, link=link)
     if profiling is not None:
         _active._profiler = Profiler(rank, sc, profiling, opts.out)
@@ -335,27 +334,6 @@ def _membership(world: int) -> tuple[int, int, int]:
             "--nproc-max must be at least --nproc"
         )
     return workers, workers - present, restarts
-
-
-def _come_back(w: int, epoch: int, opts: Any) -> Any:
-    """Worker ``w``, started again by ``hetsync launch`` (or joining the job
-    late, ``--join``): it announces itself on rank 0's store and opens its
-    session (:func:`hetsync.runtime.session.join_session`), within
-    ``startup_timeout_s`` or it leaves with a one-line reason."""
-    from hetsync.runtime.process import _startup_expired
-    from hetsync.runtime.session import join_session
-
-    timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
-    timer.daemon = True
-    timer.start()
-    t0 = time.monotonic()
-    link = join_session(w, epoch, opts.startup_timeout_s)
-    timer.cancel()
-    print(
-        f"hetsync: worker {w} (life {epoch}): its session with rank 0 opened in {time.monotonic() - t0:.2f} s",
-        flush=True,
-    )
-    return link
 
 
 def _check_resumable(checkpoint_dir: Path | None, label: str) -> None:

@@ -173,6 +173,14 @@ def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: l
     session (:mod:`hetsync.runtime.session`) and serves the server's commands
     on it; it never enters the world group. Leaves with a one-line reason
     after ``startup_timeout_s`` if the server does not take it."""
+    _worker(w, epoch, scenario, workload, specs, opts, come_back(w, epoch, opts)).serve()
+    return 0
+
+
+def come_back(w: int, epoch: int, opts: ProcessOptions) -> Any:
+    """Worker ``w``'s session with rank 0 (life ``epoch``; a user's loop too:
+    :func:`hetsync.loop.init`), opened within ``startup_timeout_s`` or the
+    process leaves with a one-line reason."""
     from hetsync.runtime.session import join_session
 
     timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
@@ -185,8 +193,7 @@ def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: l
         f"hetsync: worker {w} (life {epoch}): its session with rank 0 opened in {time.monotonic() - t0:.2f} s",
         flush=True,
     )
-    _worker(w, epoch, scenario, workload, specs, opts, link).serve()
-    return 0
+    return link
 
 
 def _form_group(rank: int, opts: ProcessOptions) -> None:

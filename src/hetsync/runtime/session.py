@@ -22,7 +22,7 @@ receiver on it and tells its loop). The channel (:class:`~hetsync.runtime.protoc
 and the sends of both sides go through a link, whichever it is.
 
 A user's own loop comes back the same way (``hetsync launch
---max-worker-restarts``: :func:`hetsync.loop._come_back`), and so does a
+--max-worker-restarts``: :func:`hetsync.runtime.process.come_back`), and so does a
 worker that joins a job started with ``--nproc-max`` later (``hetsync launch
 --join OUT``, epoch 1): the server counted it from the start, absent
 (:func:`absent_at_start`), and it has no rank in the world group.
