@@ -390,12 +390,10 @@ class Zygote:
         self._log.close()
 
 
-# (what a kept zygote imported, and the environment it imported it in; what is per
-# launch — hetsync's own variables, the rendezvous, the parent — is not part of it)
-# variables a kept zygote's imports do not read, which differ from one launch to the next: a
-# launch whose environment differs from an earlier one's only in them reuses that one's zygote
-# (each rank gets its launch's whole environment). PYTEST_CURRENT_TEST names the running test:
-# with it in the key, every test of a suite started a zygote of its own.
+# (a kept zygote is keyed by what it imported and the environment it imported it in; what is
+# per launch — hetsync's own variables, the rendezvous, the parent, these — is not part of it:
+# each rank gets its launch's whole environment. PYTEST_CURRENT_TEST names the running test:
+# with it in the key, every test of a suite started a zygote of its own.)
 _PER_LAUNCH = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PYTEST_CURRENT_TEST"}
 )
