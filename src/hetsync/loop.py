@@ -1147,8 +1147,7 @@ class _LoopWorker(WorkerProcess):
         local model is set before the path changes, for the control thread's
         ``FETCH``, which after the fall-back gives the last round's model: here
         the module's, not the run's first.)"""
-        self.model.local = self._in_module = self.flat.flat()
-        self._module_ahead = False
+        self._copy_out()
         if self.round_kind == "grad":  # (delta rounds: the last round's model stays the global one)
             self.global_model = self.model.local
         super()._leave_collective()
@@ -1195,8 +1194,12 @@ class _LoopWorker(WorkerProcess):
         thread reads the local model on that path: ``FETCH`` is given the
         round's global model.)"""
         if self._module_ahead:
-            self.model.local = self._in_module = self.flat.flat()
-            self._module_ahead = False
+            self._copy_out()
+
+    def _copy_out(self) -> None:
+        """The module's parameters, as they are now, become the local model."""
+        self.model.local = self._in_module = self.flat.flat()
+        self._module_ahead = False
 
     def _push(self, done: Done, kind: str) -> torch.Tensor | None:
         self._catch_up()
@@ -1261,7 +1264,7 @@ class _LoopWorker(WorkerProcess):
             if self.collective and self.round_kind == "delta":
                 self._module_ahead = True  # (copied out once, when the round takes its delta: _push)
             else:
-                self.model.local = self._in_module = self.flat.flat()
+                self._copy_out()
             grad = None
         elif self.collective and order.push_after == "grad":  # the round's step is taken here, on its pull
             grad = None

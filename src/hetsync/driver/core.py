@@ -159,10 +159,12 @@ def check_rejoin(
     servers: int,
     max_worker_restarts: int = 0,
     resumable: bool = False,
+    joinable: int = 0,
 ) -> None:
     """BadInput (one line) for a run on real processes whose workers come
-    back (the scenario's ``membership`` joins, ``--max-worker-restarts``)
-    that the runtime cannot give them: several policies in one run (each
+    back (the scenario's ``membership`` joins, ``--max-worker-restarts``) or
+    join late (``joinable``: ``hetsync launch --nproc-max``, each comes in as
+    one that comes back) that the runtime cannot give them: several policies in one run (each
     run starts from the workers of the first), the collective path, sharded
     servers, a peer-to-peer policy or one without ``Policy.takes_joins``;
     and ``membership`` in a run that may go on from a checkpoint
@@ -174,29 +176,29 @@ def check_rejoin(
             "checkpoint (--resume, --max-restarts) would play the leaves already past again; drop one of them"
         )
     joins = any(a.join_s is not None for a in scenario.cluster.membership)
-    if not joins and max_worker_restarts == 0:
+    if not joins and max_worker_restarts == 0 and joinable == 0:
         return
-    what = (
-        f"scenario {scenario.name!r} has workers come back (membership)"
-        if joins
-        else f"--max-worker-restarts {max_worker_restarts}"
-    )
+    come = "workers come back"
+    if joins:
+        what = f"scenario {scenario.name!r} has workers come back (membership)"
+    elif max_worker_restarts:
+        what = f"--max-worker-restarts {max_worker_restarts}"
+    else:
+        what, come = f"--nproc-max ({joinable} may join)", "workers join"
     if len(specs) > 1:
-        raise BadInput(f"{what}: one policy per run when workers come back; run each policy on its own")
+        raise BadInput(f"{what}: one policy per run when {come}; run each policy on its own")
     if path != "ps":
         raise BadInput(
-            f"{what}: workers come back on path ps only (the collective path's group of workers is formed at "
+            f"{what}: {come} on path ps only (the collective path's group of workers is formed at "
             "start); drop --path collective"
         )
     if servers != 1:
-        raise BadInput(f"{what}: workers come back with one server only (sharded servers keep links of their own)")
+        raise BadInput(f"{what}: {come} with one server only (sharded servers keep links of their own)")
     ctx = policy_context(scenario)
     for spec in specs:
         policy = make_policy(spec, ctx)
         if policy.topology == "p2p":
-            raise BadInput(
-                f"{what}: policy {spec!r} is peer to peer; workers come back on the parameter-server path only"
-            )
+            raise BadInput(f"{what}: policy {spec!r} is peer to peer; {come} on the parameter-server path only")
         if not getattr(policy, "takes_joins", False):
             raise BadInput(f"{what}: policy {spec!r} cannot take a worker that joins (takes_joins is False)")
 

@@ -165,15 +165,8 @@ class ProcessOptions:
             servers=self.servers,
             max_worker_restarts=self.max_worker_restarts,
             resumable=resumable,
+            joinable=self.joinable,
         )
-        if self.joinable > 0:  # (the same checks: a worker that joins late comes in as one that comes back)
-            try:
-                check_rejoin(scenario, specs, path=self.path, servers=self.servers, max_worker_restarts=self.joinable)
-            except BadInput as e:
-                said = str(e).replace(
-                    f"--max-worker-restarts {self.joinable}", f"--nproc-max ({self.joinable} may join)"
-                )
-                raise BadInput(said.replace("workers come back", "workers join")) from None
 
     def emulation(self, scenario: Scenario) -> tuple[bool, bool]:
         """(throttle, pace) for a run of ``scenario``: the flags, or both on where

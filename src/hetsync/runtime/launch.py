@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hetsync.errors import BadInput
+from hetsync.outdir import write_json_atomic
 from hetsync.runtime.config import (  # (none of them imports torch)
     CONFIG_NAME,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -457,7 +458,7 @@ def launch(
             claim.unlink()
         job = {"host": host, "port": port, "world": world, "nproc": nproc, "nproc_max": nproc_max}
         command = {"script": str(Path(str(script)).resolve()), "args": list(runtime_args)}
-        _write_atomic(job_file, {**job, **command, "launcher_pid": os.getpid(), "out": str(out_dir.resolve())})
+        write_json_atomic(job_file, {**job, **command, "launcher_pid": os.getpid(), "out": str(out_dir.resolve())})
     agents: list[_Agent] = []
     zygote = None
     if env.get(FORK_ENV, "1") != "0":  # one interpreter imports torch and forks the ranks
@@ -620,12 +621,6 @@ def _claim_worker(out_dir: Path, job: dict[str, Any]) -> int:
 def _pid_alive(pid: int) -> bool:
     stat = proc_stat(pid)
     return stat is not None and stat[0] not in "ZX"
-
-
-def _write_atomic(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value) + "\n")
-    os.replace(tmp, path)
 
 
 def _supervise(
