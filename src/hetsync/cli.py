@@ -952,17 +952,12 @@ def _cmd_join(args: argparse.Namespace, script: Path) -> int:
     from hetsync.console import terminal_console
     from hetsync.runtime import launch
 
+    bare = build_parser().parse_args(["launch", str(script)])  # (the options' defaults, as the parser has them)
     given = [
         flag
-        for flag, value, default in (
-            ("--nproc", args.nproc, 2),
-            ("--out", "runs/loop" if Path(args.out) == args.join else str(args.out), "runs/loop"),
-            ("--path", args.path, None),
-            ("--max-restarts", args.max_restarts, 0),
-            ("--max-worker-restarts", args.max_worker_restarts, 0),
-            ("--nproc-max", args.nproc_max, None),
-        )
-        if value != default
+        for flag in ("--nproc", "--out", "--path", "--max-restarts", "--max-worker-restarts", "--nproc-max")
+        if getattr(args, name := flag[2:].replace("-", "_")) != getattr(bare, name)
+        and not (flag == "--out" and Path(args.out) == args.join)  # (--out the job's folder: the same thing said)
     ]
     if given:
         raise BadInput(
