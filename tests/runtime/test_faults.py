@@ -82,6 +82,7 @@ class Watch:
         self.seen: dict[int, tuple[int, int]] = {}  # pid: (start time, process group)
         self.ranks: dict[int, int] = {}  # rank: pid of its runtime process
         self.status_at: float | None = None
+        self.status_missing_at = time.monotonic()  # the last look that found no exit status
         # what this test process had started before (e.g. multiprocessing's resource
         # tracker, left by an earlier test's process pool) is not this run's
         self.before = {(pid, st[3]) for pid, st in _all_stats().items() if st[1] == os.getpid()}
@@ -99,8 +100,12 @@ class Watch:
                     self.seen.setdefault(pid, (start, pgrp))
                     if pid not in self.ranks.values() and (rank := _rank_of(pid)) is not None:
                         self.ranks[rank] = pid  # once it runs the runtime (not yet right after the fork)
-        if self.status_at is None and self.status.exists():
-            self.status_at = time.monotonic()
+        if self.status_at is None:
+            now = time.monotonic()
+            if self.status.exists():
+                self.status_at = now
+            else:
+                self.status_missing_at = now
 
     def started(self) -> bool:
         """The process group has formed and the first run is going (rank 0 reports progress)."""
@@ -176,6 +181,10 @@ class Run(Watch):
         while self.thread.is_alive():
             self.look()
             self.thread.join(0.05)
+        if self.status_at is None and self.status.exists():
+            # (the launcher ended within a look of the server's exit status: its teardown took at most
+            # the time since the last look that did not find the status)
+            self.status_at = self.status_missing_at
         if raised is not None:
             assert isinstance(self.error, raised), self.error
         elif self.error is not None:

@@ -135,8 +135,7 @@ class ServerProcess:
         self.nbytes = scenario.job.model_bytes if scenario.job.model_bytes is not None else workload.model_nbytes
         # workers that may join later (hetsync launch --nproc-max) have no rank in the world group:
         # absent at the start, booked so by each run (absent_at_start), they come in on sessions
-        self.late = set(range(self.n - opts.joinable, self.n))
-        self.alive = set(range(self.n)) - self.late
+        self.alive = set(range(self.n - opts.joinable))
         self.inbox: queue.Queue[Received] = queue.Queue()
         # backpressure: a worker's receiver stops reading while this many of its
         # reports wait for the server loop, so a worker stepping nonstop
