@@ -202,21 +202,6 @@ class PeerComm:
     def _reap(self) -> None:
         self.sends = [(work, buf) for work, buf in self.sends if not work.is_completed()]
 
-    def _keep(self, *ops: tuple[Any, torch.Tensor]) -> None:
-        """Hold ops a failed exchange leaves posted (a ring's send to a live
-        peer whose receive from the dead one failed first), with their
-        buffers, until gloo has done with them. Dropping a pending op's work
-        destroys its buffer while gloo still holds it on the pair, and gloo
-        then closes the pair to that live peer: after a worker died the
-        survivors' next rings and multicasts never ended (tests/runtime/
-        test_p2p_runtime.py, two runs in three of the whole suite). Two
-        processes show it alone: an ``isend`` whose work is dropped before
-        the peer posts its ``irecv`` fails that receive after the group's
-        timeout, and every later op between the two with "Application
-        timeout caused pair closure"."""
-        with self.lock:
-            self.sends += [(work, buf) for work, buf in ops if not work.is_completed()]
-
     def _rate(self, worker: int, t: float) -> float:
         return link_Bps(self.sc, worker, t, self.throttle)
 
@@ -360,12 +345,8 @@ class PeerComm:
                 if wait > 0:
                     time.sleep(wait)
             tx = dist.isend(chunks[send_i], dst=succ, tag=tag)
-            try:
-                rx.wait()
-                tx.wait()
-            except Exception:
-                self._keep((rx, incoming), (tx, chunks))
-                raise
+            rx.wait()
+            tx.wait()
             if phase < k - 1:
                 chunks[recv_i].add_(incoming)
             else:
