@@ -119,3 +119,14 @@ def test_torchrun_example_trains_a_user_module(tmp_path):
     runs = json.loads((tmp_path / "summary.json").read_text())
     assert [r["label"] for r in runs] == ["bsp", "ssp(s=2)"]
     assert all(r["driver"] == "dist" and r["workers"] == 2 and r["steps"] > 0 for r in runs)
+
+
+def test_a_run_past_its_time_limit_leaves_every_ranks_stacks_in_its_log(tmp_path):
+    # a run of a minute given 3 s: the launcher asks each rank for its threads' stacks, then gives up
+    args = [*FAST, "--set", "max_time_s=60", "--policies", "bsp", "--out", str(tmp_path)]
+    with pytest.raises(TimeoutError, match="stacks"):
+        launch(2, args, tmp_path, timeout_s=3)
+    for rank in (0, 1):
+        log = (tmp_path / "logs" / f"rank-{rank}.log").read_text()
+        assert "Current thread" in log or "Thread 0x" in log, log[-2000:]
+        assert 'File "' in log  # a Python stack, frame by frame

@@ -4,6 +4,8 @@ server processes, rank 0 still deciding."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from hetsync.driver import policy_context
 from hetsync.errors import BadInput
 from hetsync.policies import make_policy
-from hetsync.runtime.shards import check_servers, join_states, server_rank, shard_ranges, slice_state
+from hetsync.runtime.shards import check_servers, join_states, server_rank, shard_ranges, slice_state, unfinished
 from hetsync.scenario import resolve_scenario
 
 
@@ -153,3 +155,29 @@ def test_a_sharded_run_resumed_from_its_checkpoint_ends_where_an_uninterrupted_o
         assert resumed[policy]["updates"] == whole[policy]["updates"]
         a, b = models_whole[policy], models_resumed[policy]
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6, policy
+
+
+class _Send:
+    """A send as gloo's: completed only once waited on; ``taken`` never set: a receiver that never reads."""
+
+    def __init__(self, taken: bool) -> None:
+        self.taken = threading.Event()
+        if taken:
+            self.taken.set()
+
+    def is_completed(self) -> bool:
+        return False
+
+    def wait(self) -> bool:
+        self.taken.wait()
+        return True
+
+
+def test_waiting_for_sends_ends_at_the_limit_when_a_receiver_never_reads():
+    stuck, sent = _Send(taken=False), _Send(taken=True)
+    assert unfinished([(sent, None), (stuck, None)], wait=False) == [(sent, None), (stuck, None)]
+    assert unfinished([(sent, None)], wait=True, limit_s=5.0) == []
+    t0 = time.monotonic()
+    assert unfinished([(sent, None), (stuck, None)], wait=True, limit_s=0.2) == []  # a waiter keeps them
+    assert 0.2 <= time.monotonic() - t0 < 5.0
+    stuck.taken.set()  # (the waiter thread ends)

@@ -683,10 +683,27 @@ def _supervise(
             if not formed and time.monotonic() - t0 > startup_limit_s:
                 return _failed(out_dir, f"start-up did not finish within {startup_limit_s:.0f}s")
         if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"the run did not finish within {timeout_s}s; see {out_dir / 'logs'}")
+            _ask_for_stacks(agents)
+            raise TimeoutError(
+                f"the run did not finish within {timeout_s}s; see {out_dir / 'logs'} "
+                "(every rank still running wrote its threads' stacks there)"
+            )
         if on_progress is not None:
             _report_progress(out_dir / "progress.json", on_progress)
         time.sleep(POLL_S)
+
+
+def _ask_for_stacks(agents: list[_Agent], settle_s: float = 1.0) -> None:
+    """Every rank still running prints its threads' stacks to its log
+    (:func:`hetsync.runtime.process.stacks_on_request`)."""
+    pids = [
+        pid for a in agents for pid in (a.children if a.agent else [a.proc.pid]) if a.agent or a.proc.poll() is None
+    ]
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR1)
+    if pids:
+        time.sleep(settle_s)
 
 
 @dataclass

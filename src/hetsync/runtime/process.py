@@ -18,8 +18,10 @@ made of them afterwards (plots, pages, the table) is the caller's:
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -177,12 +179,22 @@ def _rejoin(w: int, epoch: int, scenario: Scenario, workload: Workload, specs: l
     return 0
 
 
+def stacks_on_request() -> None:
+    """``kill -USR1`` on a rank prints every thread's stack to its log and
+    lets it run on: how a hung run shows where it waits (the launcher asks
+    for it before it gives up on a run past its time limit). Left alone when
+    the program has a handler of its own."""
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def come_back(w: int, epoch: int, opts: ProcessOptions) -> Any:
     """Worker ``w``'s session with rank 0 (life ``epoch``; a user's loop too:
     :func:`hetsync.loop.init`), opened within ``startup_timeout_s`` or the
     process leaves with a one-line reason."""
     from hetsync.runtime.session import join_session
 
+    stacks_on_request()
     timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(w + 1, opts))
     timer.daemon = True
     timer.start()
@@ -211,6 +223,7 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
     the launcher bound to ``--host`` (:data:`STORE_FD_ENV`; torch's own
     store, given an address, listens on every interface), and the others
     connect to it."""
+    stacks_on_request()
     timer = threading.Timer(opts.startup_timeout_s, _startup_expired, args=(rank, opts))
     timer.daemon = True
     timer.start()

@@ -227,7 +227,10 @@ class ServerProcess:
         return True
 
     def _reap_sends(self, wait: bool = False) -> None:
-        self._sends = unfinished(self._sends, wait=wait)  # (a receiver that died: its receiver thread says so)
+        """Forget the sends that have left; ``wait``: wait for them first, as
+        long as a worker may be silent (a receiver that died: its receiver
+        thread says so; one that lives but never reads is not waited on for ever)."""
+        self._sends = unfinished(self._sends, wait=wait, limit_s=self.opts.worker_timeout_s if wait else None)
 
     def shutdown(self) -> None:
         if self.watcher is not None:

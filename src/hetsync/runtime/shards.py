@@ -111,10 +111,21 @@ def slice_state(state: dict[str, Any], lo: int, hi: int, n: int) -> dict[str, An
     }
 
 
-def unfinished(sends: list[tuple[Any, Any]], *, wait: bool = False) -> list[tuple[Any, Any]]:
+def unfinished(
+    sends: list[tuple[Any, Any]], *, wait: bool = False, limit_s: float | None = None
+) -> list[tuple[Any, Any]]:
     """The (send, what it keeps alive) pairs still in flight; ``wait``: wait for
     each first (a receiver that died ends its send with an error, which its
-    own receive reports), so none are."""
+    own receive reports), so none are. Given ``limit_s`` the wait ends then
+    and the sends a live but stuck receiver has not taken stay with a waiter
+    thread (which keeps them alive): the caller goes on without them. (A
+    gloo send is ``is_completed()`` only once waited on, and a wait with a
+    timeout closes its connection: hence the thread.)"""
+    if wait and limit_s is not None:
+        waiter = threading.Thread(target=unfinished, args=(sends,), kwargs={"wait": True}, daemon=True)
+        waiter.start()
+        waiter.join(limit_s)
+        return []
     keep = []
     for work, kept in sends:
         if wait:
