@@ -147,6 +147,7 @@ class Ledger:
         self.left: list[dict[str, Any]] = []  # workers that left: {"worker", "t", "reason"}
         # workers that joined (the simulator's membership): {"worker", "t" it came, "ready_s" it held the model}
         self.joined: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []  # the policy's Note commands ({t, what, detail}): policy_notes
         self.resumed_at_s: float | None = None  # a resumed run: when it went on from its checkpoint
         # delay compensation: the models workers compute on, kept while referenced (module docstring)
         needs = getattr(policy, "needs_base_models", None)  # (a stand-in for a policy may lack it)
@@ -399,6 +400,7 @@ class Ledger:
         state["curve"] = [[float(v) for v in row] for row in self.curve]
         state["left"] = [dict(x) for x in self.left]
         state["joined"] = [dict(x) for x in self.joined]
+        state["notes"] = [dict(x) for x in self.notes]
         state["held"] = sorted(self.pushes)
         return state
 
@@ -431,6 +433,7 @@ class Ledger:
         self.curve = [[float(v) for v in row] for row in state["curve"]]
         self.left = [dict(x) for x in state.get("left", [])]
         self.joined = [dict(x) for x in state.get("joined", [])]  # (absent: a checkpoint from before)
+        self.notes = [dict(x) for x in state.get("notes", [])]
         self.resumed_at_s = now_s  # (workers that left before are back, unless they leave again)
         self.pushes = {}
         for push_id in list(self._push_base):
@@ -558,6 +561,7 @@ class Ledger:
             },
             "workers_left": self.left,
             "workers_joined": self.joined,
+            "policy_notes": self.notes,
             "host_time_s": host_s,
             "math_time_s": self.math_time_s,
             "stop_reason": stop_reason,

@@ -78,6 +78,15 @@ class WorkerJoined(TypedDict):
     ready_s: float
 
 
+class PolicyNote(TypedDict):
+    """What the policy decided that the record should show (``policy_notes``;
+    ``auto``'s ``switch``: ``detail`` {from, to, rates})."""
+
+    t: float
+    what: str
+    detail: dict[str, Any]
+
+
 class _Named(TypedDict):
     label: str  # the policy with its parameters, e.g. ``ssp(s=3)``; unique within a comparison
 
@@ -126,6 +135,7 @@ class RunSummary(_Named, total=False):
     stop_reason: str | None
     workers_left: list[WorkerLeft] | None
     workers_joined: list[WorkerJoined] | None
+    policy_notes: list[PolicyNote] | None
     notes: list[str] | None
     outstanding_detail: dict[str, Any] | None  # simulator only
     events: int | None
@@ -213,6 +223,10 @@ _LISTS: dict[str, tuple[str, _Check]] = {
     "accuracy_curve": ("a list of [t_s, value]", (_is_point, "[t_s, value]")),
     "workers_left": ("a list of {worker, t, reason}", (_is_worker_left, "{worker, t, reason}")),
     "workers_joined": ("a list of {worker, t, ready_s}", (_is_worker_joined, "{worker, t, ready_s}")),
+    "policy_notes": (
+        "a list of {t, what, detail}",
+        (lambda v: isinstance(v, dict) and {"t", "what", "detail"} <= set(v), "{t, what, detail}"),
+    ),
     "notes": ("a list of text", _TEXT),
     "restarts": ("a list of {after_s, reason}", (lambda v: isinstance(v, dict) and "reason" in v, "{after_s, reason}")),
 }

@@ -151,7 +151,20 @@ class TraceWriter:
 # under ``from __future__ import annotations`` before 3.12).
 
 Kind = Literal[
-    "start", "compute", "push", "pull", "apply", "drop", "send", "allreduce", "eval", "left", "joined", "resume", "end"
+    "start",
+    "compute",
+    "push",
+    "pull",
+    "apply",
+    "drop",
+    "send",
+    "allreduce",
+    "eval",
+    "left",
+    "joined",
+    "note",
+    "resume",
+    "end",
 ]
 """The kinds of trace record, the values of ``ev``."""
 
@@ -299,6 +312,16 @@ class JoinedRecord(TypedDict):
     nbytes: int
 
 
+class NoteRecord(TypedDict):
+    """What the policy decided that the record should show (its ``Note``
+    command; ``auto``'s ``switch``: ``detail`` {from, to, rates})."""
+
+    t: float
+    ev: Literal["note"]
+    what: str
+    detail: dict[str, Any]
+
+
 class ResumeRecord(TypedDict):
     """(runtime, ``--resume``) The run went on from its checkpoint at ``t``."""
 
@@ -329,6 +352,7 @@ Record = (
     | EvalRecord
     | LeftRecord
     | JoinedRecord
+    | NoteRecord
     | ResumeRecord
     | EndRecord
 )
@@ -346,6 +370,7 @@ SCHEMA: dict[str, type] = {
     "eval": EvalRecord,
     "left": LeftRecord,
     "joined": JoinedRecord,
+    "note": NoteRecord,
     "resume": ResumeRecord,
     "end": EndRecord,
 }

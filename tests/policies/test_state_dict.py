@@ -24,7 +24,18 @@ from hetsync.sim.engine import Simulation
 SPECS = [*REGISTRY, "lb-bsp:variant=gpu", "lb-bsp:predictor=ewma", "selmcast:sync=ssp", "p2p-random:sync=ssp"]
 SPECS += ["elastic-bsp:within=local", "async-local-sgd:dylu=off"]
 # policies that learn something a restart must not forget
-LEARNS = {"backup", "dssp", "elastic-bsp", "lb-bsp", "lb-bsp-static", "p2p-random", "selmcast", "wbsp", "wbsp-overlap"}
+LEARNS = {
+    "auto",
+    "backup",
+    "dssp",
+    "elastic-bsp",
+    "lb-bsp",
+    "lb-bsp-static",
+    "p2p-random",
+    "selmcast",
+    "wbsp",
+    "wbsp-overlap",
+}
 LEARNS |= {"async-local-sgd"}
 
 SCENARIO = scenario_from_dict(

@@ -100,6 +100,8 @@ def test_a_job_started_with_nproc_max_takes_a_worker_that_joins_while_it_runs(tm
     assert life["first_step"] == 0 and life["drawn_before"] == 0 and life["taken"] > 10
     assert abs(run["per_worker"]["steps"][2] - life["taken"]) <= 1  # (a step the run's end cut off)
     assert not (out / JOB_FILE).exists()  # (no worker joins a job that is over)
+    server_log = (out / "logs" / "rank-0.log").read_text()
+    assert "worker 2 joined at" in server_log and "came back" not in server_log  # (it was never in before)
 
 
 # ---------------------------------------------------------------- refusals

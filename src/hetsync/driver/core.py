@@ -53,6 +53,7 @@ from hetsync.policies.base import (
     Fragment,
     ModelArrived,
     Multicast,
+    Note,
     Policy,
     Pull,
     PullDone,
@@ -325,7 +326,7 @@ class DriverCore:
         elif isinstance(cmd, (Apply, Drop)):
             if self.own:  # (hetsync's own build them right; the ledger checks which pushes they name)
                 self._pushes(cmd)
-        elif not isinstance(cmd, SetTimer):
+        elif not isinstance(cmd, (SetTimer, Note)):
             raise self.breach(f"unknown command {policycall.one_line(repr(cmd))}")
 
     def _worker(self, cmd: Command, index: object) -> None:
@@ -544,6 +545,13 @@ class DriverCore:
             {"t": start_s, "ev": "joined", "w": worker, "end": end_s, "version": version, "nbytes": nbytes}
         )
         return WorkerJoined(now_s=now_s, worker=worker)
+
+    def note(self, cmd: Note) -> None:
+        """The policy's ``Note``: a trace record and a summary entry, at the time of the event it answers."""
+        t = self.heard.now_s if self.heard is not None else (self.heard_s or 0.0)
+        detail = dict(cmd.detail)
+        self.trace.write({"t": t, "ev": "note", "what": cmd.what, "detail": detail})
+        self.ledger.notes.append({"t": t, "what": cmd.what, "detail": detail})
 
     # ------------------------------------------------------ run boundaries
     def started(self, t_s: float, *, model_nbytes: int, scenario: Scenario, **extra: Any) -> None:

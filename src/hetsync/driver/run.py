@@ -31,7 +31,19 @@ from hetsync.driver.core import DriverCore
 from hetsync.driver.paths import check_round, uses_collective
 from hetsync.ledger import Ledger
 from hetsync.optim import Stepper, gradient_stepper, outer_stepper
-from hetsync.policies.base import AllReduce, Apply, Command, Compute, Drop, Multicast, Policy, Pull, Push, SetTimer
+from hetsync.policies.base import (
+    AllReduce,
+    Apply,
+    Command,
+    Compute,
+    Drop,
+    Multicast,
+    Note,
+    Policy,
+    Pull,
+    Push,
+    SetTimer,
+)
 from hetsync.scenario import Scenario
 from hetsync.trace import TraceWriter
 
@@ -98,6 +110,7 @@ class Run:
             SetTimer: plane.set_timer,
             Multicast: plane.multicast,
             AllReduce: plane.allreduce,
+            Note: self.core.note,  # (the record's: no data plane moves anything)
         }
 
     def execute(self, commands: list[Command]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from hetsync.errors import BadInput
 from hetsync.policies.asp import ASP
 from hetsync.policies.async_local_sgd import AsyncLocalSGD
+from hetsync.policies.auto import Auto
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import Policy, PolicyContext
 from hetsync.policies.bsp import BSP
@@ -50,6 +51,7 @@ _CLASSES: tuple[type[Policy], ...] = (
     P2PAllReduce,
     P2PRandom,
     Selmcast,
+    Auto,
 )
 REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in _CLASSES}
 

@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -323,6 +323,17 @@ class SetTimer(Command):
     tag: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Note(Command):
+    """Something the policy decided that the run's record should show (auto's
+    switch of policy): a trace record ``note`` and an entry of the summary's
+    ``policy_notes``, at the time of the event it answers. ``what``: a short
+    name; ``detail``: plain JSON-able values. It moves nothing."""
+
+    what: str
+    detail: Mapping[str, Any]
+
+
 def _quick_init(cls: type[Any]) -> None:
     """Give the frozen, slotted, keyword-only dataclass ``cls`` an
     ``__init__`` that stores each field through its slot's descriptor.
@@ -378,6 +389,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     Multicast,
     AllReduce,
     SetTimer,
+    Note,
 )
 for _cls in EVENT_TYPES + COMMAND_TYPES:
     _quick_init(_cls)

@@ -1,0 +1,292 @@
+"""auto — run the synchronous policy the live cluster runs fastest, and switch
+when the cluster changes (hetsync's own; issue 31's first part).
+
+The candidates are the parameter-server round policies whose convergence per
+sample is BSP's — every round applies a batch-weighted mean gradient of a
+fixed global batch, only *which* gradients and *how big* each worker's batch
+differ: ``bsp``; ``lb-bsp`` (Chen et al., SoCC 2020: per-worker batches sized
+for an equal finish); ``backup`` (Chen et al. 2016: the round closes with the
+first N − b gradients, the b slowest are dropped). Choosing among them
+changes how many samples a second the job applies, not what a sample is
+worth, so they can be ranked by throughput alone — what can be measured for
+any model, a user's own included (the policies that trade convergence for
+throughput, ASP, SSP, local SGD, need the simulator's ranking: not here yet).
+
+Measuring: every ``ComputeDone`` gives the worker's seconds per sample
+(``duration_s / batch_size``); the last ``window`` of each worker are kept.
+Ranking (:func:`predicted_rates`): the window is replayed as rounds — round
+r takes each worker's r-th latest time — and each candidate's round time is
+what it would be with those times: BSP waits for the slowest at the common
+batch; LB-BSP waits for the slowest at batches in inverse proportion to each
+worker's mean time; backup waits for the (N − b)-th and applies N − b
+batches. The rate is the samples applied over the replayed time. So a
+worker that is always slow favours LB-BSP, one that is slow now and then
+(noise, a straggler that moves) favours backup, and a homogeneous cluster
+BSP (the others cost it nothing there, but win nothing either).
+
+Switching: ranked at every round close once each live worker has ``window``
+times; the best replaces the current policy only when its predicted rate
+beats the current one's by more than ``margin`` (a switch is not free:
+LB-BSP learns its batches again, backup's late steps are dropped). A switch
+stands for at least ``window`` rounds, and twice as long after each switch
+back to the policy it had just left: on a noisy machine (4 workers sharing
+2 cores) the rankings of a short window disagree from round to round, and
+without that it switched 70 times in 10 s. The handover is at
+that round close: the old policy's ``Apply`` stands, every worker it pulls
+starts the new policy's first step instead of the old one's next; a worker
+still computing for the old policy (backup's late ones) has its push
+dropped when it arrives (reason ``policy switch``, counted as every drop
+is) and then pulls and starts. The model and the server's optimizer state
+are the ledger's, untouched by the switch; the step accounting stays exact
+(every push is applied or dropped). The new policy hears of the workers
+that are gone, and counts versions from the ledger's (backup's lateness).
+
+What it says: each switch is a ``Note`` — a trace record ``note`` and an
+entry of the summary's ``policy_notes``: ``{t, what: switch, detail: {t,
+from, to, rates}}``, the rates each candidate was predicted. Not yet (issue
+31): the simulator's ranking of asynchronous candidates in a background
+process, handover to and from local-model policies, plots that mark the
+phases.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hetsync.errors import BadInput
+from hetsync.policies.backup import BackupWorkers
+from hetsync.policies.base import (
+    Apply,
+    Command,
+    Compute,
+    ComputeDone,
+    Drop,
+    Event,
+    Note,
+    Policy,
+    PolicyConfig,
+    PolicyContext,
+    Pull,
+    PushArrived,
+    WorkerJoined,
+    WorkerLeft,
+    param,
+    state_list,
+)
+from hetsync.policies.bsp import BSP
+from hetsync.policies.lb_bsp import LBBSP
+
+CANDIDATES = ("bsp", "lb-bsp", "backup")
+BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
+SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
+MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoConfig(PolicyConfig):
+    candidates: str = param(
+        "bsp+lb-bsp+backup", help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup)", quiet=True
+    )
+    start: str = param("bsp", help="the policy it starts with", choices=CANDIDATES, quiet=True)
+    window: int = param(20, help="steps per worker the ranking replays (the last ones)", ge=2, le=1000, quiet=True)
+    margin: float = param(
+        0.1, help="predicted gain a switch needs (0.1: 10% more samples a second)", ge=0.0, le=10.0, quiet=True
+    )
+    b: int = param(1, help="backup's b: gradients a round ignores", ge=1, below_workers=True, quiet=True)
+
+
+def fixed_share(batches: np.ndarray, durations_s: np.ndarray, batch_size: int) -> float | None:
+    """The share of a worker's step at ``batch_size`` that does not grow with
+    the batch, fitted (least squares, ``t = a + p·b``) from steps at batches
+    at least 10% apart; None when they are not (nothing to tell it by)."""
+    if batches.min() * 1.1 > batches.max():
+        return None
+    p, a = np.polyfit(batches.astype(float), durations_s, 1)
+    p, a = max(float(p), 0.0), max(float(a), 0.0)
+    at = a + p * batch_size
+    return min(a / at, MAX_FIXED_SHARE) if at > 0 else None
+
+
+def predicted_rates(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, float]:
+    """Samples applied per second by each candidate, replaying ``step_s``
+    (workers × rounds: each worker's step times at the common batch
+    ``batch_size``) as rounds; a worker's step at batch x takes
+    ``T·(f + (1 − f)·x/batch_size)``, ``f`` its ``fixed`` share (see the
+    module docstring)."""
+    n, rounds = step_s.shape
+    total = n * batch_size
+    rates = {"bsp": total * rounds / float(np.max(step_s, axis=0).sum())}
+    # LB-BSP's batches for an equal finish τ on the mean times: x_i = B·(τ/T_i − f_i)/(1 − f_i), Σx = N·B
+    mean_s, grow = step_s.mean(axis=1), 1.0 - fixed
+    tau = (n + float((fixed / grow).sum())) / float((1.0 / (mean_s * grow)).sum())
+    x = np.clip(batch_size * (tau / mean_s - fixed) / grow, 1.0, None)
+    x *= total / x.sum()
+    lb_s = np.max(step_s * (fixed + grow * x / batch_size)[:, None], axis=0)
+    rates["lb-bsp"] = total * rounds / float(lb_s.sum())
+    if n > b:
+        kth = np.sort(step_s, axis=0)[n - b - 1]  # the (N − b)-th to finish
+        rates["backup"] = (n - b) * batch_size * rounds / float(kth.sum())
+    return rates
+
+
+class Auto(Policy):
+    name = "auto"
+    summary = "of bsp, lb-bsp, backup: the one the measured cluster runs fastest, switched as it changes"
+    config_class = AutoConfig
+    config: AutoConfig
+    takes_joins = True
+
+    def __init__(self, ctx: PolicyContext, **params: object) -> None:
+        super().__init__(ctx, **params)
+        names = tuple(s.strip().lower() for s in self.config.candidates.split("+") if s.strip())
+        unknown = [s for s in names if s not in CANDIDATES]
+        if unknown or not names:
+            raise BadInput(
+                f"policy 'auto' parameter 'candidates' must name some of {'+'.join(CANDIDATES)} joined by '+', "
+                f"got {self.config.candidates!r}"
+            )
+        if self.config.start not in names:
+            raise BadInput(
+                f"policy 'auto' parameter 'start' ({self.config.start}) must be one of its candidates {'+'.join(names)}"
+            )
+        if self.config.b >= self.n:  # a cluster too small for backup workers
+            if self.config.start == "backup":
+                raise BadInput(
+                    f"policy 'auto' starts with backup, whose b must be < workers ({self.n}), got {self.config.b}"
+                )
+            names = tuple(s for s in names if s != "backup")
+        self.candidates = names
+        self.alive = set(range(self.n))
+        self.version = 0  # the ledger's: one per Apply
+        self.steps: list[deque[tuple[int, float]]] = [deque(maxlen=self.config.window) for _ in range(self.n)]
+        self.fixed = np.zeros(self.n)  # each worker's fixed share of a step, once batches varied (LB-BSP) tell it
+        # each worker's step time at the batch sizes it ran lately (smoothed; the latest last): the fixed share's fit
+        self.by_batch: list[dict[int, float]] = [{} for _ in range(self.n)]
+        self.current = self.config.start
+        self.inner = self._make(self.current)
+        self.draining: dict[int, Compute] = {}  # computing for the old policy: its first step once its push is dropped
+        self.switches: list[dict[str, Any]] = []
+        self.since_switch = 0  # rounds (Applies) since the last switch
+        self.dwell = self.config.window  # rounds a switch stands at least: doubled by each switch back
+
+    # ------------------------------------------------------------ policies
+    def _make(self, name: str) -> Policy:
+        if name == "bsp":
+            return BSP(self.ctx)
+        if name == "lb-bsp":
+            return LBBSP(self.ctx)
+        policy = BackupWorkers(self.ctx, b=self.config.b)
+        policy.load_state_dict({"version": self.version})  # (what is late is judged by the ledger's versions)
+        return policy
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "current": self.current,
+            "version": self.version,
+            "dwell": self.dwell,
+            "switches": self.switches,
+            "fixed": [float(f) for f in self.fixed],
+            "inner": self.inner.state_dict(),  # (what the current policy learned: LB-BSP's batches)
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = int(state["version"])
+        self.dwell = int(state["dwell"])
+        self.switches = list(state["switches"])
+        self.current = str(state["current"])
+        self.fixed = np.array(state_list(self.name, state, "fixed", self.n), dtype=float)
+        self.inner = self._make(self.current)
+        self.inner.load_state_dict(state["inner"])
+
+    # -------------------------------------------------------------- events
+    def start(self, now_s: float) -> list[Command]:
+        return self._from_inner(self.inner.start(now_s), now_s)
+
+    def on_event(self, event: Event) -> list[Command]:
+        if isinstance(event, ComputeDone):
+            self.steps[event.worker].append((event.batch_size, event.duration_s))
+            self._remember(event.worker, event.batch_size, event.duration_s)
+            if event.worker in self.draining:
+                return []  # a step of the old policy: the new one never ordered it
+        if isinstance(event, PushArrived) and event.worker in self.draining:
+            first = self.draining.pop(event.worker)
+            return [Drop(push_ids=(event.push_id,), reason="policy switch"), Pull(worker=event.worker, then=first)]
+        if isinstance(event, WorkerLeft):
+            self.alive.discard(event.worker)
+            self.draining.pop(event.worker, None)
+        if isinstance(event, WorkerJoined):
+            self.alive.add(event.worker)
+        return self._from_inner(self.inner.on_event(event), event.now_s)
+
+    def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
+        applies = sum(isinstance(c, Apply) for c in cmds)
+        self.version += applies
+        self.since_switch += applies
+        if not applies or self.since_switch < self.dwell:
+            return cmds
+        best = self._rank()
+        if best is None:
+            return cmds
+        return self._switch(best, cmds, now_s)
+
+    # ------------------------------------------------------------- ranking
+    def _remember(self, w: int, batch: int, duration_s: float) -> None:
+        seen = self.by_batch[w]
+        before = seen.pop(batch, None)
+        seen[batch] = duration_s if before is None else before + SMOOTHING * (duration_s - before)
+        while len(seen) > BATCHES_KEPT:
+            del seen[next(iter(seen))]  # the batch size run longest ago
+
+    def _rank(self) -> tuple[str, dict[str, float]] | None:
+        """The candidate to switch to and the predicted rates, or None (stay)."""
+        live = sorted(self.alive)
+        if len(self.candidates) < 2 or not live or any(len(self.steps[u]) < self.config.window for u in live):
+            return None
+        B = self.ctx.batch_size
+        rows = []
+        for u in live:
+            seen = self.by_batch[u]
+            f = fixed_share(np.array(list(seen)), np.array(list(seen.values())), B)
+            if f is not None:
+                self.fixed[u] = f
+            fu = self.fixed[u]
+            obs = np.array(self.steps[u], dtype=float)
+            rows.append(obs[:, 1] / (fu + (1.0 - fu) * obs[:, 0] / B))  # each step as it would take at B
+        rates = predicted_rates(np.array(rows), self.fixed[live], B, self.config.b)
+        rates = {k: v for k, v in rates.items() if k in self.candidates}
+        best = max(rates, key=lambda k: rates[k])
+        if best == self.current or rates[best] <= rates[self.current] * (1.0 + self.config.margin):
+            return None
+        return best, rates
+
+    def _switch(self, choice: tuple[str, dict[str, float]], cmds: list[Command], now_s: float) -> list[Command]:
+        name, rates = choice
+        if self.switches and self.switches[-1]["from"] == name:  # back to what it just left: the noise, likelier
+            self.dwell *= 2
+        self.since_switch = 0
+        self.switches.append(
+            {"t": now_s, "from": self.current, "to": name, "rates": {k: round(v, 3) for k, v in rates.items()}}
+        )
+        self.current, self.inner = name, self._make(name)
+        for w in sorted(set(range(self.n)) - self.alive):  # (before its start: it sizes only the live)
+            self.inner.on_event(WorkerLeft(now_s=now_s, worker=w))
+        first = {c.worker: c for c in self.inner.start(now_s) if isinstance(c, Compute) and c.worker in self.alive}
+        for w in self.draining:
+            self.draining[w] = first[w]  # (still computing for the policy before the last)
+        for steps in self.steps:
+            steps.clear()  # (under the new policy: measured afresh)
+        out: list[Command] = [Note(what="switch", detail={k: v for k, v in self.switches[-1].items() if k != "t"})]
+        pulled = set()
+        for c in cmds:
+            if isinstance(c, Pull):
+                pulled.add(c.worker)
+                out.append(Pull(worker=c.worker, then=first[c.worker]))
+            elif not isinstance(c, Compute):
+                out.append(c)
+        for w in sorted(self.alive - pulled):
+            self.draining[w] = first[w]  # still computing for the old policy
+        return out

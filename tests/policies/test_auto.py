@@ -1,0 +1,149 @@
+"""auto: the ranking's pure functions, and switching with scripted events (no driver)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hetsync.errors import BadInput
+from hetsync.policies.auto import Auto, fixed_share, predicted_rates
+from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Pull, PushArrived, WorkerLeft
+from tests.policies.helpers import ctx
+
+_ids = itertools.count(1000)
+
+
+def test_a_fitted_fixed_share_is_the_intercepts_share_at_the_common_batch():
+    batches = np.array([8, 16, 32])
+    assert fixed_share(batches, 0.02 + 0.001 * batches, 16) == pytest.approx(0.02 / (0.02 + 0.016))
+    assert fixed_share(np.array([16, 16, 17]), np.array([0.1, 0.1, 0.1]), 16) is None  # batches too alike to tell
+    assert fixed_share(batches, 0.04 + 0.0 * batches, 16) == 0.95  # all fixed: capped (LB-BSP needs a batch to move)
+
+
+def test_rates_rank_lb_bsp_first_for_a_slow_worker_whose_time_grows_with_its_batch():
+    steps = np.array([[1.0] * 4, [1.0] * 4, [3.0] * 4])  # worker 2 three times slower, every round
+    rates = predicted_rates(steps, np.zeros(3), batch_size=8, b=1)
+    assert rates["lb-bsp"] == pytest.approx(3 * 8 / (3 / (1 + 1 + 1 / 3)))  # an equal finish: Σ speeds
+    assert rates["lb-bsp"] > rates["backup"] > rates["bsp"]
+    # the same slow worker, its step all fixed cost (injected delays): LB-BSP can move nothing
+    fixed = predicted_rates(steps, np.array([0.0, 0.0, 0.95]), batch_size=8, b=1)
+    assert fixed["lb-bsp"] < 1.1 * fixed["bsp"]
+    # homogeneous: nothing beats BSP
+    even = predicted_rates(np.ones((3, 4)), np.zeros(3), batch_size=8, b=1)
+    assert even["lb-bsp"] == pytest.approx(even["bsp"]) and even["backup"] < even["bsp"]
+
+
+def _step(w: int, t: float, batch: int, seconds: float) -> ComputeDone:
+    return ComputeDone(now_s=t, worker=w, step=0, batch_size=batch, base_version=0, duration_s=seconds)
+
+
+def _push(w: int, t: float, batch: int, base: int = 0) -> PushArrived:
+    return PushArrived(now_s=t, worker=w, push_id=next(_ids), kind="grad", base_version=base, steps=1, samples=batch)
+
+
+def _round(p: Auto, t: float, batches: dict[int, int], seconds: dict[int, float]) -> list:
+    """Every worker's step and push, the slowest last; the commands of the round's close."""
+    out = []
+    for w in sorted(batches, key=lambda w: seconds[w]):
+        out += p.on_event(_step(w, t, batches[w], seconds[w]))
+        out += p.on_event(_push(w, t, batches[w]))
+    return out
+
+
+def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_close():
+    p = Auto(ctx(3, batch_size=8), window=3)
+    assert p.start(0.0) == [Compute(worker=w, batch_size=8, push="grad") for w in range(3)]
+    for r in range(3):  # homogeneous: stays
+        cmds = _round(p, float(r), dict.fromkeys(range(3), 8), dict.fromkeys(range(3), 1.0))
+        assert isinstance(cmds[0], Apply) and all(c.then.batch_size == 8 for c in cmds[1:])
+    assert p.current == "bsp" and not p.switches
+    for r in range(3, 6):  # worker 2's steps take 3x longer (its time per sample)
+        cmds = _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "lb-bsp" and [(s["from"], s["to"]) for s in p.switches] == [("bsp", "lb-bsp")]
+    # the round's Apply stands, and every worker pulls into LB-BSP's first step (an equal split: it learns)
+    assert isinstance(cmds[0], Apply) and len(cmds[0].contributions) == 3
+    assert [c.worker for c in cmds[1:]] == [0, 1, 2] and all(isinstance(c, Pull) for c in cmds[1:])
+    assert sum(c.then.batch_size for c in cmds[1:]) == 24
+    assert p.version == 6
+
+
+def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_starts_the_new_policy():
+    p = Auto(ctx(3, batch_size=8), start="backup", candidates="bsp+backup", window=2, margin=0.0)
+    p.start(0.0)
+    cmds: list = []
+    for r in range(3):  # worker 2 always late under backup: its push arrives after the round closed
+        for w in (0, 1):
+            p.on_event(_step(w, float(r), 8, 1.0))
+            cmds = p.on_event(_push(w, float(r), 8, base=r))
+        if p.current == "bsp":
+            break
+        p.on_event(_step(2, float(r), 8, 1.05))
+        late = p.on_event(_push(2, float(r), 8, base=r))
+        assert isinstance(late[0], Drop) and late[0].reason == "late"
+    assert p.current == "bsp"  # near-equal workers: BSP applies 3 batches a round, backup 2
+    assert [c.worker for c in cmds if isinstance(c, Pull)] == [0, 1] and 2 in p.draining
+    # worker 2's step for backup: dropped on arrival, then it pulls into BSP's first step
+    assert p.on_event(_step(2, 9.0, 8, 1.0)) == []
+    push = _push(2, 9.0, 8, base=0)
+    drop, pull = p.on_event(push)
+    assert drop == Drop(push_ids=(push.push_id,), reason="policy switch")
+    assert pull == Pull(worker=2, then=Compute(worker=2, batch_size=8, push="grad"))
+    # BSP's first round then closes with the three
+    out = []
+    for w in range(3):
+        out += p.on_event(_push(w, 10.0, 8, base=p.version))
+    assert isinstance(out[0], Apply) and len(out[0].contributions) == 3
+
+
+def test_a_worker_that_left_is_neither_sized_nor_pulled_by_the_next_policy():
+    p = Auto(ctx(3, batch_size=8), window=2)
+    p.start(0.0)
+    assert p.on_event(WorkerLeft(now_s=0.5, worker=1)) == []
+    for r in range(4):
+        cmds = _round(p, float(r), {0: 8, 2: 8}, {0: 1.0, 2: 3.0})
+        if p.switches:
+            break
+    assert p.current == "lb-bsp"
+    pulls = [c for c in cmds if isinstance(c, Pull)]
+    # LB-BSP keeps its global batch (N x 8) and splits it among the live ones
+    assert [c.worker for c in pulls] == [0, 2] and sum(c.then.batch_size for c in pulls) == 24
+
+
+def test_bad_candidates_are_refused_naming_the_parameter():
+    with pytest.raises(BadInput, match="'candidates'"):
+        Auto(ctx(3), candidates="bsp+asp")
+    with pytest.raises(BadInput, match="'start'"):
+        Auto(ctx(3), candidates="bsp+lb-bsp", start="backup")
+    assert "backup" not in Auto(ctx(1)).candidates  # one worker: no backup to keep
+
+
+def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on_record(tmp_path):
+    from hetsync.scenario import scenario_from_dict
+    from hetsync.sim.engine import simulate
+    from hetsync.trace import read_trace
+
+    # 4 equal workers; from t=1 s a stress tool makes two of them 3x slower
+    load = {"workers": [2, 3], "period_s": 100, "on_s": 99, "factor": 3, "random_phase": False, "phase_s": 99}
+    sc = scenario_from_dict(
+        {
+            "name": "stress-midway",
+            "workers": 4,
+            "workload": "digits-logreg",
+            "batch_size": 16,
+            "max_time_s": 2.0,
+            "seed": 0,
+            "fixed_s": 0.001,
+            "per_sample_s": 0.001,
+            "jitter": 0.02,
+            "background_load": load,
+        }
+    )
+    run = simulate(sc, "auto", trace_path=tmp_path / "trace.jsonl").summary
+    (note,) = run["policy_notes"]
+    assert note["what"] == "switch" and (note["detail"]["from"], note["detail"]["to"]) == ("bsp", "lb-bsp")
+    assert 1.0 < note["t"] < 1.5  # within a few rounds of the change
+    assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note"] == [{"ev": "note", **note}]
+    computing = run["outstanding_detail"]["computing"]  # (steps in flight at the end: not yet counted in steps)
+    assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
