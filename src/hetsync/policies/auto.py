@@ -12,14 +12,17 @@ worth, so they can be ranked by throughput alone — what can be measured for
 any model, a user's own included (the policies that trade convergence for
 throughput, ASP, SSP, local SGD, need the simulator's ranking: not here yet).
 
-Measuring: every ``ComputeDone`` gives the worker's seconds per sample
-(``duration_s / batch_size``); the last ``window`` of each worker are kept.
-Ranking (:func:`predicted_rates`): the window is replayed as rounds — round
-r takes each worker's r-th latest time — and each candidate's round time is
-what it would be with those times: BSP waits for the slowest at the common
-batch; LB-BSP waits for the slowest at batches in inverse proportion to each
-worker's mean time; backup waits for the (N − b)-th and applies N − b
-batches. The rate is the samples applied over the replayed time. So a
+Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
+the last ``window`` of each worker are kept, and a smoothed time per batch
+size for its last few batch sizes, from which :func:`fixed_share` fits the
+share of its step that does not grow with the batch (0 until its batches
+have varied, as under LB-BSP). Ranking (:func:`predicted_rates`): the window,
+each step brought to the common batch with that share, is replayed as
+rounds — round r takes each worker's r-th latest time — and each
+candidate's round time is what it would be with those times: BSP waits for
+the slowest at the common batch; LB-BSP waits for the slowest at the
+batches that would have them finish together; backup waits for the
+(N − b)-th and applies N − b batches. The rate is the samples applied over the replayed time. So a
 worker that is always slow favours LB-BSP, one that is slow now and then
 (noise, a straggler that moves) favours backup, and a homogeneous cluster
 BSP (the others cost it nothing there, but win nothing either).
@@ -42,8 +45,8 @@ are the ledger's, untouched by the switch; the step accounting stays exact
 that are gone, and counts versions from the ledger's (backup's lateness).
 
 What it says: each switch is a ``Note`` — a trace record ``note`` and an
-entry of the summary's ``policy_notes``: ``{t, what: switch, detail: {t,
-from, to, rates}}``, the rates each candidate was predicted. Not yet (issue
+entry of the summary's ``policy_notes``: ``{t, what: switch, detail:
+{from, to, rates}}``, the rates each candidate was predicted. Not yet (issue
 31): the simulator's ranking of asynchronous candidates in a background
 process, handover to and from local-model policies, plots that mark the
 phases.

@@ -804,7 +804,7 @@ class _Run:
         """A worker that came back holds the model: the policy hears ``WorkerJoined``."""
         came, version, setup_s = self.joining.pop(w)
         self.ledger.model_arrived(w, version)
-        first = w >= self.srv.n - self.srv.opts.joinable and self.peers[w].steps == 0  # (--nproc-max: never in yet)
+        first = w in absent_at_start(self.sc, self.srv.opts.joinable) and self.peers[w].steps == 0  # (never in yet)
         print(
             f"hetsync: {self.label}: worker {w} {'joined' if first else 'came back'} at {came:.2f} s and held the model of version {version} "
             f"at {now:.2f} s (session {setup_s:.2f} s, then {now - came - setup_s:.2f} s to reset and download)",
