@@ -143,7 +143,7 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
     run = simulate(sc, "auto", trace_path=tmp_path / "trace.jsonl").summary
     (note,) = run["policy_notes"]
     assert note["what"] == "switch" and (note["detail"]["from"], note["detail"]["to"]) == ("bsp", "lb-bsp")
-    assert 1.0 < note["t"] < 1.5  # within a few rounds of the change
+    assert 1.0 < note["t"] < 2.0  # within a window (20 rounds of about 51 ms) of the change
     assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note"] == [{"ev": "note", **note}]
     computing = run["outstanding_detail"]["computing"]  # (steps in flight at the end: not yet counted in steps)
     assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
