@@ -36,3 +36,11 @@ def test_hetsync_report_prints_the_switches_and_the_page_lists_them(auto_switch_
     assert "auto: 1 switch of policy" in printed and "bsp → lb-bsp: predicted" in printed
     page = (out / "report.html").read_text()
     assert "<h2>auto: 1 switch of policy</h2>" in page and "bsp → lb-bsp: predicted" in page
+
+
+def test_a_switch_at_the_first_full_window_says_there_was_nothing_earlier_to_compare(auto_switch_run):
+    note = auto_switch_run.run["policy_notes"][0]
+    first = note | {"detail": note["detail"] | {"since_s": note["t"], "moved": [], "moved_count": 0}}
+    line = describe_switch(first)
+    assert "the cluster as first measured" in line and "moved" not in line
+    assert "the cluster as first measured" not in describe_switch(note)

@@ -36,13 +36,15 @@ def _gain(detail: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _cause(detail: Mapping[str, Any]) -> list[str]:
+def _cause(detail: Mapping[str, Any], t: Any) -> list[str]:
     """The fitted change that made the switch, clause by clause."""
     parts: list[str] = []
     moved = detail.get("moved")
     since = detail.get("since_s")
     since_text = f"since {_fmt_seconds(since)} s" if _finite(since) else "since the reference"
-    if isinstance(moved, list):
+    if _finite(since) and _finite(t) and since >= t - 1e-9:  # the reference is this very window
+        parts.append("the cluster as first measured (no earlier full window since the start or the last switch)")
+    elif isinstance(moved, list):
         shown = [
             f"w{m['w']} {_seconds(m['from_s'])} → {_seconds(m['to_s'])} s ({m['to_s'] / m['from_s']:.2f}×)"
             for m in moved
@@ -83,7 +85,7 @@ def describe_switch(note: Mapping[str, Any]) -> str:
         head += f": predicted {gain:.2f}× the samples a second"
         if isinstance(rates, Mapping) and detail.get("from") in rates and detail.get("to") in rates:
             head += f" ({_fmt_rate(rates[detail['from']])} → {_fmt_rate(rates[detail['to']])})"
-    return "; ".join([head, *_cause(detail)])
+    return "; ".join([head, *_cause(detail, t)])
 
 
 def run_switches(run: Mapping[str, Any]) -> list[Mapping[str, Any]]:
