@@ -88,3 +88,17 @@ def test_a_timeline_reads_the_phases_from_its_trace_and_a_run_without_notes_has_
         and _switch_lines(bars) == []
         and not any("switch" in x.get_text() for x in figures[1][1].legends[0].get_texts())
     )
+
+
+def test_names_of_phases_too_close_to_read_go_on_a_second_line_then_are_left_out(auto_switch_run, figures, tmp_path):
+    run = copy.deepcopy(auto_switch_run.run)
+    (note,) = run["policy_notes"]
+    t = note["t"]
+    for k, (old, new) in enumerate((("lb-bsp", "backup"), ("backup", "lb-bsp")), 1):
+        run["policy_notes"].append({"t": t + 0.01 * k, "what": "switch", "detail": {"from": old, "to": new}})
+    plot_metric([run], tmp_path / "a.png")
+    (ax,) = figures[0][1].axes
+    assert _switch_lines(ax) == [t, t + 0.01, t + 0.02]  # every switch has its line
+    names = [x for x in ax.texts if x.get_gid() == "phase"]
+    assert [x.get_text() for x in names] == ["bsp", "lb-bsp", "backup"]  # the last would cover both lines
+    assert names[1].xyann[1] > names[2].xyann[1]  # backup on the second line, under lb-bsp

@@ -77,6 +77,7 @@ PUSH_COLOR = "#0072B2"
 PULL_COLOR = "#56B4E9"
 WAIT_COLOR = "#BBBBBB"
 _WAIT_BACKGROUND = "#F1F1F1"
+_PHASE_FONT_PT = 8.5  # the names of a policy's phases
 _SWITCH_COLOR = "#D55E00"  # a policy's switch on a timeline (Okabe-Ito vermilion)
 _WAIT_HATCH_COLOR = "#C8C8C8"
 # one per run, in order: tab10 less its grey (the panels' field of other runs is grey), then five darker colours
@@ -173,11 +174,17 @@ def _draw_phases(
     """Mark a run's policy phases (:func:`hetsync.summary.policy_phases`) on
     ``ax`` inside ``window``: a vertical line (gid ``switch``) at each switch,
     and with ``names`` the policy in force at the top of each phase (gid
-    ``phase``, after ``prefix``; ``row`` stacks the names of several runs).
-    ``label`` names the first line in the legend. Returns the lines drawn;
-    nothing for a run without phases."""
+    ``phase``, after ``prefix``; ``row`` stacks the names of several runs,
+    two lines each: a name that would run into the one before goes on the
+    second line, and is left out where both are taken — the lines and the
+    report still show the switch). ``label`` names the first line in the
+    legend. Returns the lines drawn; nothing for a run without phases."""
     lo, hi = window
     lines = 0
+    fig = ax.get_figure()
+    axes_in = ax.get_position().width * (fig.get_figwidth() if fig is not None else 8.0)
+    char = _PHASE_FONT_PT * 0.62 / 72 / max(axes_in, 0.1)  # about a character's width, in axes fractions
+    ends = [-math.inf, -math.inf]  # where the last name on each of the run's two lines ends
     for k, (t, name) in enumerate(phases):
         end = phases[k + 1][0] if k + 1 < len(phases) else math.inf
         if end <= lo or t >= hi:
@@ -186,19 +193,24 @@ def _draw_phases(
             ax.axvline(t, color=color, linestyle=SWITCH_LINESTYLE, linewidth=1.3, zorder=4, gid="switch", label=label)
             label = None
             lines += 1
-        if names:
+        if not names:
+            continue
+        x = (max(t, lo) - lo) / (hi - lo)
+        free = next((i for i, end_x in enumerate(ends) if x >= end_x), None)
+        if free is not None:
+            ends[free] = x + (len(prefix + name) + 1) * char
             ax.annotate(
                 prefix + name,
                 xy=(max(t, lo), 1),
                 xycoords=("data", "axes fraction"),
-                xytext=(3, -3 - 12 * row),
+                xytext=(3, -3 - 1.4 * _PHASE_FONT_PT * (2 * row + free)),
                 textcoords="offset points",
                 ha="left",
                 va="top",
-                fontsize=8.5,
+                fontsize=_PHASE_FONT_PT,
                 color=color,
                 gid="phase",
-                zorder=6,
+                zorder=2.5,  # (under the curves, over the grid)
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
             )
     return lines
