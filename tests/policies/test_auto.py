@@ -85,6 +85,22 @@ def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_
     assert p.version == 6
 
 
+def test_a_switch_from_lb_bsp_lists_the_fitted_fixed_shares_that_made_it():
+    p = Auto(ctx(3, batch_size=8), window=3)
+    p.start(0.0)
+    batches = dict.fromkeys(range(3), 8)
+    for r in range(12):  # worker 2: 3x per sample (LB-BSP's case), then a delay that no batch changes
+        slow = 3.0 * batches[2] / 8 if r < 6 else 3.0
+        cmds = _round(p, float(r), batches, {0: batches[0] / 8, 1: batches[1] / 8, 2: slow})
+        batches = {c.worker: c.then.batch_size for c in cmds if isinstance(c, Pull)} or batches
+    first, second = p.switches
+    assert (first["from"], first["to"], first["fixed"]) == ("bsp", "lb-bsp", [])  # one batch size: nothing fitted
+    assert first["since_s"] == first["t"] and first["moved"] == []  # it switched on its first full window
+    assert (second["from"], second["to"]) == ("lb-bsp", "backup")
+    assert second["fixed"] == [{"w": 2, "share": 0.95}]  # all fixed cost (capped); the others' shares are 0
+    assert second["slowest"] == [{"w": 2, "rounds": 3}] and second["gain"] > 1.1
+
+
 def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_starts_the_new_policy():
     p = Auto(ctx(3, batch_size=8), start="backup", candidates="bsp+backup", window=2, margin=0.0)
     p.start(0.0)

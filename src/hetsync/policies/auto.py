@@ -334,8 +334,8 @@ class Auto(Policy):
         live = sorted(windows)
         fixed: list[dict[str, Any]] = []
         if "lb-bsp" in (name, self.current):
-            shares = sorted(((float(self.fixed[u]), u) for u in live if self.fixed[u] > 0), reverse=True)
-            fixed = [{"w": u, "share": round(f, 3)} for f, u in shares[:SHOWN]]
+            shares = sorted(((round(float(self.fixed[u]), 3), u) for u in live), key=lambda s: (-s[0], s[1]))
+            fixed = [{"w": u, "share": f} for f, u in shares[:SHOWN] if f > 0]
         return {
             "since_s": self.reference_s,
             "moved": moved[:SHOWN],
