@@ -510,9 +510,9 @@ def switch_window(
 ) -> tuple[float, float]:
     """A timeline window around a switch at ``at_s``: from the start of the
     ``steps``-th last step each displayed worker started before it, to the
-    end of the ``steps``-th step each started from it on (the run's end
-    for a worker that started fewer but some), so the slowest shows as many steps on
-    each side as the others."""
+    end of the ``steps``-th step each started from it on (the run's end for
+    a worker that started fewer, but some), so the slowest shows as many
+    steps on each side as the others."""
     before: dict[int, list[float]] = {}  # per worker: min-heap of its latest `steps` starts before at_s
     after: dict[int, list[float]] = {}  # per worker: max-heap (negated) of its earliest `steps` ends from at_s
     last = at_s
