@@ -101,4 +101,4 @@ def test_names_of_phases_too_close_to_read_go_on_a_second_line_then_are_left_out
     assert _switch_lines(ax) == [t, t + 0.01, t + 0.02]  # every switch has its line
     names = [x for x in ax.texts if x.get_gid() == "phase"]
     assert [x.get_text() for x in names] == ["bsp", "lb-bsp", "backup"]  # the last would cover both lines
-    assert names[1].xyann[1] > names[2].xyann[1]  # backup on the second line, under lb-bsp
+    assert names[2].xyann[1] > names[1].xyann[1] > 0  # above the axes, backup on the second line, over lb-bsp

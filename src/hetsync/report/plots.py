@@ -8,7 +8,7 @@
   :func:`timeline_names` names each run's timeline file.
 * A run whose policy switched (``auto``: its switch notes) has its phases
   marked on the metric plot and its timelines: a line at each switch, the
-  policy in force named at the top of each phase.
+  policy in force named over each phase.
 
 Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
 backend is touched. A run keeps the same colour in every chart: the colour
@@ -78,6 +78,7 @@ PULL_COLOR = "#56B4E9"
 WAIT_COLOR = "#BBBBBB"
 _WAIT_BACKGROUND = "#F1F1F1"
 _PHASE_FONT_PT = 8.5  # the names of a policy's phases
+_PHASE_LINE_PT = 1.4 * _PHASE_FONT_PT  # a line of them
 _SWITCH_COLOR = "#D55E00"  # a policy's switch on a timeline (Okabe-Ito vermilion)
 _WAIT_HATCH_COLOR = "#C8C8C8"
 # one per run, in order: tab10 less its grey (the panels' field of other runs is grey), then five darker colours
@@ -170,6 +171,7 @@ def _draw_phases(
     label: str | None = None,
     names: bool = True,
     prefix: str = "",
+    above: bool = False,
 ) -> int:
     """Mark a run's policy phases (:func:`hetsync.summary.policy_phases`) on
     ``ax`` inside ``window``: a vertical line (gid ``switch``) at each switch,
@@ -177,8 +179,10 @@ def _draw_phases(
     ``phase``, after ``prefix``; ``row`` stacks the names of several runs,
     two lines each: a name that would run into the one before goes on the
     second line, and is left out where both are taken — the lines and the
-    report still show the switch). ``label`` names the first line in the
-    legend. Returns the lines drawn; nothing for a run without phases."""
+    report still show the switch; ``above``: over the axes, where no curve
+    runs, the title raised by :func:`_phase_pad`). ``label`` names the first
+    line in the legend. Returns the lines drawn; nothing for a run without
+    phases."""
     lo, hi = window
     lines = 0
     fig = ax.get_figure()
@@ -203,17 +207,23 @@ def _draw_phases(
                 prefix + name,
                 xy=(max(t, lo), 1),
                 xycoords=("data", "axes fraction"),
-                xytext=(3, -3 - 1.4 * _PHASE_FONT_PT * (2 * row + free)),
+                xytext=(3, (2 if above else -3) + (1 if above else -1) * _PHASE_LINE_PT * (2 * row + free)),
                 textcoords="offset points",
                 ha="left",
-                va="top",
+                va="bottom" if above else "top",
+                annotation_clip=False,
                 fontsize=_PHASE_FONT_PT,
                 color=color,
                 gid="phase",
-                zorder=2.5,  # (under the curves, over the grid)
+                zorder=6,
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
             )
     return lines
+
+
+def _phase_pad(runs_marked: int) -> float:
+    """The title's pad (points) over the names of ``runs_marked`` runs' phases (two lines each)."""
+    return 6.0 + 2 * runs_marked * _PHASE_LINE_PT if runs_marked else 6.0
 
 
 def _run_phases(run: dict[str, Any]) -> list[tuple[float, str]]:
@@ -305,7 +315,7 @@ def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
 
     A run whose policy switched (``auto``'s switch notes in its
     ``policy_notes``) has a line in its colour at each switch and the policy
-    in force named at the top of each phase.
+    in force named over each phase, above the axes.
 
     Up to ``SMALL_MULTIPLES_MIN - 1`` runs share one axes. More get small
     multiples: one panel per run, fastest to the target first, the run in its
@@ -323,15 +333,15 @@ def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
         phases = _run_phases(run)
         if phases:
             window = (0.0, shape.x_max if shape.x_max > 0 else 1.0)
-            label = f"{run.get('label', '?')}: switch of policy (the one in force named at the top)"
-            _draw_phases(ax, phases, window, color=color, row=switched, label=label)
+            label = f"{run.get('label', '?')}: switch of policy (the one in force named above the plot)"
+            _draw_phases(ax, phases, window, color=color, row=switched, label=label, above=True)
             switched += 1
     shape.style(ax, label_targets=True)
     ax.set_xlabel(shape.xlabel)
     ax.set_ylabel(shape.ylabel)
     if not any(_curve(r) for r in runs) and shape.metrics == ["accuracy"]:
         ax.set_ylim(0, 1)
-    ax.set_title(f"Test {shape.name} · {_distinct(runs, 'scenario')}", loc="left")
+    ax.set_title(f"Test {shape.name} · {_distinct(runs, 'scenario')}", loc="left", pad=_phase_pad(switched))
     if runs:
         ax.legend(loc="best", fontsize=9, framealpha=0.92)
     return _save(fig, path)
@@ -368,10 +378,11 @@ def _plot_metric_panels(runs: list[dict[str, Any]], path: str | Path) -> Path:
         _draw_curve(ax, runs[i], colors[i], label=None, linewidth=2.0)
         phases = _run_phases(runs[i])
         if phases:
-            _draw_phases(ax, phases, (0.0, shape.x_max if shape.x_max > 0 else 1.0), color=colors[i])
+            _draw_phases(ax, phases, (0.0, shape.x_max if shape.x_max > 0 else 1.0), color=colors[i], above=True)
         shape.style(ax, label_targets=False)
         ax.set_title(
             f"{_wrap_label(str(runs[i].get('label', '?')))}\n{_tta_note(runs[i])}",
+            pad=_phase_pad(1 if phases else 0),
             loc="left",
             fontsize=9,
             color=colors[i],
