@@ -19,6 +19,9 @@ from __future__ import annotations
 import multiprocessing.process
 import os
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -64,3 +67,30 @@ def _processes_only_in_dist_tests(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse(request.node.nodeid))
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", _refuse(request.node.nodeid))
     yield
+
+
+@dataclass(frozen=True)
+class AutoSwitchRun:
+    """``auto`` simulated on examples/stress-midway-8.yaml, shortened: 8
+    equal workers, two of them 3x slower from t = 1 s (the example's stress,
+    moved up from 10 s), 3 s in all. ``out`` holds ``summary.json`` and its
+    trace (read it, write elsewhere); ``progress`` is every (fraction,
+    status) the run's progress callback got."""
+
+    out: Path
+    run: dict[str, Any]
+    progress: list[tuple[float, str]]
+
+
+@pytest.fixture(scope="session")
+def auto_switch_run(tmp_path_factory: pytest.TempPathFactory) -> AutoSwitchRun:
+    from hetsync import runner
+    from hetsync.scenario import load_scenario
+
+    example = Path(__file__).parent.parent / "examples" / "stress-midway-8.yaml"
+    load = {"workers": [6, 7], "period_s": 1000, "on_s": 990, "factor": 3, "random_phase": False, "phase_s": 999}
+    scenario = load_scenario(str(example), max_time_s=3.0, background_load=load)
+    out = tmp_path_factory.mktemp("auto-switch")
+    seen: list[tuple[float, str]] = []
+    (run,) = runner.compare(scenario, ["auto"], out, progress=lambda _label, f, status: seen.append((f, status)))
+    return AutoSwitchRun(out, run, seen)

@@ -24,6 +24,8 @@ from hetsync.summary import (
     as_dicts,
     check_summary,
     finished_runs,
+    policy_in_force,
+    policy_phases,
     read_summary,
 )
 
@@ -233,3 +235,17 @@ def test_any_json_is_runs_or_one_line_of_bad_input(raw):
         assert "\n" not in str(e) and str(e).startswith("s.json")
     else:
         assert runs is raw and all(isinstance(r, dict) and r["label"] for r in runs)
+
+
+def test_the_phases_and_the_policy_in_force_are_read_from_the_switch_notes(auto_switch_run):
+    notes = auto_switch_run.run["policy_notes"]
+    t = notes[0]["t"]
+    assert policy_phases(notes) == [(0.0, "bsp"), (t, "lb-bsp")]
+    assert policy_in_force("auto", notes) == "auto→lb-bsp"
+    assert policy_phases([]) == [] and policy_in_force("auto", []) == ""  # before any switch, and other policies
+    back = {"t": t + 1, "what": "switch", "detail": {"from": "lb-bsp", "to": "backup"}}
+    other = {"t": t + 2, "what": "something else", "detail": {"to": "bsp"}}
+    assert policy_phases([*notes, back, other])[1:] == [(t, "lb-bsp"), (t + 1, "backup")]
+    assert policy_in_force("auto", [*notes, back, other]) == "auto→backup"
+    damaged = {"t": t + 3, "what": "switch", "detail": {"from": "backup"}}  # no 'to': not a switch to read
+    assert policy_in_force("auto", [*notes, damaged]) == "auto→lb-bsp"

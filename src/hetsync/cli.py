@@ -517,7 +517,7 @@ def _finish(
     notes: bool = False,
 ) -> list[Path]:
     """Print the table of the finished runs, what happened during them
-    (workers that left, notes), and write what goes with it: the plots
+    (workers that left, a policy's switches and why, notes), and write what goes with it: the plots
     (unless ``plots`` is false: the runtime's server drew them already) and
     ``trace.json`` and the HTML page unless --no-plots, and the markdown page with --md.
     ``notes``: print the runs' notes too (a live command printed them before
@@ -533,6 +533,10 @@ def _finish(
             _say(
                 con, f"{run['label']}: worker {x['worker']} joined at {x['t']:.2f}s (the model by {x['ready_s']:.2f}s)"
             )
+    for heading, lines in report.switch_lines(runs):  # what a switching policy (auto) did and why
+        _say(con, heading)
+        for line in lines:
+            _say(con, f"  {line}")
     if notes:  # each note once (the notes are the scenario's, the same for every run)
         for note in dict.fromkeys(n for run in runs for n in run.get("notes") or []):
             _say(con, f"note: {note}", style="yellow")

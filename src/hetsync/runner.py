@@ -26,7 +26,7 @@ from hetsync.sim.engine import Simulation
 from hetsync.steptime import resolve_measured
 from hetsync.workloads import Workload, make_workload
 
-Progress = Callable[[str, float], None]
+Progress = Callable[[str, float, str], None]  # (label, fraction done, status: the policy in force)
 
 
 def reporter(
@@ -83,7 +83,7 @@ def compare(
     runs: list[dict[str, Any]] = []
     for spec, label in zip(specs, labels, strict=True):
         trace = out_dir / f"trace-{safe_name(label)}.jsonl"
-        tick = (lambda f, _l=label: progress(_l, f)) if progress is not None else None
+        tick = (lambda f, status, _l=label: progress(_l, f, status)) if progress is not None else None
         try:
             result = Simulation(
                 scenario, spec, trace_path=trace, progress=tick, workload=workload, path=path, servers=servers

@@ -9,6 +9,9 @@ object per run; this module types it and is the one way to read it.
   may lack, add their own keys (a bench's figures) and hand it to code that
   takes ``dict[str, Any]`` (:func:`as_dicts` says so to the type checker);
   a dataclass would have changed every one of them.
+* :func:`policy_phases` and :func:`policy_in_force` read a run's switch
+  notes (``policy_notes``, or the trace's ``note`` records): which policy
+  was in force when (``auto``'s phases).
 * :func:`read_summary` reads a file and checks it: missing, not JSON, not a
   list, a record not an object or a key of the wrong type is
   :class:`~hetsync.errors.BadInput`, one line naming the file, the run
@@ -41,7 +44,7 @@ Usage::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -55,6 +58,8 @@ __all__ = [
     "as_dicts",
     "check_summary",
     "finished_runs",
+    "policy_in_force",
+    "policy_phases",
     "read_summary",
 ]
 
@@ -80,7 +85,8 @@ class WorkerJoined(TypedDict):
 
 class PolicyNote(TypedDict):
     """What the policy decided that the record should show (``policy_notes``;
-    ``auto``'s ``switch``: ``detail`` {from, to, rates})."""
+    ``auto``'s ``switch``: ``detail`` {from, to, rates, gain, since_s, moved,
+    moved_count, rounds, slowest, fixed}, docs/formats.md)."""
 
     t: float
     what: str
@@ -335,3 +341,36 @@ def as_dicts(runs: list[RunSummary]) -> list[dict[str, Any]]:
     code that takes a run as ``dict[str, Any]`` (the reports, a bench's
     ``Run``, which adds its figures to it)."""
     return cast("list[dict[str, Any]]", runs)
+
+
+def _switches(notes: Sequence[Mapping[str, Any]]) -> list[tuple[float, str, str]]:
+    """(t, from, to) of each ``switch`` note, in order; a note without a
+    time or without text ``from`` and ``to`` is skipped."""
+    out = []
+    for note in notes:
+        detail = note.get("detail")
+        if note.get("what") != "switch" or not isinstance(detail, Mapping) or not _is_number(note.get("t")):
+            continue
+        old, new = detail.get("from"), detail.get("to")
+        if isinstance(old, str) and isinstance(new, str):
+            out.append((float(note["t"]), old, new))
+    return out
+
+
+def policy_phases(notes: Sequence[Mapping[str, Any]]) -> list[tuple[float, str]]:
+    """The policies a run had in force, each with the time it took over:
+    ``[(0.0, first's from), (t, to), ...]`` from its ``switch`` notes (a
+    note ``what: switch`` whose detail names ``from`` and ``to``: the
+    policy left and the one in force from ``t``); ``[]`` when it has none."""
+    switches = _switches(notes)
+    if not switches:
+        return []
+    return [(0.0, switches[0][1]), *((t, new) for t, _, new in switches)]
+
+
+def policy_in_force(name: str, notes: Sequence[Mapping[str, Any]]) -> str:
+    """``auto→lb-bsp``: the policy ``name`` and, after it, the one its last
+    ``switch`` note put in force; ``""`` before any switch (a driver learns
+    it from the notes, never from the policy)."""
+    switches = _switches(notes)
+    return f"{name}→{switches[-1][2]}" if switches else ""

@@ -8,11 +8,27 @@ import numpy as np
 import pytest
 
 from hetsync.errors import BadInput
-from hetsync.policies.auto import Auto, fixed_share, predicted_rates
+from hetsync.policies.auto import Auto, fixed_share, predicted_rates, slowest_counts, smoothed, switch_moves
 from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Pull, PushArrived, WorkerLeft
 from tests.policies.helpers import ctx
 
 _ids = itertools.count(1000)
+
+
+def test_a_switch_names_the_workers_whose_smoothed_step_time_moved_largest_change_first():
+    assert smoothed(np.array([1.0, 1.0, 2.0])) == pytest.approx(1.3)  # the newest step weighs 0.3
+    before = {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.0}
+    now = {0: 1.05, 1: 3.0, 2: 0.5, 4: 9.0}  # 0 within 10%; 3 left and 4 joined: not compared
+    assert switch_moves(before, now) == [
+        {"w": 1, "from_s": 1.0, "to_s": 3.0},
+        {"w": 2, "from_s": 1.0, "to_s": 0.5},
+    ]
+    assert switch_moves(before, before) == []
+
+
+def test_the_slowest_of_each_replayed_round_is_counted_most_first():
+    rounds = np.array([[1.0, 5.0, 1.0, 1.0], [3.0, 1.0, 3.0, 3.0], [2.0, 2.0, 2.0, 2.0]])  # workers 4, 7, 9
+    assert slowest_counts([4, 7, 9], rounds) == [{"w": 7, "rounds": 3}, {"w": 4, "rounds": 1}]
 
 
 def test_a_fitted_fixed_share_is_the_intercepts_share_at_the_common_batch():
@@ -67,6 +83,22 @@ def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_
     assert [c.worker for c in cmds[1:]] == [0, 1, 2] and all(isinstance(c, Pull) for c in cmds[1:])
     assert sum(c.then.batch_size for c in cmds[1:]) == 24
     assert p.version == 6
+
+
+def test_a_switch_from_lb_bsp_lists_the_fitted_fixed_shares_that_made_it():
+    p = Auto(ctx(3, batch_size=8), window=3)
+    p.start(0.0)
+    batches = dict.fromkeys(range(3), 8)
+    for r in range(12):  # worker 2: 3x per sample (LB-BSP's case), then a delay that no batch changes
+        slow = 3.0 * batches[2] / 8 if r < 6 else 3.0
+        cmds = _round(p, float(r), batches, {0: batches[0] / 8, 1: batches[1] / 8, 2: slow})
+        batches = {c.worker: c.then.batch_size for c in cmds if isinstance(c, Pull)} or batches
+    first, second = p.switches
+    assert (first["from"], first["to"], first["fixed"]) == ("bsp", "lb-bsp", [])  # one batch size: nothing fitted
+    assert first["since_s"] == first["t"] and first["moved"] == []  # it switched on its first full window
+    assert (second["from"], second["to"]) == ("lb-bsp", "backup")
+    assert second["fixed"] == [{"w": 2, "share": 0.95}]  # all fixed cost (capped); the others' shares are 0
+    assert second["slowest"] == [{"w": 2, "rounds": 3}] and second["gain"] > 1.1
 
 
 def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_starts_the_new_policy():
@@ -147,3 +179,21 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
     assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note"] == [{"ev": "note", **note}]
     computing = run["outstanding_detail"]["computing"]  # (steps in flight at the end: not yet counted in steps)
     assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
+
+
+def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change_that_caused_it(auto_switch_run):
+    from hetsync.trace import read_trace
+
+    run = auto_switch_run.run
+    (note,) = run["policy_notes"]
+    d = note["detail"]
+    assert (d["from"], d["to"]) == ("bsp", "lb-bsp") and 1.0 < note["t"] < 1.6  # the stress starts at 1 s
+    assert d["gain"] == pytest.approx(d["rates"]["lb-bsp"] / d["rates"]["bsp"], rel=1e-3) and d["gain"] > 1.1
+    # the two stressed workers, about 3x slower since the first full window (before the stress)
+    assert {m["w"] for m in d["moved"]} == {6, 7} and d["moved_count"] == 2
+    assert all(2.0 < m["to_s"] / m["from_s"] < 3.5 for m in d["moved"])
+    assert d["since_s"] < 1.0 and d["rounds"] == 20
+    assert d["slowest"][0]["w"] in (6, 7) and sum(s["rounds"] for s in d["slowest"]) <= d["rounds"]
+    assert d["fixed"] == []  # BSP ran one batch size: no fixed share fitted yet
+    notes = [r for r in read_trace(auto_switch_run.out / run["trace"]) if r["ev"] == "note"]
+    assert notes == [{"ev": "note", **note}]

@@ -200,3 +200,12 @@ def test_a_crashed_run_s_cut_trace_exports_what_it_holds(
     cut = list(chrome_events(tmp_path / "cut.jsonl", pid=1, label="bsp"))
     assert cut == list(chrome_events(tmp_path / "whole.jsonl", pid=1, label="bsp"))
     assert any(e["ph"] == "X" and e["name"] == "compute" for e in cut)
+
+
+def test_a_policy_switch_is_an_instant_on_the_server_thread_with_its_cause(auto_switch_run) -> None:
+    run = auto_switch_run.run
+    (note,) = run["policy_notes"]
+    events = list(chrome_events(auto_switch_run.out / run["trace"], pid=1, label="auto"))
+    (switch,) = [e for e in events if e["ph"] == "i" and e["name"].startswith("policy ")]
+    assert switch["name"] == "policy bsp → lb-bsp" and switch["tid"] == 0
+    assert switch["ts"] == pytest.approx(note["t"] * 1e6) and switch["args"] == note["detail"]

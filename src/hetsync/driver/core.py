@@ -65,6 +65,7 @@ from hetsync.policies.base import (
 )
 from hetsync.policies.staleness import StalenessConfig
 from hetsync.scenario import Scenario
+from hetsync.summary import policy_in_force
 
 EVALS_PER_RUN = 40  # evaluations of a run whose scenario sets no eval_every_s
 
@@ -581,6 +582,11 @@ class DriverCore:
         if self.budget is not None:
             parts.append(self.ledger.started_steps / self.budget)
         return min(1.0, max(parts)) if parts else 0.0
+
+    def policy_status(self) -> str:
+        """The policy in force, for a progress line: ``auto→lb-bsp`` after a
+        switch note, ``""`` for a run without one (read from the notes)."""
+        return policy_in_force(self.policy.name, self.ledger.notes)
 
     def p2p_summary(self, wall_s: float) -> dict[str, Any]:
         """The peer-to-peer summary fields (none for a parameter-server run)."""

@@ -51,11 +51,26 @@ are the ledger's, untouched by the switch; the step accounting stays exact
 that are gone, and counts versions from the ledger's (backup's lateness).
 
 What it says: each switch is a ``Note`` — a trace record ``note`` and an
-entry of the summary's ``policy_notes``: ``{t, what: switch, detail:
-{from, to, rates}}``, the rates each candidate was predicted. Not yet (issue
-31): the simulator's ranking of asynchronous candidates in a background
-process, handover to and from local-model policies, plots that mark the
-phases.
+entry of the summary's ``policy_notes``: ``{t, what: switch, detail}``, the
+detail small and JSON-able (docs/formats.md, "A switch note"): ``from``,
+``to``; ``rates``, the samples a second each candidate was predicted, and
+``gain``, the taken one's over the left one's; and the fitted change that
+caused it. The reference is each worker's smoothed step time
+(:func:`smoothed`: the exponential average of its window, each step brought
+to the common batch) over the first full window after the start or the
+last switch, taken at ``since_s``; ``moved`` lists the workers whose
+smoothed time now differs from it by more than ``MOVED``
+(:func:`switch_moves`: ``{w, from_s, to_s}``, the largest change first, at
+most ``SHOWN``; ``moved_count`` counts them all); ``slowest``, in how many
+of the ``rounds`` replayed each worker was the slowest (:func:`slowest_counts`:
+one worker every round is LB-BSP's case, a different one each round
+backup's); ``fixed``, for a switch to or from LB-BSP, the fitted fixed
+shares (largest first, at most ``SHOWN``). The drivers name the policy in
+force on the progress line from these notes (``auto→lb-bsp``), the plots mark
+the phases and ``hetsync report`` lists each switch with its cause
+(hetsync.report.switches). Not yet (issue 31): the simulator's ranking of
+asynchronous candidates in a background process, handover to and from
+local-model policies.
 """
 
 from __future__ import annotations
@@ -93,6 +108,8 @@ CANDIDATES = ("bsp", "lb-bsp", "backup")
 BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
+MOVED = 0.1  # a worker's step time "moved" when it changed by more than this share since the reference
+SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +143,39 @@ def fixed_share(batches: np.ndarray, durations_s: np.ndarray, batch_size: int) -
     p, a = max(float(p), 0.0), max(float(a), 0.0)
     at = a + p * batch_size
     return min(a / at, MAX_FIXED_SHARE) if at > 0 else None
+
+
+def smoothed(step_s: np.ndarray) -> float:
+    """A worker's smoothed step time: the exponential average (weight
+    ``SMOOTHING`` for each newer step) of its window, oldest first."""
+    level = float(step_s[0])
+    for x in step_s[1:]:
+        level += SMOOTHING * (float(x) - level)
+    return level
+
+
+def switch_moves(before_s: dict[int, float], now_s: dict[int, float]) -> list[dict[str, Any]]:
+    """The workers whose step time (``before_s`` → ``now_s``, each worker's
+    :func:`smoothed` time at the common batch) changed by more than ``MOVED``, the largest
+    change (by ratio) first: ``{w, from_s, to_s}``, times to 4 significant
+    digits. A worker in one of the two only (joined, left) is not listed."""
+    moved = []
+    for w in sorted(before_s.keys() & now_s.keys()):
+        a, b = before_s[w], now_s[w]
+        if a > 0 and b > 0 and abs(b / a - 1.0) > MOVED:
+            moved.append((abs(float(np.log(b / a))), w, a, b))
+    moved.sort(key=lambda m: (-m[0], m[1]))
+    return [{"w": w, "from_s": float(f"{a:.4g}"), "to_s": float(f"{b:.4g}")} for _, w, a, b in moved]
+
+
+def slowest_counts(workers: list[int], step_s: np.ndarray) -> list[dict[str, int]]:
+    """In how many of the replayed rounds (the columns of ``step_s``, one row
+    per worker of ``workers``) each worker was the slowest, the most first:
+    ``{w, rounds}``. One worker every round: a slow worker (LB-BSP's case);
+    a different one from round to round: noise (backup's)."""
+    counts = np.bincount(np.argmax(step_s, axis=0), minlength=len(workers))
+    order = sorted((i for i in range(len(workers)) if counts[i]), key=lambda i: (-counts[i], workers[i]))
+    return [{"w": workers[i], "rounds": int(counts[i])} for i in order]
 
 
 def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, tuple[int, np.ndarray]]:
@@ -208,6 +258,10 @@ class Auto(Policy):
         self.switches: list[dict[str, Any]] = []
         self.since_switch = 0  # rounds (Applies) since the last switch
         self.dwell = self.config.window  # rounds a switch stands at least: doubled by each switch back
+        # each live worker's smoothed step time at the common batch over the first full window since the
+        # start or the last switch (None: not measured yet), and when: what a switch's cause is measured from
+        self.reference: dict[int, float] | None = None
+        self.reference_s = 0.0
 
     # ------------------------------------------------------------ policies
     def _make(self, name: str) -> Policy:
@@ -264,7 +318,7 @@ class Auto(Policy):
         self.since_switch += applies
         if not applies or self.since_switch < self.dwell:
             return cmds
-        best = self._rank()
+        best = self._rank(now_s)
         if best is None:
             return cmds
         return self._switch(best, cmds, now_s)
@@ -277,8 +331,11 @@ class Auto(Policy):
         while len(seen) > BATCHES_KEPT:
             del seen[next(iter(seen))]  # the batch size run longest ago
 
-    def _rank(self) -> tuple[str, dict[str, float]] | None:
-        """The candidate to switch to and the predicted rates, or None (stay)."""
+    def _rank(self, now_s: float) -> tuple[str, dict[str, float], dict[int, np.ndarray]] | None:
+        """The candidate to switch to, the predicted rates and each live
+        worker's window at the common batch (its replayed step times), or
+        None (stay). The first full window since the start or the last switch
+        is the reference a switch's cause is measured from."""
         live = sorted(self.alive)
         if len(self.candidates) < 2 or not live or any(len(self.steps[u]) < self.config.window for u in live):
             return None
@@ -292,6 +349,10 @@ class Auto(Policy):
             fu = self.fixed[u]
             obs = np.array(self.steps[u], dtype=float)
             rows.append(obs[:, 1] / (fu + (1.0 - fu) * obs[:, 0] / B))  # each step as it would take at B
+        windows = dict(zip(live, rows, strict=True))
+        if self.reference is None:
+            self.reference = {u: smoothed(row) for u, row in windows.items()}
+            self.reference_s = now_s
         times = round_times(np.array(rows), self.fixed[live], B, self.config.b)
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = {k: samples * len(t) / float(t.sum()) for k, (samples, t) in times.items()}
@@ -304,16 +365,43 @@ class Auto(Policy):
             <= 1.0 + self.config.margin
         ):
             return None  # the gain is within the noise of the window
-        return best, rates
+        return best, rates, windows
 
-    def _switch(self, choice: tuple[str, dict[str, float]], cmds: list[Command], now_s: float) -> list[Command]:
-        name, rates = choice
+    def _cause(self, name: str, windows: dict[int, np.ndarray]) -> dict[str, Any]:
+        """What the window measured that made ``name`` the best (the note's
+        detail beside from, to, rates, gain): see the module docstring."""
+        moved = switch_moves(self.reference or {}, {u: smoothed(row) for u, row in windows.items()})
+        live = sorted(windows)
+        fixed: list[dict[str, Any]] = []
+        if "lb-bsp" in (name, self.current):
+            shares = sorted(((round(float(self.fixed[u]), 3), u) for u in live), key=lambda s: (-s[0], s[1]))
+            fixed = [{"w": u, "share": f} for f, u in shares[:SHOWN] if f > 0]
+        return {
+            "since_s": self.reference_s,
+            "moved": moved[:SHOWN],
+            "moved_count": len(moved),
+            "rounds": self.config.window,
+            "slowest": slowest_counts(live, np.array([windows[u] for u in live]))[:3],
+            "fixed": fixed,
+        }
+
+    def _switch(
+        self, choice: tuple[str, dict[str, float], dict[int, np.ndarray]], cmds: list[Command], now_s: float
+    ) -> list[Command]:
+        name, rates, windows = choice
         if self.switches and self.switches[-1]["from"] == name:  # back to what it just left: the noise, likelier
             self.dwell *= 2
         self.since_switch = 0
-        self.switches.append(
-            {"t": now_s, "from": self.current, "to": name, "rates": {k: round(v, 3) for k, v in rates.items()}}
-        )
+        detail = {
+            "from": self.current,
+            "to": name,
+            "rates": {k: round(v, 3) for k, v in rates.items()},
+            "gain": round(rates[name] / rates[self.current], 3),
+            **self._cause(name, windows),
+        }
+        self.switches.append({"t": now_s, **detail})
+        self.reference = None  # (the next full window, under the new policy, is the next switch's reference)
+        self.reference_s = now_s
         self.current, self.inner = name, self._make(name)
         for w in sorted(set(range(self.n)) - self.alive):  # (before its start: it sizes only the live)
             self.inner.on_event(WorkerLeft(now_s=now_s, worker=w))
@@ -322,7 +410,7 @@ class Auto(Policy):
             self.draining[w] = first[w]  # (still computing for the policy before the last)
         for steps in self.steps:
             steps.clear()  # (under the new policy: measured afresh)
-        out: list[Command] = [Note(what="switch", detail={k: v for k, v in self.switches[-1].items() if k != "t"})]
+        out: list[Command] = [Note(what="switch", detail=detail)]
         pulled = set()
         for c in cmds:
             if isinstance(c, Pull):

@@ -328,7 +328,11 @@ class Note(Command):
     """Something the policy decided that the run's record should show (auto's
     switch of policy): a trace record ``note`` and an entry of the summary's
     ``policy_notes``, at the time of the event it answers. ``what``: a short
-    name; ``detail``: plain JSON-able values. It moves nothing."""
+    name; ``detail``: plain JSON-able values. It moves nothing. A note
+    ``what="switch"`` whose detail names ``from`` and ``to`` (policy names)
+    says the policy in force changed: the drivers name it on the progress
+    line (``auto→lb-bsp``), the plots mark the phases, ``hetsync report``
+    lists the switches (hetsync.summary.policy_phases)."""
 
     what: str
     detail: Mapping[str, Any]

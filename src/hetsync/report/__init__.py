@@ -17,6 +17,8 @@ traces. Nothing is simulated.
   comparison as a page (the HTML one self-contained, with every plot
   inlined); :func:`write_outputs` writes everything a comparison writes
   beside its runs.
+* :mod:`.switches`: :func:`switch_lines`, what a policy that switches
+  (``auto``) did and why, one line per switch of each run's notes.
 * :mod:`.perfetto` writes the whole traces for ui.perfetto.dev
   (``trace.json``).
 * :mod:`.common`: what they all read from a run's record;
@@ -49,6 +51,7 @@ from hetsync.report.plots import (
     timeline_window,
     write_report,
 )
+from hetsync.report.switches import switch_lines
 from hetsync.report.table import (
     CAPTION,
     COLUMNS,
@@ -84,6 +87,7 @@ __all__ = [
     "plot_timeline",
     "safe_name",
     "summary_table",
+    "switch_lines",
     "terminal_console",
     "timeline_names",
     "timeline_window",

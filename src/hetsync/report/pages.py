@@ -15,6 +15,7 @@ from typing import Any
 
 from hetsync.report.common import _distinct, _fmt_seconds, _targets_text, metric_plot_name
 from hetsync.report.plots import timeline_names, write_report
+from hetsync.report.switches import switch_lines
 from hetsync.report.table import _grid
 
 
@@ -50,8 +51,8 @@ _MD_ALIGN = {"left": "|---", "right": "|---:"}
 
 
 def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, command: str) -> Path:
-    """The comparison as a markdown page: the command, the table, and the
-    metric and shares plots copied into ``<path's folder>/img/``."""
+    """The comparison as a markdown page: the command, the table, a
+    policy's switches and why (:func:`switch_lines`), and the metric and shares plots copied into ``<path's folder>/img/``."""
     import shutil
     import time
 
@@ -74,6 +75,8 @@ def write_markdown(runs: list[dict[str, Any]], out_dir: Path, path: Path, *, com
     p2p = _p2p_note(runs)
     if p2p:
         lines += [p2p, ""]
+    for heading, switches in switch_lines(runs):  # what a switching policy (auto) did and why
+        lines += [f"**{heading}**", "", *(f"- {line}" for line in switches), ""]
     for name in (metric_plot_name(runs), "shares"):
         src = Path(out_dir) / f"{name}.png"
         if src.exists():
@@ -100,7 +103,7 @@ code { background: #f4f4f4; padding: 0 0.25em; }
 def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path, *, command: str) -> Path:
     """The comparison as one self-contained HTML page: the command, the
     table (best time to target highlighted), what happened during the runs
-    (workers that left, notes) and every PNG of ``out_dir`` that
+    (workers that left, notes, a policy's switches and why) and every PNG of ``out_dir`` that
     :func:`write_report` writes, inlined, so the file can be mailed alone."""
     import base64
     import html
@@ -147,6 +150,8 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
     )
     if events:
         parts.append("<ul>" + "".join(f'<li class="note">{esc(e)}</li>' for e in events) + "</ul>")
+    for heading, switches in switch_lines(runs):  # what a switching policy (auto) did and why
+        parts.append(f"<h2>{esc(heading)}</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in switches) + "</ul>")
     p2p = _p2p_note(runs)
     if p2p:
         parts.append(f"<p>{esc(p2p)}</p>")
@@ -168,7 +173,8 @@ def write_html(runs: list[dict[str, Any]], out_dir: str | Path, path: str | Path
     timelines = [p for p in named if p.exists()]
     timelines += sorted(set(out.glob("timeline-*.png")) - set(timelines))
     if timelines:
-        parts.append("<h2>Timelines of the first dozen steps</h2>")
+        around = " and around each switch of policy" if any("-switch-" in p.name for p in timelines) else ""
+        parts.append(f"<h2>Timelines of the first dozen steps{around}</h2>")
         parts += [img(png) for png in timelines]
     parts.append("</body></html>")
     page.parent.mkdir(parents=True, exist_ok=True)

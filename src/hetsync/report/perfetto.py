@@ -14,8 +14,9 @@ Layout, in the JSON Object Format of the Trace Event Format
 * thread ``server`` (``tid`` 0, which Perfetto reads as the ``pid``, making
   it the process's main thread; ``exchanges`` peer to peer): an instant
   event per global model update (``apply``; a finished exchange peer to
-  peer), per ``drop``, per worker that ``left`` or ``joined`` and per ``resume``, and a
-  counter track per evaluated metric;
+  peer), per ``drop``, per worker that ``left`` or ``joined``, per ``resume``
+  and per policy ``note`` (auto's switch: ``policy bsp → lb-bsp``, the
+  note's detail as its args), and a counter track per evaluated metric;
 * per worker ``w``: thread ``w<w>`` holds its ``compute`` steps (args: step,
   batch, base version) and its ``wait`` gaps (time neither computing nor
   communicating, as the summary's ``wait_share`` counts it), back to back;
@@ -183,6 +184,11 @@ def _read(trace: Path, max_workers: int) -> _Run:
             run.instants.append(
                 {"t": t, "name": f"worker {rec.get('w')} left" if kind == "left" else "resume", "args": args}
             )
+        elif kind == "note":  # the policy's (auto's switch: "policy bsp → lb-bsp", its gain and cause in args)
+            detail = rec.get("detail") if isinstance(rec.get("detail"), dict) else {}
+            switch = rec.get("what") == "switch" and "from" in detail and "to" in detail
+            name = f"policy {detail['from']} → {detail['to']}" if switch else f"note: {rec.get('what')}"
+            run.instants.append({"t": t, "name": name, "args": detail})
         elif kind == "eval":
             values = {k: float(v) for k, v in metrics(rec).items() if isinstance(v, int | float) and math.isfinite(v)}
             if values:

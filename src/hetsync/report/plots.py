@@ -4,7 +4,11 @@
   the same function), :func:`plot_shares` and :func:`plot_timeline` each
   write one PNG; :func:`write_report` writes all of them for a comparison.
 * :func:`timeline_window` is the time window :func:`plot_timeline` shows by
-  default; :func:`timeline_names` names each run's timeline file.
+  default, :func:`switch_window` the one around a policy's switch;
+  :func:`timeline_names` names each run's timeline file.
+* A run whose policy switched (``auto``: its switch notes) has its phases
+  marked on the metric plot and its timelines: a line at each switch, the
+  policy in force named over each phase.
 
 Charts use matplotlib's object-oriented API with the Agg canvas, so no GUI
 backend is touched. A run keeps the same colour in every chart: the colour
@@ -32,6 +36,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
 
@@ -49,6 +54,7 @@ from hetsync.report.common import (
     _target_value,
     metric_plot_name,
 )
+from hetsync.summary import policy_phases
 from hetsync.trace import INTERVAL_KINDS, iter_records
 
 DPI = 130
@@ -58,12 +64,22 @@ TIMELINE_STEPS = 12
 """The default timeline window lasts until the slowest displayed worker has
 computed this many steps."""
 
+SWITCH_TIMELINES = 3
+"""A run whose policy switched (``auto``) gets a timeline around each of its
+first this many switches, besides the one of its first steps."""
+
+SWITCH_LINESTYLE = "-."
+"""Vertical lines at a policy's switches (the target lines are dashed)."""
+
 # Okabe-Ito colours (distinguishable with colour-vision deficiencies).
 COMPUTE_COLOR = "#009E73"
 PUSH_COLOR = "#0072B2"
 PULL_COLOR = "#56B4E9"
 WAIT_COLOR = "#BBBBBB"
 _WAIT_BACKGROUND = "#F1F1F1"
+_PHASE_FONT_PT = 8.5  # the names of a policy's phases
+_PHASE_LINE_PT = 1.4 * _PHASE_FONT_PT  # a line of them
+_SWITCH_COLOR = "#D55E00"  # a policy's switch on a timeline (Okabe-Ito vermilion)
 _WAIT_HATCH_COLOR = "#C8C8C8"
 # one per run, in order: tab10 less its grey (the panels' field of other runs is grey), then five darker colours
 _LABEL_COLORS = [h for h in map(to_hex, colormaps["tab10"].colors) if h != "#7f7f7f"] + [
@@ -143,6 +159,76 @@ def _draw_curve(ax: Axes, run: dict[str, Any], color: str, *, label: str | None,
             markeredgewidth=1.5,
             zorder=5,
         )
+
+
+def _draw_phases(
+    ax: Axes,
+    phases: Sequence[tuple[float, str]],
+    window: tuple[float, float],
+    *,
+    color: str,
+    row: int = 0,
+    label: str | None = None,
+    names: bool = True,
+    prefix: str = "",
+    above: bool = False,
+) -> int:
+    """Mark a run's policy phases (:func:`hetsync.summary.policy_phases`) on
+    ``ax`` inside ``window``: a vertical line (gid ``switch``) at each switch,
+    and with ``names`` the policy in force at the top of each phase (gid
+    ``phase``, after ``prefix``; ``row`` stacks the names of several runs,
+    two lines each: a name that would run into the one before goes on the
+    second line, and is left out where both are taken — the lines and the
+    report still show the switch; ``above``: over the axes, where no curve
+    runs, the title raised by :func:`_phase_pad`). ``label`` names the first
+    line in the legend. Returns the lines drawn; nothing for a run without
+    phases."""
+    lo, hi = window
+    lines = 0
+    fig = ax.get_figure()
+    axes_in = ax.get_position().width * (fig.get_figwidth() if fig is not None else 8.0)
+    char = _PHASE_FONT_PT * 0.62 / 72 / max(axes_in, 0.1)  # about a character's width, in axes fractions
+    ends = [-math.inf, -math.inf]  # where the last name on each of the run's two lines ends
+    for k, (t, name) in enumerate(phases):
+        end = phases[k + 1][0] if k + 1 < len(phases) else math.inf
+        if end <= lo or t >= hi:
+            continue
+        if t > lo:
+            ax.axvline(t, color=color, linestyle=SWITCH_LINESTYLE, linewidth=1.3, zorder=4, gid="switch", label=label)
+            label = None
+            lines += 1
+        if not names:
+            continue
+        x = (max(t, lo) - lo) / (hi - lo)
+        free = next((i for i, end_x in enumerate(ends) if x >= end_x), None)
+        if free is not None:
+            ends[free] = x + (len(prefix + name) + 1) * char
+            ax.annotate(
+                prefix + name,
+                xy=(max(t, lo), 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, (2 if above else -3) + (1 if above else -1) * _PHASE_LINE_PT * (2 * row + free)),
+                textcoords="offset points",
+                ha="left",
+                va="bottom" if above else "top",
+                annotation_clip=False,
+                fontsize=_PHASE_FONT_PT,
+                color=color,
+                gid="phase",
+                zorder=6,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+            )
+    return lines
+
+
+def _phase_pad(runs_marked: int) -> float:
+    """The title's pad (points) over the names of ``runs_marked`` runs' phases (two lines each)."""
+    return 6.0 + 2 * runs_marked * _PHASE_LINE_PT if runs_marked else 6.0
+
+
+def _run_phases(run: dict[str, Any]) -> list[tuple[float, str]]:
+    notes = run.get("policy_notes")
+    return policy_phases(notes) if isinstance(notes, list) else []
 
 
 @dataclass
@@ -227,6 +313,10 @@ def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
     dot and say so. Perplexity, and a loss that spans a factor of 10, are
     drawn on a log axis.
 
+    A run whose policy switched (``auto``'s switch notes in its
+    ``policy_notes``) has a line in its colour at each switch and the policy
+    in force named over each phase, above the axes.
+
     Up to ``SMALL_MULTIPLES_MIN - 1`` runs share one axes. More get small
     multiples: one panel per run, fastest to the target first, the run in its
     colour over every other run in light grey, so each curve can be read and
@@ -237,14 +327,21 @@ def plot_metric(runs: list[dict[str, Any]], path: str | Path) -> Path:
     shape = _MetricAxes.of(runs)
     fig = Figure(figsize=(8.6, 5), layout="constrained")
     ax = fig.add_subplot()
+    switched = 0  # runs whose phases are marked (their names stacked at the top)
     for run, color in zip(runs, _label_colors(runs), strict=True):
         _draw_curve(ax, run, color, label=f"{run.get('label', '?')}  ({_tta_note(run)})")
+        phases = _run_phases(run)
+        if phases:
+            window = (0.0, shape.x_max if shape.x_max > 0 else 1.0)
+            label = f"{run.get('label', '?')}: switch of policy (the one in force named above the plot)"
+            _draw_phases(ax, phases, window, color=color, row=switched, label=label, above=True)
+            switched += 1
     shape.style(ax, label_targets=True)
     ax.set_xlabel(shape.xlabel)
     ax.set_ylabel(shape.ylabel)
     if not any(_curve(r) for r in runs) and shape.metrics == ["accuracy"]:
         ax.set_ylim(0, 1)
-    ax.set_title(f"Test {shape.name} · {_distinct(runs, 'scenario')}", loc="left")
+    ax.set_title(f"Test {shape.name} · {_distinct(runs, 'scenario')}", loc="left", pad=_phase_pad(switched))
     if runs:
         ax.legend(loc="best", fontsize=9, framealpha=0.92)
     return _save(fig, path)
@@ -279,9 +376,13 @@ def _plot_metric_panels(runs: list[dict[str, Any]], path: str | Path) -> Path:
                 curve = _curve(other)
                 ax.plot([t for t, _ in curve], [v for _, v in curve], color="0.83", linewidth=0.9, zorder=2)
         _draw_curve(ax, runs[i], colors[i], label=None, linewidth=2.0)
+        phases = _run_phases(runs[i])
+        if phases:
+            _draw_phases(ax, phases, (0.0, shape.x_max if shape.x_max > 0 else 1.0), color=colors[i], above=True)
         shape.style(ax, label_targets=False)
         ax.set_title(
             f"{_wrap_label(str(runs[i].get('label', '?')))}\n{_tta_note(runs[i])}",
+            pad=_phase_pad(1 if phases else 0),
             loc="left",
             fontsize=9,
             color=colors[i],
@@ -415,6 +516,35 @@ class _Scan:
         return (0.0, end if end > 0 else 1.0)
 
 
+def switch_window(
+    trace_path: str | Path, at_s: float, *, max_workers: int = 16, steps: int = TIMELINE_STEPS // 2
+) -> tuple[float, float]:
+    """A timeline window around a switch at ``at_s``: from the start of the
+    ``steps``-th last step each displayed worker started before it, to the
+    end of the ``steps``-th step each started from it on (the run's end for
+    a worker that started fewer, but some), so the slowest shows as many
+    steps on each side as the others."""
+    before: dict[int, list[float]] = {}  # per worker: min-heap of its latest `steps` starts before at_s
+    after: dict[int, list[float]] = {}  # per worker: max-heap (negated) of its earliest `steps` ends from at_s
+    last = at_s
+    for rec in iter_records(trace_path, kinds=("compute", "end"), workers=range(max_workers)):
+        if rec["ev"] == "end":
+            last = max(last, float(rec.get("wall_time_s", rec["t"])))
+            continue
+        t, end, w = float(rec["t"]), float(rec["end"]), rec["w"]
+        last = max(last, end)
+        if t < at_s:
+            heap = before.setdefault(w, [])
+            (heapq.heappush if len(heap) < steps else heapq.heappushpop)(heap, t)
+        else:
+            heap = after.setdefault(w, [])
+            (heapq.heappush if len(heap) < steps else heapq.heappushpop)(heap, -end)
+    lo = min((h[0] for h in before.values()), default=0.0)
+    ends = [-min(h) if len(h) == steps else last for h in after.values()]
+    hi = max(ends) if ends else last
+    return (lo, max(hi, at_s + 1e-9))
+
+
 def timeline_window(
     trace_path: str | Path, *, max_workers: int = 16, steps: int = TIMELINE_STEPS
 ) -> tuple[float, float]:
@@ -443,6 +573,7 @@ class _Timeline:
     batches: dict[int, list[tuple[float, float, int]]] = field(default_factory=dict)  # (start, length, batch)
     applies: list[float] = field(default_factory=list)
     p2p: bool = False
+    notes: list[dict[str, Any]] = field(default_factory=list)  # the policy's, up to the window's end
 
 
 def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Timeline:
@@ -453,11 +584,13 @@ def _collect(path: Path, max_workers: int, window: tuple[float, float]) -> _Time
     out = _Timeline()
     multicasts: dict[tuple[int, float], float] = {}  # (sender, start) -> last arrival
     # one pass: the start (at any t), and what starts before the window ends
-    kinds = ("start", "apply", *_INTERVALS)
+    kinds = ("start", "apply", "note", *_INTERVALS)
     for rec in iter_records(path, kinds=kinds, workers=range(max_workers), until_s=hi):
         kind = rec["ev"]
         if kind == "start":
             out.workers = rec.get("workers")
+        elif kind == "note":
+            out.notes.append(rec)
         elif kind == "apply":
             if rec["t"] >= lo:
                 out.applies.append(float(rec["t"]))
@@ -503,6 +636,7 @@ def plot_timeline(
     title: str,
     max_workers: int = 16,
     window_s: tuple[float, float] | None = None,
+    phases: Sequence[tuple[float, str]] | None = None,
 ) -> Path:
     """Draw a per-worker Gantt chart of a trace; return the PNG path.
 
@@ -515,7 +649,11 @@ def plot_timeline(
     the top for send. When the batch size varies (LB-BSP) every compute bar
     wide enough says its batch. Ticks in a strip above mark global model
     updates: ``apply`` records, or in peer-to-peer runs the finished exchanges
-    of the displayed workers.
+    of the displayed workers. A run whose policy switched (``auto``'s
+    ``note`` records) has a line at each switch in the window and the policy
+    in force named in the updates strip: ``phases``
+    (:func:`hetsync.summary.policy_phases` of its summary's notes), by
+    default read from the trace's notes up to the window's end.
     ``window_s`` is the time window shown; by default :func:`timeline_window`.
     The file is streamed (twice when the window is chosen automatically).
     """
@@ -540,6 +678,11 @@ def plot_timeline(
     fig = Figure(figsize=(11, 1.9 + row_inches * shown), layout="constrained")
     top, ax = fig.subplots(2, 1, sharex=True, height_ratios=[0.3, max(row_inches * shown, 0.6)])
     _draw_updates(top, data.applies, window)
+    phases = policy_phases(data.notes) if phases is None else phases
+    switches = 0
+    if phases:  # the policy in force named in the updates strip, a line at each switch across both
+        _draw_phases(top, phases, window, color=_SWITCH_COLOR, prefix="policy: ")
+        switches = _draw_phases(ax, phases, window, color=_SWITCH_COLOR, names=False)
     height = 0.72
     strip = 0.24 * height
     behind = False  # whether any transfer runs while its worker computes
@@ -585,6 +728,8 @@ def plot_timeline(
     ]
     if behind:
         handles.append(Patch(facecolor="none", edgecolor="none", label="(thin strip on compute: transfer behind it)"))
+    if switches:
+        handles.append(Line2D([], [], color=_SWITCH_COLOR, linestyle=SWITCH_LINESTYLE, label="switch of policy"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=9)
     return _save(fig, path)
 
@@ -631,7 +776,10 @@ def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
 
     Timelines are ``timeline-<safe_name(label)>.png``, drawn from the trace
     named by ``run["trace"]`` (relative to ``out_dir``); a run whose
-    ``trace`` is null or missing gets none. Returns the paths written.
+    ``trace`` is null or missing gets none. A run whose policy switched
+    gets ``timeline-<name>-switch-<k>.png`` too, around its k-th switch
+    (:func:`switch_window`; the first ``SWITCH_TIMELINES``). Returns the
+    paths written.
     """
     out = Path(out_dir)
     paths = [plot_metric(runs, out / f"{metric_plot_name(runs)}.png"), plot_shares(runs, out / "shares.png")]
@@ -639,7 +787,19 @@ def write_report(runs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
         if not run.get("trace") or not (out / run["trace"]).is_file():
             continue
         title = f"{run.get('label', '?')} · {run.get('scenario', '?')}"
-        paths.append(plot_timeline(out / run["trace"], out / f"timeline-{name}.png", title=title))
+        phases = _run_phases(run)
+        paths.append(plot_timeline(out / run["trace"], out / f"timeline-{name}.png", title=title, phases=phases))
+        for k, (t, policy) in enumerate(phases[1 : 1 + SWITCH_TIMELINES], 1):
+            where = f"{title} · switch to {policy} at {t:.2f} s"
+            paths.append(
+                plot_timeline(
+                    out / run["trace"],
+                    out / f"timeline-{name}-switch-{k}.png",
+                    title=where,
+                    window_s=switch_window(out / run["trace"], t),
+                    phases=phases,
+                )
+            )
     return paths
 
 

@@ -607,9 +607,12 @@ class _Run:
                 srv._reap_sends()
 
     def _progress_status(self, now: float) -> str:
-        """``12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last evaluation)."""
+        """``12.0 s · 340 steps · 4 workers · accuracy 0.912`` (the last
+        evaluation); after a policy's switch note, the policy in force before
+        the metric: ``… · 4 workers · auto→lb-bsp · accuracy 0.912``."""
         led = self.ledger
         parts = [f"{now:.1f} s", f"{led.steps} steps", f"{len(self.srv.alive)} workers"]
+        parts += [p for p in [self.core.policy_status()] if p]  # (auto→lb-bsp: the policy a switch put in force)
         names = list(self.srv.workload.metrics)
         if led.curve and names:
             metric = self.sc.stop.target.metric if self.sc.stop.target.metric in names else names[0]

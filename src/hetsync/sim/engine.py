@@ -192,6 +192,9 @@ class RunResult:
 class Simulation:
     """One policy on one scenario. ``run()`` returns the summary record.
 
+    ``progress`` is called now and then with the fraction done (0..1) and
+    the policy in force when a switch note named it (``auto→lb-bsp``), else
+    ``""`` (:meth:`~hetsync.driver.core.DriverCore.policy_status`).
     ``math=False`` skips the gradient math (the timing and the protocol
     still run) — for measuring the event loop alone. ``batch_math=False``
     computes one gradient per call as each step starts instead of batching
@@ -209,7 +212,7 @@ class Simulation:
         *,
         trace_path: Path | None = None,
         math: bool = True,
-        progress: Callable[[float], None] | None = None,
+        progress: Callable[[float, str], None] | None = None,
         workload: Workload | None = None,
         batch_math: bool = True,
         path: str = "ps",
@@ -1109,7 +1112,7 @@ class Simulation:
                 countdown -= 1
                 if countdown == 0 and self.progress is not None:
                     countdown = report_every
-                    self.progress(self.core.fraction(self.now))
+                    self.progress(self.core.fraction(self.now), self.core.policy_status())
                 continue
             heapq.heappop(heap)
             if prio == _EVAL:
@@ -1141,7 +1144,7 @@ class Simulation:
             countdown -= 1
             if countdown == 0 and self.progress is not None:
                 countdown = report_every
-                self.progress(self.core.fraction(self.now))
+                self.progress(self.core.fraction(self.now), self.core.policy_status())
         if self.core.spent() or self.core.refused:
             self.stop_reason = "max_steps"
             return
