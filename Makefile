@@ -21,16 +21,15 @@ demo: $(STAMP)
 	$(BIN)/hetsync compare --scenario default --out runs/demo
 	@echo "open runs/demo/report.html in a browser; load runs/demo/trace.json in ui.perfetto.dev to follow every step"
 
-# all of it: every test but the serial ones in one session, a file at a time on
-# one more worker than cores (a test that starts real processes — marked dist —
-# spends much of its time waiting: start-up, injected delays, time limits; the
-# extra worker's in-process tests fill those gaps; a file's tests stay on one
-# worker, so a module-scoped run is made once); then the dist tests whose
-# assertions rest on measured times (marked serial) one at a time, on a machine
-# at rest
-JOBS    := $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+# all of it: the in-process tests on every core; then the ones that start real
+# processes (marked dist), two files at a time (a test's ranks spend much of
+# their time waiting: start-up, injected delays, time limits; a file's tests
+# stay on one worker, so a module-scoped run is made once); then the dist
+# tests whose assertions rest on measured times (marked serial) one at a
+# time, on a machine at rest
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not serial" -n $(JOBS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -m "not dist" -n auto
+	$(BIN)/python -m pytest -m "dist and not serial" -n 2 --dist loadfile --durations=15
 	$(BIN)/python -m pytest -m "dist and serial" --durations=8
 
 # everything but the tests that start real processes (marked dist), on every core

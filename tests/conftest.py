@@ -2,10 +2,8 @@
 agents, a `python -m hetsync` child, a process pool) is marked ``dist``:
 ``make test-fast`` leaves those out, ``make test`` runs them all. The marker
 is checked, not trusted: an unmarked test that starts a process fails and
-says so. ``make test`` runs every test but the ``serial`` ones in one
-session, a file at a time on one worker more than the machine has cores (the
-longest files first: :data:`LONGEST_FIRST`; a dist test's waits leave a core
-to the in-process tests), then those marked ``serial`` (dist tests whose
+says so. ``make test`` runs the dist tests two files at a time (the longest files
+first: :data:`LONGEST_FIRST`), then those also marked ``serial`` (their
 assertions rest on measured times) one at a time; ``serial`` without
 ``dist`` is refused at collection.
 
@@ -41,7 +39,7 @@ def _refuse(nodeid: str):  # type: ignore[no-untyped-def]
 
 
 # The longest files of dist tests (a minute or two of real processes each), handed out first: ``make
-# test`` gives the tests to its workers a file at a time, in this order, so that a long file started
+# test`` gives the dist tests to two workers a file at a time, in this order, so that a long file started
 # last does not leave one worker running it alone at the end.
 LONGEST_FIRST = (
     "tests/runtime/test_faults.py",
