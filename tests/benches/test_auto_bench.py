@@ -4,7 +4,7 @@ import pytest
 
 from hetsync.benches import auto as bench
 from hetsync.cli import main
-from hetsync.scenario import load_scenario
+from hetsync.scenario import load_scenario, scenario_from_dict
 
 
 def test_every_declared_case_loads_and_its_change_starts_at_the_declared_time():
@@ -21,6 +21,10 @@ def test_every_declared_case_loads_and_its_change_starts_at_the_declared_time():
             (away,) = sc.cluster.membership
             assert away.leave_s == bench.CHANGE_S and away.join_s is None
     assert set(bench.STATIC) < set(bench.CASES) and bench.POLICIES[-1] == "auto"
+    real = scenario_from_dict(dict(bench.REAL))  # (--real: paced as modelled, two of four slower from the change)
+    assert real.timing.modelled and real.cluster.workers == 4
+    load = real.cluster.background_load
+    assert load is not None and [load.factor_at(w, t) for t in (3.99, 4.01) for w in (2, 3)] == [1, 1, 3, 3]
 
 
 def _agg(policy, tta, reached=3):
