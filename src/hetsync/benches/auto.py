@@ -29,7 +29,8 @@ the markdown tables (``auto.md``) that ``docs/results-auto.md`` quotes.
 ``--real`` adds the ``stress`` change on real processes (:data:`REAL`: 4
 workers whose steps are paced as the scenario models them, two of them three
 times slower from 4 s; 20 s a policy, seed 0), as ``hetsync run --nproc 4``
-runs it: one scenario on real processes, as the issue asks.
+runs it: one scenario on real processes, as the issue asks (``--set`` and
+``--quick`` do not apply to it).
 """
 
 from __future__ import annotations
