@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from hetsync.cli import main
 from hetsync.errors import BadInput
+from hetsync.report.switches import run_switches
 from hetsync.summary import (
     _CHECKS,
     _LISTS,
@@ -239,7 +240,7 @@ def test_any_json_is_runs_or_one_line_of_bad_input(raw):
 
 def test_the_phases_and_the_policy_in_force_are_read_from_the_switch_notes(auto_switch_run):
     notes = auto_switch_run.run["policy_notes"]
-    t = notes[0]["t"]
+    t = run_switches(auto_switch_run.run)[0]["t"]
     assert policy_phases(notes) == [(0.0, "bsp"), (t, "lb-bsp")]
     assert policy_in_force("auto", notes) == "auto→lb-bsp"
     assert policy_phases([]) == [] and policy_in_force("auto", []) == ""  # before any switch, and other policies

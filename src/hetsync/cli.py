@@ -460,6 +460,16 @@ _MEMORY_CHECK_BATCH = 1024  # sizes above these: estimate memory needs (builds t
 _MEMORY_CHECK_WORKERS = 256
 
 
+def _say_switches(con: Any, runs: list[dict[str, Any]]) -> None:
+    """What a switching policy (auto) chose among, each switch and why (:func:`hetsync.report.switch_lines`)."""
+    from hetsync import report
+
+    for heading, lines in report.switch_lines(runs):
+        _say(con, heading)
+        for line in lines:
+            _say(con, f"  {line}")
+
+
 def _show_notes(args: argparse.Namespace, notes: list[str]) -> None:
     """Print each note once per command (``_load`` may run twice)."""
     shown: set[str] = getattr(args, "_notes_shown", set())
@@ -533,10 +543,7 @@ def _finish(
             _say(
                 con, f"{run['label']}: worker {x['worker']} joined at {x['t']:.2f}s (the model by {x['ready_s']:.2f}s)"
             )
-    for heading, lines in report.switch_lines(runs):  # what a switching policy (auto) did and why
-        _say(con, heading)
-        for line in lines:
-            _say(con, f"  {line}")
+    _say_switches(con, runs)
     if notes:  # each note once (the notes are the scenario's, the same for every run)
         for note in dict.fromkeys(n for run in runs for n in run.get("notes") or []):
             _say(con, f"note: {note}", style="yellow")
@@ -916,6 +923,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     for note in dict.fromkeys(note for run in runs for note in run.get("notes") or []):
         con.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     con.print(report.summary_table(runs))
+    _say_switches(con, runs)
     for run in runs:
         if run.get("eval_warning"):
             con.print(f"warning: {run['label']}: {run['eval_warning']}", style="yellow", markup=False, highlight=False)

@@ -9,7 +9,8 @@ import pytest
 
 from hetsync.errors import BadInput
 from hetsync.policies.auto import Auto, fixed_share, predicted_rates, slowest_counts, smoothed, switch_moves
-from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Pull, PushArrived, WorkerLeft
+from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Note, Pull, PushArrived, WorkerLeft
+from hetsync.report.switches import run_switches
 from tests.policies.helpers import ctx
 
 _ids = itertools.count(1000)
@@ -70,7 +71,11 @@ def _round(p: Auto, t: float, batches: dict[int, int], seconds: dict[int, float]
 
 def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_close():
     p = Auto(ctx(3, batch_size=8), window=3)
-    assert p.start(0.0) == [Compute(worker=w, batch_size=8, push="grad") for w in range(3)]
+    said, *first = p.start(0.0)
+    assert first == [Compute(worker=w, batch_size=8, push="grad") for w in range(3)]
+    # what it chooses among and by what, said at the start (a user's loop is told so: its report's heading)
+    assert isinstance(said, Note) and said.what == "candidates"
+    assert said.detail["candidates"] == ["bsp", "lb-bsp", "backup"] and "samples a second" in said.detail["by"]
     for r in range(3):  # homogeneous: stays
         cmds = _round(p, float(r), dict.fromkeys(range(3), 8), dict.fromkeys(range(3), 1.0))
         assert isinstance(cmds[0], Apply) and all(c.then.batch_size == 8 for c in cmds[1:])
@@ -173,10 +178,12 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
         }
     )
     run = simulate(sc, "auto", trace_path=tmp_path / "trace.jsonl").summary
-    (note,) = run["policy_notes"]
+    (note,) = run_switches(run)
     assert note["what"] == "switch" and (note["detail"]["from"], note["detail"]["to"]) == ("bsp", "lb-bsp")
     assert 1.0 < note["t"] < 2.0  # within a window (20 rounds of about 51 ms) of the change
-    assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note"] == [{"ev": "note", **note}]
+    assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note" and r["what"] == "switch"] == [
+        {"ev": "note", **note}
+    ]
     computing = run["outstanding_detail"]["computing"]  # (steps in flight at the end: not yet counted in steps)
     assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
 
@@ -185,7 +192,7 @@ def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change
     from hetsync.trace import read_trace
 
     run = auto_switch_run.run
-    (note,) = run["policy_notes"]
+    (note,) = run_switches(run)
     d = note["detail"]
     assert (d["from"], d["to"]) == ("bsp", "lb-bsp") and 1.0 < note["t"] < 1.6  # the stress starts at 1 s
     assert d["gain"] == pytest.approx(d["rates"]["lb-bsp"] / d["rates"]["bsp"], rel=1e-3) and d["gain"] > 1.1
@@ -196,4 +203,4 @@ def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change
     assert d["slowest"][0]["w"] in (6, 7) and sum(s["rounds"] for s in d["slowest"]) <= d["rounds"]
     assert d["fixed"] == []  # BSP ran one batch size: no fixed share fitted yet
     notes = [r for r in read_trace(auto_switch_run.out / run["trace"]) if r["ev"] == "note"]
-    assert notes == [{"ev": "note", **note}]
+    assert [n["what"] for n in notes] == ["candidates", "switch"] and notes[1] == {"ev": "note", **note}

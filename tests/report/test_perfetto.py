@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hetsync.report.perfetto import chrome_events, lanes, wait_gaps, write_chrome_trace
+from hetsync.report.switches import run_switches
 from hetsync.runner import compare
 from hetsync.scenario import load_scenario
 
@@ -204,7 +205,7 @@ def test_a_crashed_run_s_cut_trace_exports_what_it_holds(
 
 def test_a_policy_switch_is_an_instant_on_the_server_thread_with_its_cause(auto_switch_run) -> None:
     run = auto_switch_run.run
-    (note,) = run["policy_notes"]
+    (note,) = run_switches(run)
     events = list(chrome_events(auto_switch_run.out / run["trace"], pid=1, label="auto"))
     (switch,) = [e for e in events if e["ph"] == "i" and e["name"].startswith("policy ")]
     assert switch["name"] == "policy bsp → lb-bsp" and switch["tid"] == 0

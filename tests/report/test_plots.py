@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hetsync.report import SMALL_MULTIPLES_MIN, plot_metric, plot_timeline, write_report
+from hetsync.report.switches import run_switches
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def _phase_names(ax: Any) -> list[str]:
 
 def test_the_metric_plot_marks_the_switch_and_names_each_phase(auto_switch_run, figures, tmp_path: Path):
     run = auto_switch_run.run
-    t = run["policy_notes"][0]["t"]
+    t = run_switches(run)[0]["t"]
     quiet = copy.deepcopy(run) | {"label": "auto-without-notes", "policy_notes": []}
     plot_metric([run, quiet], tmp_path / "a.png")
     ((_, fig),) = figures
@@ -58,7 +59,7 @@ def test_the_timelines_name_the_policy_and_one_is_drawn_around_the_switch(auto_s
     out = tmp_path / "out"
     shutil.copytree(auto_switch_run.out, out)
     run = auto_switch_run.run
-    t = run["policy_notes"][0]["t"]
+    t = run_switches(run)[0]["t"]
     write_report([run], out)
     drawn = dict(figures)
     assert set(drawn) >= {"timeline-auto.png", "timeline-auto-switch-1.png"}
@@ -76,7 +77,7 @@ def test_a_timeline_reads_the_phases_from_its_trace_and_a_run_without_notes_has_
     auto_switch_run, figures, tmp_path
 ):
     run = auto_switch_run.run
-    t = run["policy_notes"][0]["t"]
+    t = run_switches(run)[0]["t"]
     trace = auto_switch_run.out / run["trace"]
     plot_timeline(trace, tmp_path / "a.png", title="auto", window_s=(t - 0.1, t + 0.1))
     top, bars = figures[0][1].axes
@@ -92,7 +93,7 @@ def test_a_timeline_reads_the_phases_from_its_trace_and_a_run_without_notes_has_
 
 def test_names_of_phases_too_close_to_read_go_on_a_second_line_then_are_left_out(auto_switch_run, figures, tmp_path):
     run = copy.deepcopy(auto_switch_run.run)
-    (note,) = run["policy_notes"]
+    (note,) = run_switches(run)
     t = note["t"]
     for k, (old, new) in enumerate((("lb-bsp", "backup"), ("backup", "lb-bsp")), 1):
         run["policy_notes"].append({"t": t + 0.01 * k, "what": "switch", "detail": {"from": old, "to": new}})

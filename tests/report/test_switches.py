@@ -5,14 +5,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hetsync.report.switches import describe_switch, switch_lines
+from hetsync.report.switches import describe_switch, run_switches, switch_lines
 
 
 def test_each_switch_is_one_line_with_its_time_gain_and_cause(auto_switch_run):
     run = auto_switch_run.run
-    (note,) = run["policy_notes"]
+    (note,) = run_switches(run)
     ((heading, (line,)),) = switch_lines([{"label": "bsp", "policy_notes": []}, run])
-    assert heading == "auto: 1 switch of policy"
+    assert (
+        heading
+        == "auto: 1 switch of policy (among bsp, lb-bsp, backup, by measured samples a second (each candidate's convergence per sample is BSP's))"
+    )
     d = note["detail"]
     assert line.startswith(f"{note['t']:.2f} s  bsp → lb-bsp: predicted {d['gain']:.2f}× the samples a second")
     for m in d["moved"]:  # the stressed workers, from and to
@@ -35,11 +38,11 @@ def test_hetsync_report_prints_the_switches_and_the_page_lists_them(auto_switch_
     printed = capsys.readouterr().out
     assert "auto: 1 switch of policy" in printed and "bsp → lb-bsp: predicted" in printed
     page = (out / "report.html").read_text()
-    assert "<h2>auto: 1 switch of policy</h2>" in page and "bsp → lb-bsp: predicted" in page
+    assert "<h2>auto: 1 switch of policy (among bsp, lb-bsp, backup" in page and "bsp → lb-bsp: predicted" in page
 
 
 def test_a_switch_at_the_first_full_window_says_there_was_nothing_earlier_to_compare(auto_switch_run):
-    note = auto_switch_run.run["policy_notes"][0]
+    note = run_switches(auto_switch_run.run)[0]
     first = note | {"detail": note["detail"] | {"since_s": note["t"], "moved": [], "moved_count": 0}}
     line = describe_switch(first)
     assert "the cluster as first measured" in line and "moved" not in line

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hetsync.report.switches import run_switches
+
 
 def test_after_auto_s_switch_the_progress_names_the_policy_in_force(auto_switch_run):
     run, seen = auto_switch_run.run, auto_switch_run.progress
-    t = run["policy_notes"][0]["t"]
+    t = run_switches(run)[0]["t"]
     max_time_s = 3.0  # (the fixture's run)
     assert seen and all(0.0 <= f <= 1.0 for f, _ in seen)
     assert any(f * max_time_s > t for f, _ in seen)  # (a report after the switch, to check)

@@ -170,7 +170,7 @@ def switches(res: dict[str, Any]) -> list[str]:
     """auto's switches, seed by seed, in words."""
     lines = []
     for seed, runs in res["runs"].items():
-        notes = [n for r in runs if r["policy"] == "auto" for n in r.get("policy_notes") or []]
+        notes = [n for r in runs if r["policy"] == "auto" for n in r.get("policy_notes") or [] if n["what"] == "switch"]
         said = ", ".join(f"{n['detail']['from']} → {n['detail']['to']} at {n['t']:.2f} s" for n in notes)
         lines.append(f"- seed {seed}: {said or 'no switch'}")
     return lines

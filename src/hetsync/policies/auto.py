@@ -50,7 +50,10 @@ are the ledger's, untouched by the switch; the step accounting stays exact
 (every push is applied or dropped). The new policy hears of the workers
 that are gone, and counts versions from the ledger's (backup's lateness).
 
-What it says: each switch is a ``Note`` — a trace record ``note`` and an
+What it says: at the start a ``Note`` ``candidates`` (what it chooses
+among, and that it ranks them by measured samples a second: in a user's own
+loop, where no simulator knows the model, that is all it weighs, and the
+report's heading says so); each switch is a ``Note`` — a trace record ``note`` and an
 entry of the summary's ``policy_notes``: ``{t, what: switch, detail}``, the
 detail small and JSON-able (docs/formats.md, "A switch note"): ``from``,
 ``to``; ``rates``, the samples a second each candidate was predicted, and
@@ -109,6 +112,8 @@ BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
 MOVED = 0.1  # a worker's step time "moved" when it changed by more than this share since the reference
+# what its ranking weighs, said at the start (a ``candidates`` note): in a user's loop it is all it can know
+RANKED_BY = "measured samples a second (each candidate's convergence per sample is BSP's)"
 SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
 
 
@@ -294,7 +299,10 @@ class Auto(Policy):
 
     # -------------------------------------------------------------- events
     def start(self, now_s: float) -> list[Command]:
-        return self._from_inner(self.inner.start(now_s), now_s)
+        said = Note(
+            what="candidates", detail={"start": self.current, "candidates": list(self.candidates), "by": RANKED_BY}
+        )
+        return [said, *self._from_inner(self.inner.start(now_s), now_s)]
 
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):

@@ -96,13 +96,28 @@ def run_switches(run: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [n for n in notes if isinstance(n, Mapping) and n.get("what") == "switch"]
 
 
+def run_candidates(run: Mapping[str, Any]) -> str:
+    """What the run's ``candidates`` note says it chose among and by what
+    (``among bsp, lb-bsp, backup, by measured samples a second ...``); ""
+    without one."""
+    notes = run.get("policy_notes")
+    for n in notes if isinstance(notes, list) else []:
+        detail = n.get("detail") if isinstance(n, Mapping) else None
+        if n.get("what") == "candidates" and isinstance(detail, Mapping) and isinstance(detail.get("candidates"), list):
+            among = ", ".join(str(c) for c in detail["candidates"])
+            return f"among {among}, by {detail.get('by', '?')}"
+    return ""
+
+
 def switch_lines(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Per run with switch notes: its heading (``auto: 1 switch of policy``)
-    and one line per switch (:func:`describe_switch`)."""
+    """Per run with switch notes or a ``candidates`` note: its heading
+    (``auto: 1 switch of policy``, and what it chose among) and one line per
+    switch (:func:`describe_switch`)."""
     out = []
     for run in runs:
-        switches = run_switches(run)
-        if switches:
-            heading = f"{run.get('label', '?')}: {len(switches)} switch{'es' if len(switches) > 1 else ''} of policy"
-            out.append((heading, [describe_switch(n) for n in switches]))
+        switches, among = run_switches(run), run_candidates(run)
+        if switches or among:
+            n = len(switches)
+            heading = f"{run.get('label', '?')}: {n or 'no'} switch{'' if n == 1 else 'es'} of policy"
+            out.append((heading + (f" ({among})" if among else ""), [describe_switch(s) for s in switches]))
     return out
