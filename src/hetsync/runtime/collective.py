@@ -278,8 +278,12 @@ class RoundReducer:
         host memory, one-value tensors on the device for buckets on a GPU
         (reading Σb there would copy it to the host every round)."""
         self.flush()
+        # buckets on a device (NCCL): the collective's own wait, which has the device's stream wait and
+        # not the host; a NCCL wait sliced by timeouts would abort its communicator at the first slice a
+        # slower member outlasts. So a member's death there is left to NCCL's own watchdog.
+        broken = self.broken if self.device.type == "cpu" else None
         for b in self.buckets:
-            wait_round(b.work, self.broken)
+            wait_round(b.work, broken)
         self.active = False
         total = self.buckets[-1].buf[-1]
         if total.device.type != "cpu":
