@@ -99,6 +99,14 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     _path_arg(p, "ps")
     _servers_arg(p)
     p.add_argument(
+        "--device",
+        default="cpu",
+        help="where the workers compute the built-in workload: cpu (default) or cuda (worker w on cuda:w %% GPUs: "
+        "model, optimizer state, buffers and batches; --path collective all-reduces on the GPUs over NCCL, one GPU "
+        "per worker; rank 0 stays on the CPU, and the wire to it is gloo). Not the scenario's device: cpu|gpu, "
+        "which only shapes simulated step times",
+    )
+    p.add_argument(
         "--worker-timeout-s",
         type=argcheck.seconds(0, limits.MAX_WORKER_TIMEOUT_S, low_open=True),
         default=60.0,
@@ -741,6 +749,7 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     opts = config.process  # (what the ranks would refuse, refused before any of them starts)
     policy_labels(scenario, specs, driver="dist")
     opts.check_rejoin(scenario, specs)
+    opts.check_device(scenario, specs)
     throttle, pace = config.process.emulation(scenario)
     timing = {(True, True): "modelled step and transfer times", (False, True): "modelled step times"}.get(
         (throttle, pace), "throttled links" if throttle else ""
@@ -748,7 +757,8 @@ def _cmd_run(args: argparse.Namespace, nproc: int) -> int:
     timing = f" ({timing})" if timing else ""
     con = report.terminal_console()
     con.print(
-        f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo): {nproc} worker processes + "
+        f"[bold]{escape(scenario.name)}[/] on torch.distributed (gloo{'' if opts.device == 'cpu' else ', workers on cuda'}): "
+        f"{nproc} worker processes + "
         f"{'1 server' if args.servers == 1 else f'{args.servers} sharded servers'}, "
         f"policies {escape(', '.join(labels))}{timing} → {escape(str(out))}/"
     )
@@ -821,6 +831,7 @@ def _run_config(args: argparse.Namespace, specs: list[str], out: Path) -> Any:
             servers=args.servers,
             max_restarts=args.max_restarts,
             max_worker_restarts=args.max_worker_restarts,
+            device=args.device,
         ),
         plots=not args.no_plots,
     )

@@ -66,6 +66,41 @@ def test_gradient_matches_autograd_and_leaves_params_alone() -> None:
         assert torch.equal(wl.gradient(params, x, y)[0], grad)
 
 
+def test_gradient_on_device_leaves_the_loss_a_tensor_and_gives_what_gradient_gives() -> None:
+    wl = _toy()
+    params = wl.init_params(3)
+    x, y = _data(32, seed=4)
+    grad, loss = wl.gradient(params, x, y)
+    grad_t, loss_t = wl.gradient_on_device(params, x, y)
+    assert isinstance(loss_t, torch.Tensor) and loss_t.dim() == 0 and not loss_t.requires_grad
+    assert torch.equal(grad_t, grad) and loss_t.item() == loss
+    assert wl.device == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_workload_and_a_shard_moved_to_a_gpu_compute_there_what_the_cpu_computes() -> None:
+    """signal1d-cnn with BatchNorm: parameters, buffers and the flat buffers
+    move; the gradient matches the CPU's (kernels round differently) and the
+    buffers are left as they were; the shard draws the same batches."""
+    from hetsync.workloads import make_workload
+
+    cpu, gpu = make_workload("signal1d-cnn", batchnorm=True), make_workload("signal1d-cnn", batchnorm=True)
+    assert gpu.to("cuda") is gpu and gpu.device.type == "cuda"
+    assert {p.device.type for p in gpu.model.parameters()} == {"cuda"}
+    assert {b.device.type for b in gpu.model.buffers()} == {"cuda"}
+    shard_cpu, shard_gpu = cpu.make_shards(2, 0)[0], gpu.make_shards(2, 0)[0].to("cuda")
+    params = cpu.init_params(1)
+    for _ in range(3):
+        (x, y), (xg, yg) = shard_cpu.next_batch(16), shard_gpu.next_batch(16)
+        assert xg.device.type == "cuda" and torch.equal(xg.cpu(), x) and torch.equal(yg.cpu(), y)
+        want, _ = cpu.gradient(params, x, y)
+        got, loss = gpu.gradient_on_device(params.cuda(), xg, yg)
+        assert got.device.type == "cuda" and loss.device.type == "cuda"
+        assert (got.cpu() - want).abs().max().item() < 1e-4
+    buffers_cpu = [b.clone() for b in cpu.model.buffers()]
+    assert all(torch.allclose(b.cpu(), c) for b, c in zip(gpu.model.buffers(), buffers_cpu, strict=True))
+
+
 def test_gradient_alternating_param_vectors() -> None:
     module = _module()
     reference = copy.deepcopy(module)

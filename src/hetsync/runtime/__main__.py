@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--throttle", action="store_true", help="make transfers last model bytes / the worker's bandwidth")
     p.add_argument("--pace", action="store_true", help="make steps last as long as the scenario models them")
     p.add_argument("--path", choices=["ps", "collective"], default="ps", help="how a round's gradients travel")
+    p.add_argument(
+        "--device", default="cpu", help="where the workers compute: cpu or cuda (worker w on cuda:w %% GPUs)"
+    )
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--kill-worker", type=int, default=None, help="fault injection: this worker dies (SIGKILL) ...")
     p.add_argument("--kill-at-s", type=float, default=None, help="... this many seconds into each run")
@@ -83,6 +86,7 @@ def config_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
             kill_worker=args.kill_worker,
             kill_at_s=args.kill_at_s,
             path=args.path,
+            device=args.device,
         ),
         plots=not args.no_plots,
     )

@@ -70,12 +70,14 @@ BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default
 _group: Any = None  # the workers' process group (ranks 1..N), when the run may use the collective path
 
 
-def form_workers_group(world: int) -> None:
+def form_workers_group(world: int, backend: str = "gloo") -> None:
     """Every rank calls this once, right after joining the default group:
     the workers' own group (ranks 1..world−1), which the collective path's
-    all-reduces use (rank 0 is not in it)."""
+    all-reduces use (rank 0 is not in it): ``backend`` gloo for buckets in
+    host memory, nccl for buckets on the workers' GPUs (``hetsync run
+    --device cuda``; each worker has set its current device first)."""
     global _group
-    _group = dist.new_group(ranks=list(range(1, world)), backend="gloo")
+    _group = dist.new_group(ranks=list(range(1, world)), backend=backend)
 
 
 def workers_group() -> Any:
@@ -151,6 +153,9 @@ class RoundReducer:
 
     ``sizes``: the element count of each gradient tensor, in parameter
     order (one entry, the flat model, for ``hetsync run``'s workers).
+    ``device``: where the buckets live — the CPU for gloo (a gradient on a
+    GPU is copied into them), the worker's GPU for NCCL (nothing leaves the
+    device: the round's Σb stays there too, see :meth:`_close`).
     Use :meth:`begin` with this worker's weight (its batch size; 0: it
     computed nothing), then :meth:`add` each tensor's gradient (a bucket
     starts its all-reduce once filled, in bucket order) or :meth:`add_flat`,
@@ -164,8 +169,10 @@ class RoundReducer:
         cap_bytes: int = BUCKET_BYTES,
         expected_weight: float = 1.0,
         broken: threading.Event | None = None,
+        device: torch.device | str = "cpu",
     ) -> None:
         self.sizes = list(sizes)
+        self.device = torch.device(device)
         # set (by whoever learns it: the worker's control thread) when the group is known broken: a wait
         # for a round ends then even if gloo's collective does not fail for this member (GroupBroken)
         self.broken = broken
@@ -189,7 +196,7 @@ class RoundReducer:
                 self.where[i] = (k, at)
                 at += self.sizes[i]
             extra = 1 if k == len(plan) - 1 else 0  # the weight rides in the last bucket
-            self.buckets.append(_Bucket(members, offsets, torch.zeros(at + extra)))
+            self.buckets.append(_Bucket(members, offsets, torch.zeros(at + extra, device=self.device)))
         self.weight = 0.0
         self.active = False
         self.launched = 0  # buckets whose all-reduce has started (always a prefix)
@@ -217,7 +224,8 @@ class RoundReducer:
         if grad is None or self.weight == 0:
             part.zero_()
         else:
-            torch.mul(grad.detach().reshape(-1).cpu(), self.weight / self.expected, out=part)  # (gloo: host memory)
+            # (into the bucket's memory: a GPU gradient goes to the host for gloo, stays put for NCCL)
+            torch.mul(grad.detach().reshape(-1).to(part.device), self.weight / self.expected, out=part)
         b.filled += 1
         self._launch_ready()
 
@@ -232,7 +240,7 @@ class RoundReducer:
             if b.filled < len(b.members):
                 return
             if self.launched == len(self.buckets) - 1:
-                b.buf[-1] = self.weight
+                b.buf[-1:].fill_(self.weight)
             b.work = dist.all_reduce(b.buf, group=self.group, async_op=True)
             self.launched += 1
 
@@ -255,24 +263,33 @@ class RoundReducer:
         """Wait for the round's all-reduce; Σbᵢgᵢ/Σbᵢ as one flat tensor in
         parameter order (zeros when nobody contributed)."""
         _, scale = self._close()
-        out = torch.empty(self.n)
+        out = torch.empty(self.n, device=self.device)
         for b in self.buckets:
             for i, at in zip(b.members, b.offsets, strict=True):
                 out[self.starts[i] : self.starts[i + 1]] = b.buf[at : at + self.sizes[i]]
-        if scale != 1.0:
+        if isinstance(scale, torch.Tensor) or scale != 1.0:
             out.mul_(scale)
         return out
 
-    def _close(self) -> tuple[float, float]:
+    def _close(self) -> tuple[torch.Tensor | float, torch.Tensor | float]:
         """End the round: every bucket launched (unused tensors as zero) and
         reduced. Returns Σbᵢ and the factor that turns the reduced Σbᵢgᵢ/B
-        into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed)."""
+        into Σbᵢgᵢ/Σbᵢ (0 when nobody contributed): numbers for buckets in
+        host memory, one-value tensors on the device for buckets on a GPU
+        (reading Σb there would copy it to the host every round)."""
         self.flush()
+        # buckets on a device (NCCL): the collective's own wait, which has the device's stream wait and
+        # not the host; a NCCL wait sliced by timeouts would abort its communicator at the first slice a
+        # slower member outlasts. So a member's death there is left to NCCL's own watchdog.
+        broken = self.broken if self.device.type == "cpu" else None
         for b in self.buckets:
-            wait_round(b.work, self.broken)
+            wait_round(b.work, broken)
         self.active = False
-        total = float(self.buckets[-1].buf[-1])
-        return total, (self.expected / total if total > 0 else 0.0)
+        total = self.buckets[-1].buf[-1]
+        if total.device.type != "cpu":
+            return total, torch.where(total > 0, self.expected / total, torch.zeros_like(total))
+        t = float(total)
+        return t, (self.expected / t if t > 0 else 0.0)
 
     def mean_into_grads(self, params: Sequence[torch.Tensor]) -> float:
         """Wait for the round; make each parameter's ``.grad`` Σbᵢgᵢ/Σbᵢ —
@@ -281,7 +298,7 @@ class RoundReducer:
         ``zero_grad`` drops or zeroes it before the next backward). Returns Σbᵢ."""
         total, scale = self._close()
         for b in self.buckets:
-            if scale != 1.0:
+            if isinstance(scale, torch.Tensor) or scale != 1.0:
                 b.buf.mul_(scale)
             for i, at in zip(b.members, b.offsets, strict=True):
                 p = params[i]
@@ -290,4 +307,4 @@ class RoundReducer:
                     p.grad = view
                 else:
                     p.grad = view.to(p.device)
-        return total
+        return float(total)

@@ -46,6 +46,33 @@ STARTUP_EXPIRED = "the process group did not form within startup_timeout_s"  # a
 RDZV_BACKEND = "hetsync-static"  # the rendezvous of a torchrun agent started by hetsync (hetsync.runtime.agent)
 
 
+DEVICES = ("cpu", "cuda")  # what ProcessOptions.device (hetsync run --device) takes
+
+
+def device_refusal(
+    device: str, *, path: str, workers: int, cuda: bool, gpus: int, nccl: bool, p2p: list[str]
+) -> str | None:
+    """Why a run on ``device`` cannot go on this machine (one line), or None.
+    ``cuda``, ``gpus``, ``nccl``: what torch says here; ``p2p``: the run's
+    peer-to-peer policy specs (their models go worker to worker over gloo, on
+    the CPU only)."""
+    if device == "cpu":
+        return None
+    if not cuda:
+        return "--device cuda: torch sees no CUDA device on this machine (torch.cuda.is_available() is False); drop it"
+    if p2p:
+        return f"--device cuda: {p2p[0]} is peer to peer, whose models go worker to worker on the CPU only; drop it"
+    if path == "collective":
+        if not nccl:
+            return "--path collective --device cuda needs NCCL, which this torch build lacks: use --path ps"
+        if gpus < workers:
+            return (
+                f"--path collective --device cuda: {workers} workers and {gpus} GPU(s), and NCCL puts one rank on "
+                f"a GPU: use --nproc {gpus} or fewer, or --path ps (workers share GPUs there)"
+            )
+    return None
+
+
 EXIT_ABSENT = 3  # a worker the scenario's membership has start absent leaves the world group at once with it
 
 
@@ -104,6 +131,11 @@ class ProcessOptions:
     # group) and may join on sessions while the run goes on (hetsync launch --nproc-max): the server
     # knows every worker from the start, as policies size their state by the worker count
     joinable: int = 0
+    # where each worker computes the built-in workload (hetsync run --device): "cpu", or "cuda" (worker w on
+    # cuda:w % GPUs: its model, optimizer state, buffers and batches; the collective path's buckets too, reduced
+    # over NCCL). The wire to rank 0 stays gloo (host copies where it needs them); rank 0 keeps its model on the
+    # CPU. Not the scenario's `device: cpu|gpu`, which is a simulated step-time curve.
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         _seconds("worker_timeout_s", self.worker_timeout_s, 0, limits.MAX_WORKER_TIMEOUT_S, low_open=True)
@@ -117,6 +149,8 @@ class ProcessOptions:
             _seconds("kill_at_s", self.kill_at_s, 0, limits.MAX_TIME_S)
         if self.path not in ("ps", "collective"):
             raise BadInput(f"path must be ps or collective, got {self.path!r}")
+        if self.device not in DEVICES:
+            raise BadInput(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or not 1 <= self.servers <= 64:
             raise BadInput(f"servers must be an integer in [1, 64], got {self.servers!r}")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
@@ -151,6 +185,31 @@ class ProcessOptions:
                 f"max_restarts {self.max_restarts} needs a checkpoint_dir (--checkpoint-dir): a restarted server "
                 "goes on from its last checkpoint"
             )
+
+    def check_device(self, scenario: Scenario, specs: list[str]) -> None:
+        """BadInput (one line) for a ``device`` this machine or these policies
+        cannot give (:func:`device_refusal`): asked of torch only for ``cuda``,
+        so a CPU run imports nothing more."""
+        if self.device == "cpu":
+            return
+        import torch
+        import torch.distributed as dist
+
+        from hetsync.driver import policy_context
+        from hetsync.policies import make_policy
+
+        p2p = [s for s in specs if make_policy(s, policy_context(scenario)).topology == "p2p"]
+        why = device_refusal(
+            self.device,
+            path=self.path,
+            workers=scenario.cluster.workers,
+            cuda=torch.cuda.is_available(),
+            gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            nccl=dist.is_nccl_available(),
+            p2p=p2p,
+        )
+        if why is not None:
+            raise BadInput(why)
 
     def check_rejoin(self, scenario: Scenario, specs: list[str]) -> None:
         """:func:`hetsync.driver.core.check_rejoin` with these options: the same

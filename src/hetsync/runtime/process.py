@@ -93,6 +93,9 @@ def run_process(
         policies = [make_policy(spec, policy_context(scenario)) for spec in specs]
         check_servers(opts.servers, scenario, policies, path=opts.path)
     opts.check_rejoin(scenario, specs)
+    opts.check_device(scenario, specs)
+    if 0 < rank <= workers and opts.device == "cuda":  # (before any NCCL group: it takes the current device)
+        torch.cuda.set_device(worker_device(opts.device, rank - 1))
     warm_up()  # (before any run's clock starts)
     epoch = rejoin_epoch()
     if epoch is not None:  # a worker the launcher started again: a session of its own, not the world group
@@ -147,7 +150,17 @@ def _worker(
         resume=opts.resume,
         servers=opts.servers,
         link=link,
+        device=worker_device(opts.device, w),
     )
+
+
+def worker_device(device: str, w: int) -> torch.device:
+    """Where worker ``w`` computes: the CPU, or ``cuda:w % GPUs`` (workers
+    share GPUs round robin on path ps; the collective path has one each:
+    :func:`hetsync.runtime.config.device_refusal`)."""
+    if device == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", w % torch.cuda.device_count())
 
 
 def absent_at_start(scenario: Scenario, w: int) -> bool:
@@ -241,7 +254,10 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
     if opts.path == "collective":  # (every rank, in the same order: new_group is collective)
         from hetsync.runtime.collective import form_workers_group
 
-        form_workers_group(dist.get_world_size() - (opts.servers - 1))
+        # the workers' bulk bytes: NCCL between GPUs, gloo on the CPU (rank 0's control stays gloo)
+        form_workers_group(
+            dist.get_world_size() - (opts.servers - 1), backend="nccl" if opts.device == "cuda" else "gloo"
+        )
     timer.cancel()
     started = os.environ.get(STARTED_FILE_ENV)
     if rank == 0 and started:

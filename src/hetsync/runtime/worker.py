@@ -24,6 +24,13 @@ commands (:class:`~hetsync.runtime.p2p.PeerComm`) and the evaluation's
 In a peer-to-peer run (``RESET`` says so) a step first mixes the models
 that have arrived (push-sum weighted average with its own), then takes the SGD
 step locally and commits it: the step is the update.
+
+Devices (``hetsync run --device cuda``): the worker's model, its optimizers'
+state, the workload's template (buffers included) and its shard live on
+``device``; a model that arrives from rank 0 is copied there once, and what
+leaves for rank 0 is copied to the host in :meth:`WorkerProcess._send` (the
+wire is gloo). On the collective path the round's buckets are on the device
+too (NCCL): a step there copies nothing to the host.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from hetsync.algos.quantize import decode, encode
 from hetsync.driver import TimingModel, policy_context
 from hetsync.ledger import fragment_stepper, outer_fragment_step
 from hetsync.localmodel import LocalModel, PushPayload
-from hetsync.optim import Stepper, gradient_stepper, local_steppers, outer_stepper
+from hetsync.optim import Stepper, gpu_devices, gradient_stepper, local_steppers, outer_stepper, wait_for
 from hetsync.policies import make_policy
 from hetsync.policies.base import Fragment, Policy
 from hetsync.runtime import protocol as P
@@ -84,8 +91,14 @@ class WorkerProcess:
         resume: bool = False,
         servers: int = 1,
         link: Link | None = None,
+        device: torch.device | str = "cpu",
     ) -> None:
         self.w = worker
+        self.device = torch.device(device)
+        if self.device.type != "cpu":
+            workload.to(self.device)  # (this process's own workload: its template computes there)
+        # the GPU a step's kernels are queued on: it is timed once they are done
+        self.step_devices = gpu_devices([torch.empty(0, device=self.device)])
         # to rank 0: the world group, or the pairwise session of a worker that came back (runtime.session)
         self.link: Link = link if link is not None else WorldLink(SERVER_RANK)
         # the optimizer state of local steps (DiLoCo's inner AdamW moments...): saved beside the
@@ -163,6 +176,8 @@ class WorkerProcess:
         sharded servers a push's other ranges leave for their servers from
         the same thread, just before it: every server numbers a worker's
         pushes as rank 0 does."""
+        if payload is not None and payload.device.type != "cpu":
+            payload = payload.cpu()  # (the wire is gloo: host memory; a model or a push leaves the GPU here)
         if self.ranges is not None and payload is not None:
             self.outbox.submit(lambda: self._write_sharded(msg, payload))
             return
@@ -323,7 +338,7 @@ class WorkerProcess:
         return self.comm.fetch()
 
     def _reset(self, cmd: P.ResetCmd, pulled: torch.Tensor | PendingModel) -> None:
-        model = self._whole(pulled)
+        model = self._on_device(self._whole(pulled))
         assert model is not None
         self.collective = cmd.collective
         self.fell_back = False
@@ -357,7 +372,9 @@ class WorkerProcess:
     def _start_rounds(self, run: int) -> None:
         """A collective run starts: the reducer (built once) and fresh copies of the server's optimizers."""
         if self.reducer is None:
-            self.reducer = RoundReducer([self.workload.n_params], group=workers_group(), broken=self.group_broken)
+            self.reducer = RoundReducer(
+                [self.workload.n_params], group=workers_group(), broken=self.group_broken, device=self.device
+            )
         policy, self.reducer.expected = self._round_kind(run)
         self.replica = gradient_stepper(self.sc)
         self.outer_replica = outer_stepper(self.sc, policy) if policy is not None else None
@@ -469,7 +486,7 @@ class WorkerProcess:
         ``drawn`` samples a resumed run had already used."""
         self.shard = self.workload.make_shards(self.sc.cluster.workers, self.sc.job.seed, self.sc.job.label_skew)[
             self.w
-        ]
+        ].to(self.device)
         self._skip(drawn)
 
     def _skip(self, samples: int) -> None:
@@ -566,7 +583,8 @@ class WorkerProcess:
         start, base = self._begin_step(step)
         x, y = self.shard.next_batch(step.batch_size)
         t0 = time.perf_counter()
-        grad, _ = self.workload.gradient(self.model.local, x, y)
+        grad, _ = self.workload.gradient_on_device(self.model.local, x, y)  # (the loss is not read back)
+        wait_for(self.step_devices)
         measured = time.perf_counter() - t0
         after = self._end_step(step, done, grad, start, base, measured)
         self._send_report(done, after if after is not None else payload)
@@ -593,7 +611,7 @@ class WorkerProcess:
         elif pull is not None:
             started = max(pull.sent_s, free_since_s)
             self.busy.transfer(True, started)
-            model = self._whole(pulled)
+            model = self._on_device(self._whole(pulled))
             self._throttle(started)
             with self.model_lock:  # a step in progress finishes on the loaded model
                 if pull.apply_lr is not None:  # collective: the round's step, taken here
@@ -606,6 +624,10 @@ class WorkerProcess:
             self.busy.transfer(False, end)
             done.pulled = P.Pulled(version=pull.version, start_s=started, end_s=end, overwritten=overwritten)
         return done, payload
+
+    def _on_device(self, model: torch.Tensor | None) -> torch.Tensor | None:
+        """A model that came over the wire (host memory), copied to this worker's device."""
+        return model if model is None else model.to(self.device)
 
     def _throttle(self, started_s: float, nbytes: int | None = None) -> None:
         """Throttled: hold the transfer of ``nbytes`` (the model's) for the link's time."""

@@ -335,9 +335,16 @@ class Shard:
             if len(views) > 2:  # x or y was replaced: keep the current two
                 for key in [k for k, (u, _) in views.items() if u is not self.x and u is not self.y]:
                     del views[key]
-        if view[1] is None:
-            return t.index_select(0, torch.from_numpy(index))
+        if view[1] is None:  # (on a GPU the positions go there: a copy to the device, never back)
+            return t.index_select(0, torch.from_numpy(index).to(t.device))
         return take_rows(view[1], index, t.dtype)
+
+    def to(self, device: torch.device | str) -> Shard:
+        """The shard's samples moved to ``device`` (once: every batch is then
+        drawn there), in place; the batch order is unchanged. Returns self."""
+        self.x, self.y = self.x.to(device), self.y.to(device)
+        self._views = {}
+        return self
 
 
 class Workload:
@@ -536,6 +543,22 @@ class Workload:
                 )
 
     @property
+    def device(self) -> torch.device:
+        """Where the template computes (:meth:`to`); the data splits stay on the CPU."""
+        return self._flat.device
+
+    def to(self, device: torch.device | str) -> Workload:
+        """Move the template (trainable and frozen parameters, buffers, the
+        flat buffers they live in) to ``device``, in place: :meth:`gradient`
+        then takes ``params`` and batches there (a worker of ``hetsync run
+        --device cuda`` moves its shard with :meth:`Shard.to`). The splits
+        stay on the CPU (shards are cut there), so evaluation stays a CPU
+        workload's job. Returns self."""
+        self.model.to(device)
+        self._bind_flat()
+        return self
+
+    @property
     def n_params(self) -> int:
         """Length of the flat parameter vector (trainable parameters only)."""
         return self._n_params
@@ -636,6 +659,14 @@ class Workload:
         ``params`` is not modified; the returned gradient is a new tensor.
         Buffers are left as they were (see "How buffers are synchronized").
         """
+        grad, loss = self.gradient_on_device(params, x, y)
+        return grad, loss.item()
+
+    def gradient_on_device(self, params: Tensor, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`gradient` with the loss left a one-value tensor where the
+        model lives: nothing is read back to the host (on a GPU, ``.item()``
+        would copy and wait every step). ``params``, ``x``, ``y`` on
+        :attr:`device` (:meth:`to`)."""
         self._load(params)
         self._set_training(True)
         self._flat_grad.zero_()
@@ -647,7 +678,7 @@ class Workload:
             return loss
 
         loss = self._restoring_buffers(forward_backward)
-        return self._flat_grad.clone(), loss.item()
+        return self._flat_grad.clone(), loss.detach()
 
     # ------------------------------------------------------------ batched
     def _find_batch_blocker(self) -> str | None:
