@@ -203,12 +203,15 @@ def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) 
     return times
 
 
+def rates_of(times: dict[str, tuple[int, np.ndarray]]) -> dict[str, float]:
+    """Samples applied per second by each candidate of :func:`round_times`' answer."""
+    return {k: samples * len(t) / float(t.sum()) for k, (samples, t) in times.items()}
+
+
 def predicted_rates(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, float]:
     """Samples applied per second by each candidate over the replayed rounds
     (:func:`round_times`)."""
-    return {
-        k: samples * len(t) / float(t.sum()) for k, (samples, t) in round_times(step_s, fixed, batch_size, b).items()
-    }
+    return rates_of(round_times(step_s, fixed, batch_size, b))
 
 
 def gain_quantile(
@@ -363,7 +366,7 @@ class Auto(Policy):
             self.reference_s = now_s
         times = round_times(np.array(rows), self.fixed[live], B, self.config.b)
         times = {k: v for k, v in times.items() if k in self.candidates}
-        rates = {k: samples * len(t) / float(t.sum()) for k, (samples, t) in times.items()}
+        rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
         if best == self.current or rates[best] <= rates[self.current] * (1.0 + self.config.margin):
             return None
