@@ -114,9 +114,8 @@ def _checkpoint_time(path: Path) -> float:
 
 @pytest.fixture(scope="module")
 def legs(tmp_path_factory):
-    """An uninterrupted run, a run killed after its checkpoint at >= 4 s, and its resumption."""
+    """A run killed after its checkpoint at >= 4 s, and its resumption."""
     root = tmp_path_factory.mktemp("resume")
-    whole = _ran(root / "whole")[0]
 
     out, ckpt_dir = root / "cut", root / "ckpt"
     ckpt = ckpt_dir / "ckpt-bsp.pt"
@@ -141,7 +140,7 @@ def legs(tmp_path_factory):
         fh.writelines(lines[-1:])
 
     resumed = _ran(out, "--checkpoint-dir", str(ckpt_dir), "--resume")[0]
-    return {"whole": whole, "resumed": resumed, "saved": saved, "trace": _records(trace), "ckpt": ckpt}
+    return {"resumed": resumed, "saved": saved, "trace": _records(trace), "ckpt": ckpt}
 
 
 def test_the_resumed_trace_is_one_continuous_run(legs):
@@ -175,20 +174,27 @@ def test_the_resumed_trace_is_one_continuous_run(legs):
 
 
 def test_the_resumed_run_is_accounted_as_a_whole_run(legs):
-    whole, resumed = legs["whole"], legs["resumed"]
+    """The summary counts both legs once: read against the one continuous
+    trace (an uninterrupted run for comparison would be a second run beside
+    other tests, whose figures load moves by a third)."""
+    resumed, recs = legs["resumed"], legs["trace"]
+    computes = [r for r in recs if r["ev"] == "compute"]
     if os.environ.get("SHOW_FIGURES"):
         for key in ("compute_share", "wait_share", "comm_share", "samples_per_s", "steps", "wall_time_s"):
-            print(f"{key}: whole {whole[key]:.4g} resumed {resumed[key]:.4g}")
-        print("resumed_from", resumed["resumed_from"])
-    assert resumed["wall_time_s"] == pytest.approx(whole["wall_time_s"], abs=0.5)
-    # accounted as one run: a leg counted twice, or left out, is off by about 2× (the legs ran at
-    # different times, beside other tests: the margins are a loaded machine's, not the 10% an idle one keeps)
-    for key in ("compute_share", "samples_per_s"):
-        assert resumed[key] == pytest.approx(whole[key], rel=0.35), key
+            print(f"{key}: {resumed[key]:.4g}")
+        print("resumed_from", resumed["resumed_from"], "trace steps", len(computes))
+    assert resumed["wall_time_s"] == pytest.approx(T, abs=0.5)
     assert resumed["resumed_from"]["trace"] == "continued"
     assert resumed["resumed_from"]["elapsed_s"] == pytest.approx(legs["saved"]["elapsed_s"])
-    assert resumed["wait_share"] == pytest.approx(whole["wait_share"], abs=0.25)
-    assert resumed["steps"] == pytest.approx(whole["steps"], rel=0.35)
+    # a leg counted twice, or left out, is off by about 2×: every step of both legs once
+    assert resumed["steps"] == len(computes) == sum(resumed["per_worker"]["steps"])
+    assert min(r["t"] for r in computes) < 0.5 and max(r["end"] for r in computes) > T - 1.0
+    busy_s = sum(r["end"] - r["t"] for r in computes)
+    share = busy_s / (resumed["workers"] * resumed["wall_time_s"])
+    assert resumed["compute_share"] == pytest.approx(share, abs=0.05)
+    samples = sum(r["batch"] for r in computes)
+    assert resumed["samples_per_s"] <= samples / resumed["wall_time_s"] * 1.01  # (applied samples: at most computed)
+    assert resumed["samples_per_s"] >= 0.5 * samples / resumed["wall_time_s"]
     # every step is applied, dropped (work lost with the processes: reason restart) or outstanding
     lost = resumed["resumed_from"]["lost_steps"]
     assert 0 <= lost <= 2 * resumed["workers"]
