@@ -4,6 +4,10 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
+# bytecode caches on, whatever the shell says: with PYTHONDONTWRITEBYTECODE set, every pytest
+# process rewrites all 220 test modules' asserts again (about 9 s of CPU each) and every rank,
+# zygote and script compiles hetsync from source; __pycache__/ is in .gitignore
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint install clean
 
