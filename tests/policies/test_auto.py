@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from hetsync.errors import BadInput
-from hetsync.policies.auto import Auto, fixed_share, predicted_rates, slowest_counts, smoothed, switch_moves
+from hetsync.policies.auto import (
+    Auto,
+    fixed_share,
+    gain_quantile,
+    predicted_rates,
+    round_times,
+    slowest_counts,
+    smoothed,
+    switch_moves,
+)
 from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Note, Pull, PushArrived, WorkerLeft
 from hetsync.report.switches import run_switches
 from tests.policies.helpers import ctx
@@ -50,6 +59,53 @@ def test_rates_rank_lb_bsp_first_for_a_slow_worker_whose_time_grows_with_its_bat
     # homogeneous: nothing beats BSP
     even = predicted_rates(np.ones((3, 4)), np.zeros(3), batch_size=8, b=1)
     assert even["lb-bsp"] == pytest.approx(even["bsp"]) and even["backup"] < even["bsp"]
+
+
+def _two_stragglers(workers: int, rounds: int) -> np.ndarray:
+    """Step times (workers x rounds) with two workers three times slower each round, a different pair each time."""
+    steps = np.ones((workers, rounds))
+    for r in range(rounds):
+        steps[[r % workers, (r + 1) % workers], r] = 3.0
+    return steps
+
+
+def test_local_sgd_is_ranked_first_when_the_slow_steps_move_from_worker_to_worker():
+    steps = _two_stragglers(4, 8)  # every worker is slow in two of each four steps
+    rates = predicted_rates(steps, np.zeros(4), batch_size=8, b=1, h=4)
+    # BSP waits 3 a round for 4 batches; local SGD 8 (a worker's 4 steps: 1+1+3+3) for 16 batches
+    assert rates["bsp"] == pytest.approx(4 * 8 / 3) and rates["local-sgd"] == pytest.approx(16 * 8 / 8)
+    assert rates["lb-bsp"] == pytest.approx(rates["bsp"])  # equal means: nothing to balance
+    assert rates["backup"] == pytest.approx(3 * 8 / 3)  # the third to finish is a slow one
+    assert max(rates, key=lambda k: rates[k]) == "local-sgd"
+    # the same steps, the slow one always worker 3: local SGD waits for it as BSP does, LB-BSP wins
+    slow = np.ones((4, 8))
+    slow[3] = 3.0
+    rates = predicted_rates(slow, np.zeros(4), batch_size=8, b=1, h=4)
+    assert rates["local-sgd"] == pytest.approx(rates["bsp"]) and max(rates, key=lambda k: rates[k]) == "lb-bsp"
+    # without h there is no local SGD to rank
+    assert "local-sgd" not in predicted_rates(steps, np.zeros(4), batch_size=8, b=1)
+
+
+def test_local_sgd_replays_whole_rounds_of_h_steps_and_the_others_the_same_steps():
+    steps = np.vstack([np.arange(1.0, 11.0), np.full(10, 4.0)])  # 10 steps: the newest 8 make two rounds of 4
+    times = round_times(steps, np.zeros(2), batch_size=8, b=1, h=4)
+    samples, local = times["local-sgd"]
+    assert samples == 2 * 8 * 4 and list(local) == [3 + 4 + 5 + 6, 7 + 8 + 9 + 10]
+    assert list(times["bsp"][1]) == [4, 4, 5, 6, 7, 8, 9, 10]  # the oldest two steps left out for every candidate
+    with pytest.raises(ValueError, match="no round"):
+        round_times(steps[:, :3], np.zeros(2), batch_size=8, b=1, h=4)
+
+
+def test_the_bootstrap_guard_pairs_local_sgd_s_rounds_with_the_others_rounds_over_the_same_steps():
+    rng = np.random.default_rng(0)
+    times = round_times(_two_stragglers(4, 20), np.zeros(4), batch_size=8, b=1, h=4)
+    # every block of four steps alike: each draw shows local SGD's gain, exactly 2 / (4 / 3)
+    assert gain_quantile(times["bsp"], times["local-sgd"], 0.1, rng) == pytest.approx(1.5)
+    assert gain_quantile(times["local-sgd"], times["bsp"], 0.9, rng) == pytest.approx(1 / 1.5)
+    # noise alone: local SGD's gain over BSP in the window's draws straddles the margin, so no switch is sure
+    noisy = 1.0 + 0.05 * rng.standard_normal((4, 20))
+    times = round_times(noisy, np.zeros(4), batch_size=8, b=1, h=4)
+    assert 1.0 < gain_quantile(times["bsp"], times["local-sgd"], 0.1, rng) < 1.1
 
 
 def _step(w: int, t: float, batch: int, seconds: float) -> ComputeDone:

@@ -106,8 +106,10 @@ from hetsync.policies.base import (
 )
 from hetsync.policies.bsp import BSP
 from hetsync.policies.lb_bsp import LBBSP
+from hetsync.policies.local_sgd import LocalSGD
 
-CANDIDATES = ("bsp", "lb-bsp", "backup")
+CANDIDATES = ("bsp", "lb-bsp", "backup", "local-sgd")
+DEFAULT_CANDIDATES = "bsp+lb-bsp+backup"
 BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
@@ -120,7 +122,9 @@ SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the larg
 @dataclass(frozen=True, kw_only=True)
 class AutoConfig(PolicyConfig):
     candidates: str = param(
-        "bsp+lb-bsp+backup", help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup)", quiet=True
+        DEFAULT_CANDIDATES,
+        help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup, local-sgd)",
+        quiet=True,
     )
     start: str = param("bsp", help="the policy it starts with", choices=CANDIDATES, quiet=True)
     window: int = param(20, help="steps per worker the ranking replays (the last ones)", ge=2, le=1000, quiet=True)
@@ -128,6 +132,13 @@ class AutoConfig(PolicyConfig):
         0.1, help="predicted gain a switch needs (0.1: 10% more samples a second)", ge=0.0, le=10.0, quiet=True
     )
     b: int = param(1, help="backup's b: gradients a round ignores", ge=1, below_workers=True, quiet=True)
+    h: int = param(
+        4,
+        help="local SGD's H: local steps between averages (small: its convergence per sample is BSP's only then)",
+        ge=1,
+        le=32,
+        quiet=True,
+    )
     confidence: float = param(
         0.9,
         help="how sure a switch must be of its gain: the gain that many of the window's rounds, drawn again, "
@@ -183,12 +194,29 @@ def slowest_counts(workers: list[int], step_s: np.ndarray) -> list[dict[str, int
     return [{"w": workers[i], "rounds": int(counts[i])} for i in order]
 
 
-def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, tuple[int, np.ndarray]]:
+def replayed(step_s: np.ndarray, h: int | None) -> np.ndarray:
+    """The window's columns every candidate replays: all of them, or with
+    local SGD among the candidates (``h`` its H) the newest ⌊W/H⌋·H, so that
+    its rounds of H steps and the others' rounds of one cover the same steps."""
+    if h is None:
+        return step_s
+    kept = (step_s.shape[1] // h) * h
+    if not kept:
+        raise ValueError(f"a window of {step_s.shape[1]} steps holds no round of local SGD's H = {h}")
+    return step_s[:, step_s.shape[1] - kept :]
+
+
+def round_times(
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+) -> dict[str, tuple[int, np.ndarray]]:
     """Each candidate's samples applied per round and its round times when
     ``step_s`` (workers × rounds: each worker's step times at the common
-    batch ``batch_size``) is replayed as rounds; a worker's step at batch x
+    batch ``batch_size``, oldest first) is replayed as rounds; a worker's step at batch x
     takes ``T·(f + (1 − f)·x/batch_size)``, ``f`` its ``fixed`` share (see
-    the module docstring)."""
+    the module docstring). With ``h``, local SGD(H) too: a round of H steps
+    per worker (each worker's H consecutive times, :func:`replayed` keeping
+    whole rounds), which waits for the slowest worker's sum of H."""
+    step_s = replayed(step_s, h)
     n = step_s.shape[0]
     total = n * batch_size
     times = {"bsp": (total, np.max(step_s, axis=0))}
@@ -200,6 +228,9 @@ def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) 
     times["lb-bsp"] = (total, np.max(step_s * (fixed + grow * x / batch_size)[:, None], axis=0))
     if n > b:
         times["backup"] = ((n - b) * batch_size, np.sort(step_s, axis=0)[n - b - 1])  # the (N − b)-th to finish
+    if h is not None:
+        sums = step_s.reshape(n, -1, h).sum(axis=2)  # each worker's H steps of each round
+        times["local-sgd"] = (total * h, np.max(sums, axis=0))
     return times
 
 
@@ -208,10 +239,26 @@ def rates_of(times: dict[str, tuple[int, np.ndarray]]) -> dict[str, float]:
     return {k: samples * len(t) / float(t.sum()) for k, (samples, t) in times.items()}
 
 
-def predicted_rates(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, float]:
+def predicted_rates(
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+) -> dict[str, float]:
     """Samples applied per second by each candidate over the replayed rounds
     (:func:`round_times`)."""
-    return rates_of(round_times(step_s, fixed, batch_size, b))
+    return rates_of(round_times(step_s, fixed, batch_size, b, h))
+
+
+def grouped(times: tuple[int, np.ndarray], rounds: int) -> tuple[int, np.ndarray]:
+    """``times`` (samples a round, round times) as ``rounds`` groups of
+    consecutive rounds (local SGD's round spans H of the others': a paired
+    draw must pick the same steps for both); ValueError when its rounds do
+    not split evenly."""
+    samples, t = times
+    if len(t) == rounds:
+        return times
+    if rounds < 1 or len(t) % rounds:
+        raise ValueError(f"{len(t)} replayed rounds do not split into {rounds} groups")
+    k = len(t) // rounds
+    return samples * k, t.reshape(rounds, k).sum(axis=1)
 
 
 def gain_quantile(
@@ -220,8 +267,11 @@ def gain_quantile(
     """The ``q``-quantile of ``other``'s rate over ``now``'s when the replayed
     rounds are drawn again with replacement, the same rounds for both (a
     paired bootstrap): how much of a predicted gain is the window's noise.
-    Each is (samples a round, round times) from :func:`round_times`."""
-    rounds = len(now[1])
+    Each is (samples a round, round times) from :func:`round_times`; where
+    one's round spans several of the other's (local SGD's), the draws pick
+    its rounds and the other's rounds over the same steps (:func:`grouped`)."""
+    rounds = min(len(now[1]), len(other[1]))
+    now, other = grouped(now, rounds), grouped(other, rounds)
     picks = rng.integers(0, rounds, size=(draws, rounds))
     ratio = (other[0] * now[1][picks].sum(axis=1)) / (now[0] * other[1][picks].sum(axis=1))
     return float(np.quantile(ratio, q))
@@ -253,6 +303,11 @@ class Auto(Policy):
                     f"policy 'auto' starts with backup, whose b must be < workers ({self.n}), got {self.config.b}"
                 )
             names = tuple(s for s in names if s != "backup")
+        if "local-sgd" in names and self.config.h * 2 > self.config.window:
+            raise BadInput(
+                f"policy 'auto' parameter 'h' ({self.config.h}) must be at most half its window "
+                f"({self.config.window}): the ranking replays local SGD's rounds of h steps from it"
+            )
         self.candidates = names
         self.alive = set(range(self.n))
         self.version = 0  # the ledger's: one per Apply
@@ -277,6 +332,8 @@ class Auto(Policy):
             return BSP(self.ctx)
         if name == "lb-bsp":
             return LBBSP(self.ctx)
+        if name == "local-sgd":
+            return LocalSGD(self.ctx, H=self.config.h)
         policy = BackupWorkers(self.ctx, b=self.config.b)
         policy.load_state_dict({"version": self.version})  # (what is late is judged by the ledger's versions)
         return policy
@@ -326,7 +383,8 @@ class Auto(Policy):
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
         applies = sum(isinstance(c, Apply) for c in cmds)
         self.version += applies
-        self.since_switch += applies
+        # (rounds of one step per worker: a round of local SGD counts its H, so a switch stands as many steps)
+        self.since_switch += applies * (self.config.h if self.current == "local-sgd" else 1)
         if not applies or self.since_switch < self.dwell:
             return cmds
         best = self._rank(now_s)
@@ -364,7 +422,8 @@ class Auto(Policy):
         if self.reference is None:
             self.reference = {u: smoothed(row) for u, row in windows.items()}
             self.reference_s = now_s
-        times = round_times(np.array(rows), self.fixed[live], B, self.config.b)
+        h = self.config.h if "local-sgd" in self.candidates else None
+        times = round_times(np.array(rows), self.fixed[live], B, self.config.b, h)
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
