@@ -326,6 +326,14 @@ class Auto(Policy):
         self.reference: dict[int, float] | None = None
         self.reference_s = 0.0
 
+    @property
+    def local_steps_midway(self) -> bool:
+        """Whether it may switch to local SGD after gradient rounds: the
+        workers' optimizers for local steps keep a schedule clock of their own,
+        from 0, so a driver refuses it with a learning-rate schedule
+        (hetsync.driver.core.policy_labels)."""
+        return "local-sgd" in self.candidates
+
     # ------------------------------------------------------------ policies
     def _make(self, name: str) -> Policy:
         if name == "bsp":
