@@ -253,6 +253,8 @@ def test_it_switches_to_local_sgd_and_back_each_at_a_round_close_with_every_work
     assert all(c.then.push == "grad" and c.then.local_lr is None for c in pulls)
     assert sum(c.then.batch_size for c in pulls) == 32  # LB-BSP's global batch, split equally until it learns
     assert not p.draining and p.version == 10
+    said = Auto(ctx(4), candidates="bsp+local-sgd").start(0.0)[0]  # what it ranks by says local SGD's is not BSP's
+    assert said.what == "candidates" and "local SGD's is only close to it" in said.detail["by"]
 
 
 def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_pulls_into_local_sgd():

@@ -10,7 +10,21 @@ first N − b gradients, the b slowest are dropped). Choosing among them
 changes how many samples a second the job applies, not what a sample is
 worth, so they can be ranked by throughput alone — what can be measured for
 any model, a user's own included (the policies that trade convergence for
-throughput, ASP, SSP, local SGD, need the simulator's ranking: not here yet).
+throughput, ASP, SSP, need the simulator's ranking: not here yet).
+
+One more may be named (``candidates=bsp+lb-bsp+backup+local-sgd``; not in
+the default set): ``local-sgd`` (Stich, ICLR 2019), every worker taking H
+local steps at the common batch, then the mean of their deltas applied (its
+H is ``h``, default 4). Its convergence per sample is *not* exactly BSP's:
+BSP steps once along the mean gradient of N·B samples, local SGD H times
+along each worker's own gradient of B, then averages — close to H steps of
+BSP at a small H (the models drift apart little between averages), further
+as H grows, hence a small ``h``. auto assumes it is BSP's and ranks it by
+samples a second like the others. It is not the default because that
+assumption is one the others need not make and, on the bench's clusters, the
+ranking never chose it (``hetsync bench auto``: its gain there is in its
+H times fewer transfers and in its progress per sample, which a ranking of
+step times does not see; see Ranking).
 
 Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
 the last ``window`` of each worker are kept, and a smoothed time per batch
@@ -22,10 +36,18 @@ rounds — round r takes each worker's r-th latest time — and each
 candidate's round time is what it would be with those times: BSP waits for
 the slowest at the common batch; LB-BSP waits for the slowest at the
 batches that would have them finish together; backup waits for the
-(N − b)-th and applies N − b batches. The rate is the samples applied over the replayed time. So a
+(N − b)-th and applies N − b batches; local SGD (when a candidate) holds a
+round every H steps, each worker's H consecutive times of the window summed,
+and waits for the slowest sum (every candidate then replays the window's
+newest ⌊W/H⌋·H steps, whole rounds of it). The rate is the samples applied over the replayed time. So a
 worker that is always slow favours LB-BSP, one that is slow now and then
-(noise, a straggler that moves) favours backup, and a homogeneous cluster
-BSP (the others cost it nothing there, but win nothing either).
+(noise, a straggler that moves) favours backup or local SGD (backup drops
+the late step, local SGD evens it out over H), and a homogeneous cluster
+BSP (the others cost it nothing there, but win nothing either; local SGD's
+sum of H evens out the noise, so it is never ranked below BSP). Only step
+times are replayed: transfers are not, so local SGD's H times fewer of them
+are not counted in its favour (nor backup's and LB-BSP's waits on the
+network against them).
 
 Switching: ranked at every round close once each live worker has ``window``
 times; the best replaces the current policy only when its predicted rate
@@ -33,11 +55,13 @@ beats the current one's by more than ``margin`` (a switch is not free:
 LB-BSP learns its batches again, backup's late steps are dropped), and the
 gain stays above the margin when the window's rounds are drawn again
 (:func:`gain_quantile`, a paired bootstrap: with ``confidence`` 0.9, nine
-draws in ten must show it), so that a gain the window's noise could make
+draws in ten must show it; a round of local SGD is drawn with the others'
+rounds over the same H steps), so that a gain the window's noise could make
 is not acted on; a window that straddles a change shows it once about half
 its rounds are of the new cluster (on ``examples/stress-midway-8.yaml``
 the switch came 0.45 s after the stress, 0.29–0.35 s without it). A switch
-stands for at least ``window`` rounds, and twice as long after each switch
+stands for at least ``window`` rounds (a round of local SGD counts as its
+H), and twice as long after each switch
 back to the policy it had just left: on a noisy machine (4 workers sharing
 2 cores) the rankings of a short window disagree from round to round, and
 without that it switched 70 times in 10 s. The handover is at
@@ -49,6 +73,25 @@ is) and then pulls and starts. The model and the server's optimizer state
 are the ledger's, untouched by the switch; the step accounting stays exact
 (every push is applied or dropped). The new policy hears of the workers
 that are gone, and counts versions from the ledger's (backup's lateness).
+
+Local SGD's handover is the same, at the same round closes. To it: every
+worker pulls the global model the round's ``Apply`` made and starts local
+SGD's first local step from it (its delta is measured from that pull); a
+worker still computing for backup has its gradient dropped as above, then
+pulls and starts. From it: local SGD's round closes only once every live
+worker's delta of its H local steps has arrived, so its open round has
+drained when auto decides — the closing ``Apply`` (the equal-weight mean of
+the deltas, through the scenario's ``outer_optimizer``, plain averaging by
+default) stands, no worker holds an unpushed local step, and every worker
+pulls into the new policy's first step. The server keeps both optimizers'
+state across switches (the gradient one's for gradient rounds, the outer one's
+for delta rounds); each worker's optimizer for local steps keeps its own. That
+optimizer's schedule clock counts the worker's local steps from 0, so with a
+learning-rate schedule a switch to local SGD would start the schedule over:
+the drivers refuse it (:attr:`Auto.local_steps_midway`). auto is not a
+collective policy (backup drops gradients; local SGD's rounds are of deltas,
+the others' of gradients): on ``path=collective`` it is refused, use
+``path=ps``.
 
 What it says: at the start a ``Note`` ``candidates`` (what it chooses
 among, and that it ranks them by measured samples a second: in a user's own
@@ -72,8 +115,9 @@ shares (largest first, at most ``SHOWN``). The drivers name the policy in
 force on the progress line from these notes (``auto→lb-bsp``), the plots mark
 the phases and ``hetsync report`` lists each switch with its cause
 (hetsync.report.switches). Not yet (issue 31): the simulator's ranking of
-asynchronous candidates in a background process, handover to and from
-local-model policies.
+asynchronous candidates in a background process; a ranking that weighs
+transfers (what local SGD saves); handover to and from local-model policies
+other than local SGD.
 """
 
 from __future__ import annotations
@@ -116,6 +160,10 @@ MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
 MOVED = 0.1  # a worker's step time "moved" when it changed by more than this share since the reference
 # what its ranking weighs, said at the start (a ``candidates`` note): in a user's loop it is all it can know
 RANKED_BY = "measured samples a second (each candidate's convergence per sample is BSP's)"
+RANKED_BY_LOCAL = (  # (with local-sgd among them)
+    "measured samples a second (each candidate's convergence per sample taken as BSP's: local SGD's is only "
+    "close to it, at a small H)"
+)
 SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
 
 
@@ -279,7 +327,10 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = "of bsp, lb-bsp, backup: the one the measured cluster runs fastest, switched as it changes"
+    summary = (
+        "of bsp, lb-bsp, backup (and local-sgd if named): the one the measured cluster runs fastest, "
+        "switched as it changes"
+    )
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
@@ -368,7 +419,12 @@ class Auto(Policy):
     # -------------------------------------------------------------- events
     def start(self, now_s: float) -> list[Command]:
         said = Note(
-            what="candidates", detail={"start": self.current, "candidates": list(self.candidates), "by": RANKED_BY}
+            what="candidates",
+            detail={
+                "start": self.current,
+                "candidates": list(self.candidates),
+                "by": RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY,
+            },
         )
         return [said, *self._from_inner(self.inner.start(now_s), now_s)]
 
