@@ -327,10 +327,7 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = (
-        "of bsp, lb-bsp, backup (and local-sgd if named): the one the measured cluster runs fastest, "
-        "switched as it changes"
-    )
+    summary = "of bsp, lb-bsp, backup[, local-sgd]: the one the cluster runs fastest, switched as it changes"
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
