@@ -229,6 +229,21 @@ def test_real_processes_refuse_a_simulator_only_policy_before_anything_starts() 
     ]
 
 
+def test_auto_that_may_turn_to_local_sgd_is_refused_with_an_lr_schedule_naming_the_fix() -> None:
+    spec = "auto:candidates=bsp+local-sgd"
+    scheduled = make_scenario(schedule={"name": "step", "milestones": [10], "gamma": 0.1})
+    for driver in ("sim", "dist"):
+        with pytest.raises(
+            BadInput,
+            match=r"^policy 'auto:candidates=bsp\+local-sgd' may switch to local SGD.*"
+            r"drop local-sgd from its candidates, or the schedule$",
+        ):
+            policy_labels(scheduled, ["bsp", spec], driver=driver)
+    assert policy_labels(scheduled, ["auto"]) == ["auto"]  # (its default candidates take no local step)
+    assert policy_labels(make_scenario(), [spec]) == ["auto(candidates=bsp+local-sgd)"]  # (constant lr)
+    assert policy_labels(scheduled, [spec], driver="loop") == ["auto(candidates=bsp+local-sgd)"]  # (its own optimizer)
+
+
 def test_fragment_transfers_name_their_range_and_width(tmp_path: Path) -> None:
     core = core_for("streaming-diloco", tmp_path)
     fragment = Fragment(lo=4, hi=10, bits=4)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 
 from hetsync.errors import BadInput
-from hetsync.policies.auto import Auto, fixed_share, predicted_rates, slowest_counts, smoothed, switch_moves
+from hetsync.policies.auto import (
+    Auto,
+    fixed_share,
+    gain_quantile,
+    predicted_rates,
+    round_times,
+    slowest_counts,
+    smoothed,
+    switch_moves,
+)
 from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Note, Pull, PushArrived, WorkerLeft
 from hetsync.report.switches import run_switches
 from tests.policies.helpers import ctx
@@ -50,6 +60,53 @@ def test_rates_rank_lb_bsp_first_for_a_slow_worker_whose_time_grows_with_its_bat
     # homogeneous: nothing beats BSP
     even = predicted_rates(np.ones((3, 4)), np.zeros(3), batch_size=8, b=1)
     assert even["lb-bsp"] == pytest.approx(even["bsp"]) and even["backup"] < even["bsp"]
+
+
+def _two_stragglers(workers: int, rounds: int) -> np.ndarray:
+    """Step times (workers x rounds) with two workers three times slower each round, a different pair each time."""
+    steps = np.ones((workers, rounds))
+    for r in range(rounds):
+        steps[[r % workers, (r + 1) % workers], r] = 3.0
+    return steps
+
+
+def test_local_sgd_is_ranked_first_when_the_slow_steps_move_from_worker_to_worker():
+    steps = _two_stragglers(4, 8)  # every worker is slow in two of each four steps
+    rates = predicted_rates(steps, np.zeros(4), batch_size=8, b=1, h=4)
+    # BSP waits 3 a round for 4 batches; local SGD 8 (a worker's 4 steps: 1+1+3+3) for 16 batches
+    assert rates["bsp"] == pytest.approx(4 * 8 / 3) and rates["local-sgd"] == pytest.approx(16 * 8 / 8)
+    assert rates["lb-bsp"] == pytest.approx(rates["bsp"])  # equal means: nothing to balance
+    assert rates["backup"] == pytest.approx(3 * 8 / 3)  # the third to finish is a slow one
+    assert max(rates, key=lambda k: rates[k]) == "local-sgd"
+    # the same steps, the slow one always worker 3: local SGD waits for it as BSP does, LB-BSP wins
+    slow = np.ones((4, 8))
+    slow[3] = 3.0
+    rates = predicted_rates(slow, np.zeros(4), batch_size=8, b=1, h=4)
+    assert rates["local-sgd"] == pytest.approx(rates["bsp"]) and max(rates, key=lambda k: rates[k]) == "lb-bsp"
+    # without h there is no local SGD to rank
+    assert "local-sgd" not in predicted_rates(steps, np.zeros(4), batch_size=8, b=1)
+
+
+def test_local_sgd_replays_whole_rounds_of_h_steps_and_the_others_the_same_steps():
+    steps = np.vstack([np.arange(1.0, 11.0), np.full(10, 4.0)])  # 10 steps: the newest 8 make two rounds of 4
+    times = round_times(steps, np.zeros(2), batch_size=8, b=1, h=4)
+    samples, local = times["local-sgd"]
+    assert samples == 2 * 8 * 4 and list(local) == [3 + 4 + 5 + 6, 7 + 8 + 9 + 10]
+    assert list(times["bsp"][1]) == [4, 4, 5, 6, 7, 8, 9, 10]  # the oldest two steps left out for every candidate
+    with pytest.raises(ValueError, match="no round"):
+        round_times(steps[:, :3], np.zeros(2), batch_size=8, b=1, h=4)
+
+
+def test_the_bootstrap_guard_pairs_local_sgd_s_rounds_with_the_others_rounds_over_the_same_steps():
+    rng = np.random.default_rng(0)
+    times = round_times(_two_stragglers(4, 20), np.zeros(4), batch_size=8, b=1, h=4)
+    # every block of four steps alike: each draw shows local SGD's gain, exactly 2 / (4 / 3)
+    assert gain_quantile(times["bsp"], times["local-sgd"], 0.1, rng) == pytest.approx(1.5)
+    assert gain_quantile(times["local-sgd"], times["bsp"], 0.9, rng) == pytest.approx(1 / 1.5)
+    # noise alone: local SGD's gain over BSP in the window's draws straddles the margin, so no switch is sure
+    noisy = 1.0 + 0.05 * rng.standard_normal((4, 20))
+    times = round_times(noisy, np.zeros(4), batch_size=8, b=1, h=4)
+    assert 1.0 < gain_quantile(times["bsp"], times["local-sgd"], 0.1, rng) < 1.1
 
 
 def _step(w: int, t: float, batch: int, seconds: float) -> ComputeDone:
@@ -148,6 +205,106 @@ def test_a_worker_that_left_is_neither_sized_nor_pulled_by_the_next_policy():
     assert [c.worker for c in pulls] == [0, 2] and sum(c.then.batch_size for c in pulls) == 24
 
 
+def _local_round(p: Auto, t: float, seconds: dict[int, float], h: int) -> tuple[list, list]:
+    """Every worker's H local steps and its delta push, the slowest last: the
+    steps the policy gave on the way, and the commands of the round's close."""
+    given, out = [], []
+    for w in sorted(seconds, key=lambda w: seconds[w]):
+        for i in range(h):
+            done = ComputeDone(now_s=t, worker=w, step=i, batch_size=8, base_version=p.version, duration_s=seconds[w])
+            given += p.on_event(done)
+        delta = PushArrived(
+            now_s=t, worker=w, push_id=next(_ids), kind="delta", base_version=p.version, steps=h, samples=8 * h
+        )
+        out = p.on_event(delta)
+    return given, out
+
+
+def test_it_switches_to_local_sgd_and_back_each_at_a_round_close_with_every_worker_handed_over():
+    p = Auto(ctx(4, batch_size=8, lr=0.1), candidates="bsp+lb-bsp+local-sgd", window=8, h=4)
+    p.start(0.0)
+    slow = _two_stragglers(4, 8)  # a different pair slow each round: local SGD's case
+    for r in range(8):
+        cmds = _round(p, float(r), dict.fromkeys(range(4), 8), {w: float(slow[w, r]) for w in range(4)})
+    assert p.current == "local-sgd" and p.switches[-1]["gain"] == pytest.approx(1.5)
+    # BSP's last round is applied as it is; every worker pulls into local SGD's first local step
+    note, apply, *pulls = cmds
+    assert note.what == "switch" and isinstance(apply, Apply) and len(apply.contributions) == 4
+    local = Compute(worker=0, batch_size=8, local_lr=0.1)
+    assert pulls == [Pull(worker=w, then=dataclasses.replace(local, worker=w)) for w in range(4)]
+    assert not p.draining and p.version == 8
+    # local SGD's rounds: H = 4 local steps a worker (the last pushes its delta), the mean of the deltas
+    for r in range(2):  # worker 3 now three times slower, always: LB-BSP's case
+        given, cmds = _local_round(p, 10.0 + r, {0: 1.0, 1: 1.0, 2: 1.0, 3: 3.0}, h=4)
+        assert [(c.worker, c.push) for c in given] == [
+            (w, "delta" if i == 2 else None) for w in range(4) for i in range(3)
+        ]
+        apply = next(c for c in cmds if isinstance(c, Apply))
+        assert [wt for _, wt in apply.contributions] == [0.25] * 4 and apply.lr == 0.0  # (deltas: no lr)
+    # the second round (8 steps a worker since the switch: its dwell) closes with the switch to LB-BSP:
+    # every worker's 4 local steps are in its delta, applied; then each pulls into LB-BSP's first step
+    assert p.current == "lb-bsp" and [(s["from"], s["to"]) for s in p.switches] == [
+        ("bsp", "local-sgd"),
+        ("local-sgd", "lb-bsp"),
+    ]
+    note, apply, *pulls = cmds
+    assert note.what == "switch" and isinstance(apply, Apply)
+    assert [c.worker for c in pulls] == [0, 1, 2, 3] and all(isinstance(c, Pull) for c in pulls)
+    assert all(c.then.push == "grad" and c.then.local_lr is None for c in pulls)
+    assert sum(c.then.batch_size for c in pulls) == 32  # LB-BSP's global batch, split equally until it learns
+    assert not p.draining and p.version == 10
+    said = Auto(ctx(4), candidates="bsp+local-sgd").start(0.0)[0]  # what it ranks by says local SGD's is not BSP's
+    assert said.what == "candidates" and "local SGD's is only close to it" in said.detail["by"]
+
+
+def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_pulls_into_local_sgd():
+    p = Auto(ctx(3, batch_size=8), start="backup", candidates="backup+local-sgd", window=4, h=2, margin=0.0)
+    p.start(0.0)
+    for r in range(5):  # worker 2 always late under backup: its push arrives after the round closed
+        for w in (0, 1):
+            p.on_event(_step(w, float(r), 8, 1.0))
+            cmds = p.on_event(_push(w, float(r), 8, base=r))
+        if p.current == "local-sgd":
+            break
+        p.on_event(_step(2, float(r), 8, 1.05))
+        p.on_event(_push(2, float(r), 8, base=r))
+    assert p.current == "local-sgd"  # near-equal workers: local SGD applies 3 batches a step, backup 2
+    first = Compute(worker=0, batch_size=8, local_lr=0.1)
+    note, apply, *pulls = cmds  # the round of two closed (backup's), and the switch
+    assert note.what == "switch" and isinstance(apply, Apply) and len(apply.contributions) == 2
+    assert pulls == [Pull(worker=w, then=dataclasses.replace(first, worker=w)) for w in (0, 1)]
+    assert 2 in p.draining
+    assert p.on_event(_step(2, 9.0, 8, 1.0)) == []  # its gradient step for backup ends
+    push = _push(2, 9.0, 8, base=0)
+    drop, pull = p.on_event(push)
+    assert drop == Drop(push_ids=(push.push_id,), reason="policy switch")  # counted as every drop is
+    assert pull == Pull(worker=2, then=dataclasses.replace(first, worker=2))
+    # local SGD's first round closes with all three deltas, worker 2's included
+    _, out = _local_round(p, 10.0, dict.fromkeys(range(3), 1.0), h=2)
+    assert isinstance(out[0], Apply) and len(out[0].contributions) == 3
+
+
+def test_local_sgd_s_h_is_checked_naming_it():
+    with pytest.raises(BadInput, match="'h'"):
+        Auto(ctx(3), h=0)
+    with pytest.raises(BadInput, match="'h'"):
+        Auto(ctx(3), h=33)
+    with pytest.raises(BadInput, match="'h' .*half its window"):
+        Auto(ctx(3), candidates="bsp+local-sgd", window=10, h=6)
+    assert Auto(ctx(3), window=10, h=6).candidates == ("bsp", "lb-bsp", "backup")  # (not a candidate: not checked)
+    assert Auto(ctx(3), candidates="bsp+local-sgd", start="local-sgd").inner.name == "local-sgd"
+
+
+def test_auto_with_local_sgd_is_refused_on_the_collective_path_in_one_line_naming_the_fix():
+    from hetsync.driver.paths import uses_collective
+
+    policy = Auto(ctx(4), candidates="bsp+lb-bsp+local-sgd")
+    with pytest.raises(BadInput, match="cannot use path=collective.*use path=ps") as refused:
+        uses_collective("collective", policy)
+    assert "\n" not in str(refused.value)
+    assert uses_collective("ps", policy) is False
+
+
 def test_bad_candidates_are_refused_naming_the_parameter():
     with pytest.raises(BadInput, match="'candidates'"):
         Auto(ctx(3), candidates="bsp+asp")
@@ -186,6 +343,61 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
     ]
     computing = run["outstanding_detail"]["computing"]  # (steps in flight at the end: not yet counted in steps)
     assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
+
+
+def test_in_the_simulator_it_hands_over_to_local_sgd_and_back_keeping_every_step_on_the_books(tmp_path):
+    from hetsync.scenario import scenario_from_dict
+    from hetsync.sim.engine import simulate
+    from hetsync.trace import read_trace
+
+    # 4 equal workers, a step in ten three times longer on a random worker (local SGD's case); from 1.5 s
+    # a stress tool makes workers 2 and 3 three times slower for good (LB-BSP's)
+    load = {"workers": [2, 3], "period_s": 100, "on_s": 98.5, "factor": 3, "random_phase": False, "phase_s": 98.5}
+    sc = scenario_from_dict(
+        {
+            "name": "stragglers-then-stress",
+            "workers": 4,
+            "workload": "digits-logreg",
+            "batch_size": 16,
+            "max_time_s": 3.0,
+            "seed": 0,
+            "fixed_s": 0.001,
+            "per_sample_s": 0.001,
+            "jitter": 0.02,
+            "straggler_prob": 0.1,
+            "straggler_factor": 3,
+            "background_load": load,
+        }
+    )
+    run = simulate(sc, "auto:candidates=bsp+lb-bsp+local-sgd", trace_path=tmp_path / "trace.jsonl").summary
+    switches = run_switches(run)
+    assert [(n["detail"]["from"], n["detail"]["to"]) for n in switches] == [
+        ("bsp", "local-sgd"),
+        ("local-sgd", "lb-bsp"),
+    ]
+    to_local, to_lb = (n["t"] for n in switches)
+    assert to_local < 1.5 < to_lb
+    trace = list(read_trace(tmp_path / "trace.jsonl"))
+    pushes = {r["id"]: r for r in trace if r["ev"] == "push"}
+    applied = [i for r in trace if r["ev"] == "apply" for i in r["ids"]]
+    dropped = [i for r in trace if r["ev"] == "drop" for i in r["ids"]]
+    # local SGD's pushes (between the switches) are deltas of its H = 4 steps; the others, gradients of one
+    kinds = {(r["kind"], r["steps"], to_local < r["t"] <= to_lb) for r in pushes.values()}
+    assert kinds == {("grad", 1, False), ("delta", 4, True)}
+    # every push applied or dropped once, or held at the end; the trace's steps are the summary's
+    assert len(set(applied)) == len(applied) and not set(applied) & set(dropped)
+    held = set(pushes) - set(applied) - set(dropped)
+    assert len(held) == run["outstanding_detail"]["held"] and all(pushes[i]["t"] > to_lb for i in held)
+    assert sum(pushes[i]["steps"] for i in applied) == run["applied_steps"]
+    assert sum(r["steps"] for r in trace if r["ev"] == "drop") == run["dropped_steps"]
+    assert sum(r["ev"] == "compute" for r in trace) == run["steps"]  # (a step is recorded as it ends)
+    computing = run["outstanding_detail"]["computing"]
+    assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing
+    # it learns under each policy: the loss at the end of each phase below the one at its start
+    evals = [(r["t"], r["loss"]) for r in trace if r["ev"] == "eval"]
+    for start_s, end_s in ((0.0, to_local), (to_local, to_lb), (to_lb, 3.0)):
+        phase = [loss for t, loss in evals if start_s <= t <= end_s]
+        assert len(phase) >= 3 and phase[-1] < phase[0]
 
 
 def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change_that_caused_it(auto_switch_run):

@@ -10,7 +10,21 @@ first N − b gradients, the b slowest are dropped). Choosing among them
 changes how many samples a second the job applies, not what a sample is
 worth, so they can be ranked by throughput alone — what can be measured for
 any model, a user's own included (the policies that trade convergence for
-throughput, ASP, SSP, local SGD, need the simulator's ranking: not here yet).
+throughput, ASP, SSP, need the simulator's ranking: not here yet).
+
+One more may be named (``candidates=bsp+lb-bsp+backup+local-sgd``; not in
+the default set): ``local-sgd`` (Stich, ICLR 2019), every worker taking H
+local steps at the common batch, then the mean of their deltas applied (its
+H is ``h``, default 4). Its convergence per sample is *not* exactly BSP's:
+BSP steps once along the mean gradient of N·B samples, local SGD H times
+along each worker's own gradient of B, then averages — close to H steps of
+BSP at a small H (the models drift apart little between averages), further
+as H grows, hence a small ``h``. auto assumes it is BSP's and ranks it by
+samples a second like the others. It is not the default because that
+assumption is one the others need not make and, on the bench's clusters, the
+ranking never chose it (``hetsync bench auto``: its gain there is in its
+H times fewer transfers and in its progress per sample, which a ranking of
+step times does not see; see Ranking).
 
 Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
 the last ``window`` of each worker are kept, and a smoothed time per batch
@@ -22,10 +36,18 @@ rounds — round r takes each worker's r-th latest time — and each
 candidate's round time is what it would be with those times: BSP waits for
 the slowest at the common batch; LB-BSP waits for the slowest at the
 batches that would have them finish together; backup waits for the
-(N − b)-th and applies N − b batches. The rate is the samples applied over the replayed time. So a
+(N − b)-th and applies N − b batches; local SGD (when a candidate) holds a
+round every H steps, each worker's H consecutive times of the window summed,
+and waits for the slowest sum (every candidate then replays the window's
+newest ⌊W/H⌋·H steps, whole rounds of it). The rate is the samples applied over the replayed time. So a
 worker that is always slow favours LB-BSP, one that is slow now and then
-(noise, a straggler that moves) favours backup, and a homogeneous cluster
-BSP (the others cost it nothing there, but win nothing either).
+(noise, a straggler that moves) favours backup or local SGD (backup drops
+the late step, local SGD evens it out over H), and a homogeneous cluster
+BSP (the others cost it nothing there, but win nothing either; local SGD's
+sum of H evens out the noise, so it is never ranked below BSP). Only step
+times are replayed: transfers are not, so local SGD's H times fewer of them
+are not counted in its favour (nor backup's and LB-BSP's waits on the
+network against them).
 
 Switching: ranked at every round close once each live worker has ``window``
 times; the best replaces the current policy only when its predicted rate
@@ -33,11 +55,13 @@ beats the current one's by more than ``margin`` (a switch is not free:
 LB-BSP learns its batches again, backup's late steps are dropped), and the
 gain stays above the margin when the window's rounds are drawn again
 (:func:`gain_quantile`, a paired bootstrap: with ``confidence`` 0.9, nine
-draws in ten must show it), so that a gain the window's noise could make
+draws in ten must show it; a round of local SGD is drawn with the others'
+rounds over the same H steps), so that a gain the window's noise could make
 is not acted on; a window that straddles a change shows it once about half
 its rounds are of the new cluster (on ``examples/stress-midway-8.yaml``
 the switch came 0.45 s after the stress, 0.29–0.35 s without it). A switch
-stands for at least ``window`` rounds, and twice as long after each switch
+stands for at least ``window`` rounds (a round of local SGD counts as its
+H), and twice as long after each switch
 back to the policy it had just left: on a noisy machine (4 workers sharing
 2 cores) the rankings of a short window disagree from round to round, and
 without that it switched 70 times in 10 s. The handover is at
@@ -49,6 +73,25 @@ is) and then pulls and starts. The model and the server's optimizer state
 are the ledger's, untouched by the switch; the step accounting stays exact
 (every push is applied or dropped). The new policy hears of the workers
 that are gone, and counts versions from the ledger's (backup's lateness).
+
+Local SGD's handover is the same, at the same round closes. To it: every
+worker pulls the global model the round's ``Apply`` made and starts local
+SGD's first local step from it (its delta is measured from that pull); a
+worker still computing for backup has its gradient dropped as above, then
+pulls and starts. From it: local SGD's round closes only once every live
+worker's delta of its H local steps has arrived, so its open round has
+drained when auto decides — the closing ``Apply`` (the equal-weight mean of
+the deltas, through the scenario's ``outer_optimizer``, plain averaging by
+default) stands, no worker holds an unpushed local step, and every worker
+pulls into the new policy's first step. The server keeps both optimizers'
+state across switches (the gradient one's for gradient rounds, the outer one's
+for delta rounds); each worker's optimizer for local steps keeps its own. That
+optimizer's schedule clock counts the worker's local steps from 0, so with a
+learning-rate schedule a switch to local SGD would start the schedule over:
+the drivers refuse it (:attr:`Auto.local_steps_midway`). auto is not a
+collective policy (backup drops gradients; local SGD's rounds are of deltas,
+the others' of gradients): on ``path=collective`` it is refused, use
+``path=ps``.
 
 What it says: at the start a ``Note`` ``candidates`` (what it chooses
 among, and that it ranks them by measured samples a second: in a user's own
@@ -72,8 +115,9 @@ shares (largest first, at most ``SHOWN``). The drivers name the policy in
 force on the progress line from these notes (``auto→lb-bsp``), the plots mark
 the phases and ``hetsync report`` lists each switch with its cause
 (hetsync.report.switches). Not yet (issue 31): the simulator's ranking of
-asynchronous candidates in a background process, handover to and from
-local-model policies.
+asynchronous candidates in a background process; a ranking that weighs
+transfers (what local SGD saves); handover to and from local-model policies
+other than local SGD.
 """
 
 from __future__ import annotations
@@ -106,21 +150,29 @@ from hetsync.policies.base import (
 )
 from hetsync.policies.bsp import BSP
 from hetsync.policies.lb_bsp import LBBSP
+from hetsync.policies.local_sgd import LocalSGD
 
-CANDIDATES = ("bsp", "lb-bsp", "backup")
+CANDIDATES = ("bsp", "lb-bsp", "backup", "local-sgd")
+DEFAULT_CANDIDATES = "bsp+lb-bsp+backup"
 BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
 MOVED = 0.1  # a worker's step time "moved" when it changed by more than this share since the reference
 # what its ranking weighs, said at the start (a ``candidates`` note): in a user's loop it is all it can know
 RANKED_BY = "measured samples a second (each candidate's convergence per sample is BSP's)"
+RANKED_BY_LOCAL = (  # (with local-sgd among them)
+    "measured samples a second (each candidate's convergence per sample taken as BSP's: local SGD's is only "
+    "close to it, at a small H)"
+)
 SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
 
 
 @dataclass(frozen=True, kw_only=True)
 class AutoConfig(PolicyConfig):
     candidates: str = param(
-        "bsp+lb-bsp+backup", help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup)", quiet=True
+        DEFAULT_CANDIDATES,
+        help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup, local-sgd)",
+        quiet=True,
     )
     start: str = param("bsp", help="the policy it starts with", choices=CANDIDATES, quiet=True)
     window: int = param(20, help="steps per worker the ranking replays (the last ones)", ge=2, le=1000, quiet=True)
@@ -128,6 +180,13 @@ class AutoConfig(PolicyConfig):
         0.1, help="predicted gain a switch needs (0.1: 10% more samples a second)", ge=0.0, le=10.0, quiet=True
     )
     b: int = param(1, help="backup's b: gradients a round ignores", ge=1, below_workers=True, quiet=True)
+    h: int = param(
+        4,
+        help="local SGD's H: local steps between averages (small: its convergence per sample is BSP's only then)",
+        ge=1,
+        le=32,
+        quiet=True,
+    )
     confidence: float = param(
         0.9,
         help="how sure a switch must be of its gain: the gain that many of the window's rounds, drawn again, "
@@ -183,12 +242,29 @@ def slowest_counts(workers: list[int], step_s: np.ndarray) -> list[dict[str, int
     return [{"w": workers[i], "rounds": int(counts[i])} for i in order]
 
 
-def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, tuple[int, np.ndarray]]:
+def replayed(step_s: np.ndarray, h: int | None) -> np.ndarray:
+    """The window's columns every candidate replays: all of them, or with
+    local SGD among the candidates (``h`` its H) the newest ⌊W/H⌋·H, so that
+    its rounds of H steps and the others' rounds of one cover the same steps."""
+    if h is None:
+        return step_s
+    kept = (step_s.shape[1] // h) * h
+    if not kept:
+        raise ValueError(f"a window of {step_s.shape[1]} steps holds no round of local SGD's H = {h}")
+    return step_s[:, step_s.shape[1] - kept :]
+
+
+def round_times(
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+) -> dict[str, tuple[int, np.ndarray]]:
     """Each candidate's samples applied per round and its round times when
     ``step_s`` (workers × rounds: each worker's step times at the common
-    batch ``batch_size``) is replayed as rounds; a worker's step at batch x
+    batch ``batch_size``, oldest first) is replayed as rounds; a worker's step at batch x
     takes ``T·(f + (1 − f)·x/batch_size)``, ``f`` its ``fixed`` share (see
-    the module docstring)."""
+    the module docstring). With ``h``, local SGD(H) too: a round of H steps
+    per worker (each worker's H consecutive times, :func:`replayed` keeping
+    whole rounds), which waits for the slowest worker's sum of H."""
+    step_s = replayed(step_s, h)
     n = step_s.shape[0]
     total = n * batch_size
     times = {"bsp": (total, np.max(step_s, axis=0))}
@@ -200,6 +276,9 @@ def round_times(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) 
     times["lb-bsp"] = (total, np.max(step_s * (fixed + grow * x / batch_size)[:, None], axis=0))
     if n > b:
         times["backup"] = ((n - b) * batch_size, np.sort(step_s, axis=0)[n - b - 1])  # the (N − b)-th to finish
+    if h is not None:
+        sums = step_s.reshape(n, -1, h).sum(axis=2)  # each worker's H steps of each round
+        times["local-sgd"] = (total * h, np.max(sums, axis=0))
     return times
 
 
@@ -208,10 +287,26 @@ def rates_of(times: dict[str, tuple[int, np.ndarray]]) -> dict[str, float]:
     return {k: samples * len(t) / float(t.sum()) for k, (samples, t) in times.items()}
 
 
-def predicted_rates(step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int) -> dict[str, float]:
+def predicted_rates(
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+) -> dict[str, float]:
     """Samples applied per second by each candidate over the replayed rounds
     (:func:`round_times`)."""
-    return rates_of(round_times(step_s, fixed, batch_size, b))
+    return rates_of(round_times(step_s, fixed, batch_size, b, h))
+
+
+def grouped(times: tuple[int, np.ndarray], rounds: int) -> tuple[int, np.ndarray]:
+    """``times`` (samples a round, round times) as ``rounds`` groups of
+    consecutive rounds (local SGD's round spans H of the others': a paired
+    draw must pick the same steps for both); ValueError when its rounds do
+    not split evenly."""
+    samples, t = times
+    if len(t) == rounds:
+        return times
+    if rounds < 1 or len(t) % rounds:
+        raise ValueError(f"{len(t)} replayed rounds do not split into {rounds} groups")
+    k = len(t) // rounds
+    return samples * k, t.reshape(rounds, k).sum(axis=1)
 
 
 def gain_quantile(
@@ -220,8 +315,11 @@ def gain_quantile(
     """The ``q``-quantile of ``other``'s rate over ``now``'s when the replayed
     rounds are drawn again with replacement, the same rounds for both (a
     paired bootstrap): how much of a predicted gain is the window's noise.
-    Each is (samples a round, round times) from :func:`round_times`."""
-    rounds = len(now[1])
+    Each is (samples a round, round times) from :func:`round_times`; where
+    one's round spans several of the other's (local SGD's), the draws pick
+    its rounds and the other's rounds over the same steps (:func:`grouped`)."""
+    rounds = min(len(now[1]), len(other[1]))
+    now, other = grouped(now, rounds), grouped(other, rounds)
     picks = rng.integers(0, rounds, size=(draws, rounds))
     ratio = (other[0] * now[1][picks].sum(axis=1)) / (now[0] * other[1][picks].sum(axis=1))
     return float(np.quantile(ratio, q))
@@ -229,7 +327,7 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = "of bsp, lb-bsp, backup: the one the measured cluster runs fastest, switched as it changes"
+    summary = "of bsp, lb-bsp, backup[, local-sgd]: the one the cluster runs fastest, switched as it changes"
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
@@ -253,6 +351,11 @@ class Auto(Policy):
                     f"policy 'auto' starts with backup, whose b must be < workers ({self.n}), got {self.config.b}"
                 )
             names = tuple(s for s in names if s != "backup")
+        if "local-sgd" in names and self.config.h * 2 > self.config.window:
+            raise BadInput(
+                f"policy 'auto' parameter 'h' ({self.config.h}) must be at most half its window "
+                f"({self.config.window}): the ranking replays local SGD's rounds of h steps from it"
+            )
         self.candidates = names
         self.alive = set(range(self.n))
         self.version = 0  # the ledger's: one per Apply
@@ -271,12 +374,22 @@ class Auto(Policy):
         self.reference: dict[int, float] | None = None
         self.reference_s = 0.0
 
+    @property
+    def local_steps_midway(self) -> bool:
+        """Whether it may switch to local SGD after gradient rounds: the
+        workers' optimizers for local steps keep a schedule clock of their own,
+        from 0, so a driver refuses it with a learning-rate schedule
+        (hetsync.driver.core.policy_labels)."""
+        return "local-sgd" in self.candidates
+
     # ------------------------------------------------------------ policies
     def _make(self, name: str) -> Policy:
         if name == "bsp":
             return BSP(self.ctx)
         if name == "lb-bsp":
             return LBBSP(self.ctx)
+        if name == "local-sgd":
+            return LocalSGD(self.ctx, H=self.config.h)
         policy = BackupWorkers(self.ctx, b=self.config.b)
         policy.load_state_dict({"version": self.version})  # (what is late is judged by the ledger's versions)
         return policy
@@ -303,7 +416,12 @@ class Auto(Policy):
     # -------------------------------------------------------------- events
     def start(self, now_s: float) -> list[Command]:
         said = Note(
-            what="candidates", detail={"start": self.current, "candidates": list(self.candidates), "by": RANKED_BY}
+            what="candidates",
+            detail={
+                "start": self.current,
+                "candidates": list(self.candidates),
+                "by": RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY,
+            },
         )
         return [said, *self._from_inner(self.inner.start(now_s), now_s)]
 
@@ -326,7 +444,8 @@ class Auto(Policy):
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
         applies = sum(isinstance(c, Apply) for c in cmds)
         self.version += applies
-        self.since_switch += applies
+        # (rounds of one step per worker: a round of local SGD counts its H, so a switch stands as many steps)
+        self.since_switch += applies * (self.config.h if self.current == "local-sgd" else 1)
         if not applies or self.since_switch < self.dwell:
             return cmds
         best = self._rank(now_s)
@@ -364,7 +483,8 @@ class Auto(Policy):
         if self.reference is None:
             self.reference = {u: smoothed(row) for u, row in windows.items()}
             self.reference_s = now_s
-        times = round_times(np.array(rows), self.fixed[live], B, self.config.b)
+        h = self.config.h if "local-sgd" in self.candidates else None
+        times = round_times(np.array(rows), self.fixed[live], B, self.config.b, h)
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
