@@ -72,3 +72,11 @@ def test_an_unknown_case_is_refused_in_one_line(tmp_path, capsys):
 def test_jobs_below_one_are_refused(tmp_path, capsys, jobs):
     assert main(["bench", "auto", "--jobs", jobs, "--out", str(tmp_path)]) == 2
     assert "--jobs must be >= 1" in capsys.readouterr().err
+
+
+def test_with_local_sgd_the_verdict_counts_fixed_local_sgd_among_the_fixed_policies():
+    aggs = [_agg("bsp", 8.3), _agg("lb-bsp", 7.8), _agg("backup", 7.8), _agg("local-sgd", 4.5), _agg("auto", 5.5)]
+    assert bench.WITH_LOCAL_SGD[-1].startswith("auto:") and "local-sgd" in bench.WITH_LOCAL_SGD[-1]
+    judged = bench.verdict("even", aggs, bench.WITH_LOCAL_SGD[:-1])
+    assert judged["best_fixed_s"] == 4.5 and judged["met"] is False  # fixed local SGD is the one to beat
+    assert bench.verdict("even", aggs)["met"] is True  # (against the default set only, auto would pass)

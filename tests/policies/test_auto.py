@@ -14,6 +14,7 @@ from hetsync.policies.auto import (
     fixed_share,
     gain_quantile,
     predicted_rates,
+    round_overhead_s,
     round_times,
     slowest_counts,
     smoothed,
@@ -85,6 +86,36 @@ def test_local_sgd_is_ranked_first_when_the_slow_steps_move_from_worker_to_worke
     assert rates["local-sgd"] == pytest.approx(rates["bsp"]) and max(rates, key=lambda k: rates[k]) == "lb-bsp"
     # without h there is no local SGD to rank
     assert "local-sgd" not in predicted_rates(steps, np.zeros(4), batch_size=8, b=1)
+
+
+def test_a_rounds_overhead_is_paid_once_per_round_so_it_favours_local_sgd_as_transfers_grow():
+    steps = np.ones((4, 8))  # equal workers: by steps alone local SGD gains nothing
+    bare = predicted_rates(steps, np.zeros(4), batch_size=8, b=1, h=4)
+    assert bare["local-sgd"] == pytest.approx(bare["bsp"])
+    # 1 s of transfers and server a round: BSP's round 2 s for 4 batches, local SGD's 4 + 1 s for 16
+    costly = predicted_rates(steps, np.zeros(4), batch_size=8, b=1, h=4, overhead_s=1.0)
+    assert costly["bsp"] == pytest.approx(4 * 8 / 2) and costly["local-sgd"] == pytest.approx(16 * 8 / 5)
+    assert max(costly, key=lambda k: costly[k]) == "local-sgd"
+    # the overhead a round measured: its time less its busiest worker's steps; none from a late backup step
+    assert round_overhead_s(0.5, np.array([0.1, 0.3, 0.2])) == pytest.approx(0.2)
+    assert round_overhead_s(0.5, np.array([0.1, 0.7])) is None
+    assert round_overhead_s(0.5, np.array([])) is None
+
+
+def test_auto_measures_the_rounds_overhead_from_its_events():
+    policy = Auto(ctx(workers=2, batch_size=8), candidates="bsp+local-sgd", window=4, h=2)
+    policy.start(0.0)
+    t, pid, step = 0.0, 0, 0
+    for _ in range(6):  # BSP's rounds: steps of 0.1 and 0.2 s, each round closing 0.35 s after the last
+        for w, step_s in ((0, 0.1), (1, 0.2)):
+            done = ComputeDone(now_s=t + step_s, worker=w, step=step, batch_size=8, base_version=0, duration_s=step_s)
+            policy.on_event(done)
+        for w in (0, 1):
+            push = PushArrived(now_s=t + 0.35, worker=w, push_id=pid, kind="grad", base_version=0, steps=1, samples=8)
+            policy.on_event(push)
+            pid += 1
+        t, step = t + 0.35, step + 1
+    assert policy.overhead_s() == pytest.approx(0.15)
 
 
 def test_local_sgd_replays_whole_rounds_of_h_steps_and_the_others_the_same_steps():

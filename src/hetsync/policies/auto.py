@@ -22,9 +22,10 @@ BSP at a small H (the models drift apart little between averages), further
 as H grows, hence a small ``h``. auto assumes it is BSP's and ranks it by
 samples a second like the others. It is not the default because that
 assumption is one the others need not make and, on the bench's clusters, the
-ranking never chose it (``hetsync bench auto``: its gain there is in its
-H times fewer transfers and in its progress per sample, which a ranking of
-step times does not see; see Ranking).
+ranking, before it weighed a round's transfers, never chose it (``hetsync
+bench auto --with-local-sgd`` now: it switches to it on every
+homogeneous-8 case; its progress per sample, better than BSP's there, is
+still not weighed).
 
 Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
 the last ``window`` of each worker are kept, and a smoothed time per batch
@@ -44,10 +45,16 @@ worker that is always slow favours LB-BSP, one that is slow now and then
 (noise, a straggler that moves) favours backup or local SGD (backup drops
 the late step, local SGD evens it out over H), and a homogeneous cluster
 BSP (the others cost it nothing there, but win nothing either; local SGD's
-sum of H evens out the noise, so it is never ranked below BSP). Only step
-times are replayed: transfers are not, so local SGD's H times fewer of them
-are not counted in its favour (nor backup's and LB-BSP's waits on the
-network against them).
+sum of H evens out the noise, so it is never ranked below BSP). What a round
+takes beyond its steps — the pushes, the server's turn, the pulls — is
+measured too: at each round close, the time since the last close less the
+longest any live worker computed since (:func:`round_overhead_s`; the
+median of the window's rounds), and every candidate's replayed round pays
+it once: so local SGD's H times fewer rounds count in its favour where
+transfers are dear. (It also makes the others' predicted gains honest: a
+straggler costs less, relatively, where every round pays for its
+transfers. On the bench's stress case the switch to LB-BSP came 0.2 s
+later for it, at 6.1 s.)
 
 Switching: ranked at every round close once each live worker has ``window``
 times; the best replaces the current policy only when its predicted rate
@@ -115,9 +122,9 @@ shares (largest first, at most ``SHOWN``). The drivers name the policy in
 force on the progress line from these notes (``auto→lb-bsp``), the plots mark
 the phases and ``hetsync report`` lists each switch with its cause
 (hetsync.report.switches). Not yet (issue 31): the simulator's ranking of
-asynchronous candidates in a background process; a ranking that weighs
-transfers (what local SGD saves); handover to and from local-model policies
-other than local SGD.
+asynchronous candidates in a background process (which would also weigh
+convergence per sample, where local SGD gains most); handover to and from
+local-model policies other than local SGD.
 """
 
 from __future__ import annotations
@@ -255,7 +262,7 @@ def replayed(step_s: np.ndarray, h: int | None) -> np.ndarray:
 
 
 def round_times(
-    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None, overhead_s: float = 0.0
 ) -> dict[str, tuple[int, np.ndarray]]:
     """Each candidate's samples applied per round and its round times when
     ``step_s`` (workers × rounds: each worker's step times at the common
@@ -263,7 +270,10 @@ def round_times(
     takes ``T·(f + (1 − f)·x/batch_size)``, ``f`` its ``fixed`` share (see
     the module docstring). With ``h``, local SGD(H) too: a round of H steps
     per worker (each worker's H consecutive times, :func:`replayed` keeping
-    whole rounds), which waits for the slowest worker's sum of H."""
+    whole rounds), which waits for the slowest worker's sum of H. Every
+    round of every candidate also takes ``overhead_s``, the measured time a
+    round spends beyond its slowest worker's steps (the push, the server,
+    the pull: :func:`round_overhead_s`); local SGD pays it once per H steps."""
     step_s = replayed(step_s, h)
     n = step_s.shape[0]
     total = n * batch_size
@@ -279,7 +289,22 @@ def round_times(
     if h is not None:
         sums = step_s.reshape(n, -1, h).sum(axis=2)  # each worker's H steps of each round
         times["local-sgd"] = (total * h, np.max(sums, axis=0))
+    if overhead_s > 0:
+        times = {k: (samples, t + overhead_s) for k, (samples, t) in times.items()}
     return times
+
+
+def round_overhead_s(period_s: float, busy_s: np.ndarray) -> float | None:
+    """What one round took beyond computing: the time since the last
+    round's close (``period_s``) less the longest any live worker computed
+    in it (``busy_s``: each one's step times since that close, summed) — the
+    transfers and the server's turn. None when a step that began before the
+    last close makes it meaningless (a late backup step: busy longer than the
+    round)."""
+    if busy_s.size == 0:
+        return None
+    rest = period_s - float(np.max(busy_s))
+    return rest if rest >= 0 else None
 
 
 def rates_of(times: dict[str, tuple[int, np.ndarray]]) -> dict[str, float]:
@@ -288,11 +313,11 @@ def rates_of(times: dict[str, tuple[int, np.ndarray]]) -> dict[str, float]:
 
 
 def predicted_rates(
-    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None
+    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None, overhead_s: float = 0.0
 ) -> dict[str, float]:
     """Samples applied per second by each candidate over the replayed rounds
     (:func:`round_times`)."""
-    return rates_of(round_times(step_s, fixed, batch_size, b, h))
+    return rates_of(round_times(step_s, fixed, batch_size, b, h, overhead_s))
 
 
 def grouped(times: tuple[int, np.ndarray], rounds: int) -> tuple[int, np.ndarray]:
@@ -373,6 +398,10 @@ class Auto(Policy):
         # start or the last switch (None: not measured yet), and when: what a switch's cause is measured from
         self.reference: dict[int, float] | None = None
         self.reference_s = 0.0
+        # each round's time beyond its slowest worker's steps (transfers, the server): round_overhead_s
+        self.busy_s = np.zeros(self.n)  # each worker's step times since the last round's close
+        self.closed_s: float | None = None  # when the last round closed
+        self.overheads: deque[float] = deque(maxlen=self.config.window)
 
     @property
     def local_steps_midway(self) -> bool:
@@ -427,6 +456,7 @@ class Auto(Policy):
 
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):
+            self.busy_s[event.worker] += event.duration_s
             self.steps[event.worker].append((event.batch_size, event.duration_s))
             self._remember(event.worker, event.batch_size, event.duration_s)
             if event.worker in self.draining:
@@ -443,6 +473,8 @@ class Auto(Policy):
 
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
         applies = sum(isinstance(c, Apply) for c in cmds)
+        if applies:
+            self._round_closed(now_s)
         self.version += applies
         # (rounds of one step per worker: a round of local SGD counts its H, so a switch stands as many steps)
         self.since_switch += applies * (self.config.h if self.current == "local-sgd" else 1)
@@ -454,6 +486,19 @@ class Auto(Policy):
         return self._switch(best, cmds, now_s)
 
     # ------------------------------------------------------------- ranking
+    def _round_closed(self, now_s: float) -> None:
+        live = sorted(self.alive)
+        if self.closed_s is not None and live:
+            rest = round_overhead_s(now_s - self.closed_s, self.busy_s[live])
+            if rest is not None:
+                self.overheads.append(rest)
+        self.closed_s = now_s
+        self.busy_s[:] = 0.0
+
+    def overhead_s(self) -> float:
+        """The median of the window's measured round overheads (0 before any)."""
+        return float(np.median(self.overheads)) if self.overheads else 0.0
+
     def _remember(self, w: int, batch: int, duration_s: float) -> None:
         seen = self.by_batch[w]
         before = seen.pop(batch, None)
@@ -484,7 +529,7 @@ class Auto(Policy):
             self.reference = {u: smoothed(row) for u, row in windows.items()}
             self.reference_s = now_s
         h = self.config.h if "local-sgd" in self.candidates else None
-        times = round_times(np.array(rows), self.fixed[live], B, self.config.b, h)
+        times = round_times(np.array(rows), self.fixed[live], B, self.config.b, h, self.overhead_s())
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
@@ -512,6 +557,7 @@ class Auto(Policy):
             "moved": moved[:SHOWN],
             "moved_count": len(moved),
             "rounds": self.config.window,
+            "round_overhead_s": round(self.overhead_s(), 4),
             "slowest": slowest_counts(live, np.array([windows[u] for u in live]))[:3],
             "fixed": fixed,
         }
