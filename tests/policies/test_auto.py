@@ -447,3 +447,31 @@ def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change
     assert d["fixed"] == []  # BSP ran one batch size: no fixed share fitted yet
     notes = [r for r in read_trace(auto_switch_run.out / run["trace"]) if r["ev"] == "note"]
     assert [n["what"] for n in notes] == ["candidates", "switch"] and notes[1] == {"ev": "note", **note}
+
+
+def _bsp_rounds(policy, step_s_by_round, t=0.0, pid=0):
+    """Drive BSP rounds: each worker's step (its time), then every push; the commands of the last."""
+    out = []
+    for r, steps in enumerate(step_s_by_round):
+        for w, step_s in enumerate(steps):
+            done = ComputeDone(now_s=t + step_s, worker=w, step=r, batch_size=8, base_version=r, duration_s=step_s)
+            policy.on_event(done)
+        t += max(steps)
+        for w in range(len(steps)):
+            push = PushArrived(now_s=t, worker=w, push_id=pid, kind="grad", base_version=r, steps=1, samples=8)
+            out = policy.on_event(push)
+            pid += 1
+    return out
+
+
+def test_a_change_in_the_newest_half_of_the_window_is_acted_on_before_it_fills_the_window():
+    policy = Auto(ctx(workers=2, batch_size=8), candidates="bsp+lb-bsp", window=10)
+    policy.start(0.0)
+    before, after = [(0.1, 0.1)] * 7, [(0.1, 0.3)] * 3  # worker 1 three times slower from round 8 on
+    cmds = _bsp_rounds(policy, before + after)
+    (note,) = [c for c in cmds if isinstance(c, Note) and c.what == "switch"]
+    assert (note.detail["from"], note.detail["to"]) == ("bsp", "lb-bsp")
+    # the whole window, most of it from before the change, predicts a gain under the 10% margin
+    steps = np.array([[s[w] for s in before + after] for w in range(2)])
+    rates = predicted_rates(steps, np.zeros(2), batch_size=8, b=1)
+    assert rates["lb-bsp"] < 1.1 * rates["bsp"]
