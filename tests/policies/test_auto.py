@@ -105,16 +105,13 @@ def test_a_rounds_overhead_is_paid_once_per_round_so_it_favours_local_sgd_as_tra
 def test_auto_measures_the_rounds_overhead_from_its_events():
     policy = Auto(ctx(workers=2, batch_size=8), candidates="bsp+local-sgd", window=4, h=2)
     policy.start(0.0)
-    t, pid, step = 0.0, 0, 0
-    for _ in range(6):  # BSP's rounds: steps of 0.1 and 0.2 s, each round closing 0.35 s after the last
+    t = 0.0
+    for r in range(6):  # BSP's rounds: steps of 0.1 and 0.2 s, each round closing 0.35 s after the last
         for w, step_s in ((0, 0.1), (1, 0.2)):
-            done = ComputeDone(now_s=t + step_s, worker=w, step=step, batch_size=8, base_version=0, duration_s=step_s)
-            policy.on_event(done)
+            policy.on_event(_step(w, t + step_s, 8, step_s))
         for w in (0, 1):
-            push = PushArrived(now_s=t + 0.35, worker=w, push_id=pid, kind="grad", base_version=0, steps=1, samples=8)
-            policy.on_event(push)
-            pid += 1
-        t, step = t + 0.35, step + 1
+            policy.on_event(_push(w, t + 0.35, 8, base=r))
+        t += 0.35
     assert policy.overhead_s() == pytest.approx(0.15)
 
 
@@ -344,27 +341,25 @@ def test_bad_candidates_are_refused_naming_the_parameter():
     assert "backup" not in Auto(ctx(1)).candidates  # one worker: no backup to keep
 
 
-def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on_record(tmp_path):
+def _four_workers(name: str, *, stress_from_s: float, **extra: object):
+    """4 equal workers on digits-logreg (1 ms fixed, 1 ms a sample); from ``stress_from_s``
+    a stress tool makes workers 2 and 3 three times slower for good."""
     from hetsync.scenario import scenario_from_dict
+
+    on_s = 100 - stress_from_s
+    load = {"workers": [2, 3], "period_s": 100, "on_s": on_s, "factor": 3, "random_phase": False, "phase_s": on_s}
+    base = {"workers": 4, "workload": "digits-logreg", "batch_size": 16, "seed": 0, "fixed_s": 0.001}
+    return scenario_from_dict(
+        {"name": name, **base, "per_sample_s": 0.001, "jitter": 0.02, "background_load": load, **extra}
+    )
+
+
+def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on_record(tmp_path):
     from hetsync.sim.engine import simulate
     from hetsync.trace import read_trace
 
     # 4 equal workers; from t=1 s a stress tool makes two of them 3x slower
-    load = {"workers": [2, 3], "period_s": 100, "on_s": 99, "factor": 3, "random_phase": False, "phase_s": 99}
-    sc = scenario_from_dict(
-        {
-            "name": "stress-midway",
-            "workers": 4,
-            "workload": "digits-logreg",
-            "batch_size": 16,
-            "max_time_s": 2.0,
-            "seed": 0,
-            "fixed_s": 0.001,
-            "per_sample_s": 0.001,
-            "jitter": 0.02,
-            "background_load": load,
-        }
-    )
+    sc = _four_workers("stress-midway", stress_from_s=1.0, max_time_s=2.0)
     run = simulate(sc, "auto", trace_path=tmp_path / "trace.jsonl").summary
     (note,) = run_switches(run)
     assert note["what"] == "switch" and (note["detail"]["from"], note["detail"]["to"]) == ("bsp", "lb-bsp")
@@ -377,28 +372,13 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
 
 
 def test_in_the_simulator_it_hands_over_to_local_sgd_and_back_keeping_every_step_on_the_books(tmp_path):
-    from hetsync.scenario import scenario_from_dict
     from hetsync.sim.engine import simulate
     from hetsync.trace import read_trace
 
     # 4 equal workers, a step in ten three times longer on a random worker (local SGD's case); from 1.5 s
     # a stress tool makes workers 2 and 3 three times slower for good (LB-BSP's)
-    load = {"workers": [2, 3], "period_s": 100, "on_s": 98.5, "factor": 3, "random_phase": False, "phase_s": 98.5}
-    sc = scenario_from_dict(
-        {
-            "name": "stragglers-then-stress",
-            "workers": 4,
-            "workload": "digits-logreg",
-            "batch_size": 16,
-            "max_time_s": 3.0,
-            "seed": 0,
-            "fixed_s": 0.001,
-            "per_sample_s": 0.001,
-            "jitter": 0.02,
-            "straggler_prob": 0.1,
-            "straggler_factor": 3,
-            "background_load": load,
-        }
+    sc = _four_workers(
+        "stragglers-then-stress", stress_from_s=1.5, max_time_s=3.0, straggler_prob=0.1, straggler_factor=3
     )
     run = simulate(sc, "auto:candidates=bsp+lb-bsp+local-sgd", trace_path=tmp_path / "trace.jsonl").summary
     switches = run_switches(run)
@@ -449,18 +429,15 @@ def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change
     assert [n["what"] for n in notes] == ["candidates", "switch"] and notes[1] == {"ev": "note", **note}
 
 
-def _bsp_rounds(policy, step_s_by_round, t=0.0, pid=0):
+def _bsp_rounds(policy, step_s_by_round, t=0.0):
     """Drive BSP rounds: each worker's step (its time), then every push; the commands of the last."""
     out = []
     for r, steps in enumerate(step_s_by_round):
         for w, step_s in enumerate(steps):
-            done = ComputeDone(now_s=t + step_s, worker=w, step=r, batch_size=8, base_version=r, duration_s=step_s)
-            policy.on_event(done)
+            policy.on_event(_step(w, t + step_s, 8, step_s))
         t += max(steps)
         for w in range(len(steps)):
-            push = PushArrived(now_s=t, worker=w, push_id=pid, kind="grad", base_version=r, steps=1, samples=8)
-            out = policy.on_event(push)
-            pid += 1
+            out = policy.on_event(_push(w, t, 8, base=r))
     return out
 
 
