@@ -191,19 +191,26 @@ def test_a_switch_from_lb_bsp_lists_the_fitted_fixed_shares_that_made_it():
     assert second["slowest"] == [{"w": 2, "rounds": 3}] and second["gain"] > 1.1
 
 
-def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_starts_the_new_policy():
-    p = Auto(ctx(3, batch_size=8), start="backup", candidates="bsp+backup", window=2, margin=0.0)
-    p.start(0.0)
+def _backup_until_switch(p: Auto, to: str, rounds: int) -> list:
+    """Backup's rounds of 3 workers, worker 2 always late (its push arrives after the round closed
+    and is dropped as late), until ``p`` switches ``to``; the commands of the round that switched."""
     cmds: list = []
-    for r in range(3):  # worker 2 always late under backup: its push arrives after the round closed
+    for r in range(rounds):
         for w in (0, 1):
             p.on_event(_step(w, float(r), 8, 1.0))
             cmds = p.on_event(_push(w, float(r), 8, base=r))
-        if p.current == "bsp":
+        if p.current == to:
             break
         p.on_event(_step(2, float(r), 8, 1.05))
         late = p.on_event(_push(2, float(r), 8, base=r))
         assert isinstance(late[0], Drop) and late[0].reason == "late"
+    return cmds
+
+
+def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_starts_the_new_policy():
+    p = Auto(ctx(3, batch_size=8), start="backup", candidates="bsp+backup", window=2, margin=0.0)
+    p.start(0.0)
+    cmds = _backup_until_switch(p, "bsp", rounds=3)
     assert p.current == "bsp"  # near-equal workers: BSP applies 3 batches a round, backup 2
     assert [c.worker for c in cmds if isinstance(c, Pull)] == [0, 1] and 2 in p.draining
     # worker 2's step for backup: dropped on arrival, then it pulls into BSP's first step
@@ -288,14 +295,7 @@ def test_it_switches_to_local_sgd_and_back_each_at_a_round_close_with_every_work
 def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_pulls_into_local_sgd():
     p = Auto(ctx(3, batch_size=8), start="backup", candidates="backup+local-sgd", window=4, h=2, margin=0.0)
     p.start(0.0)
-    for r in range(5):  # worker 2 always late under backup: its push arrives after the round closed
-        for w in (0, 1):
-            p.on_event(_step(w, float(r), 8, 1.0))
-            cmds = p.on_event(_push(w, float(r), 8, base=r))
-        if p.current == "local-sgd":
-            break
-        p.on_event(_step(2, float(r), 8, 1.05))
-        p.on_event(_push(2, float(r), 8, base=r))
+    cmds = _backup_until_switch(p, "local-sgd", rounds=5)
     assert p.current == "local-sgd"  # near-equal workers: local SGD applies 3 batches a step, backup 2
     first = Compute(worker=0, batch_size=8, local_lr=0.1)
     note, apply, *pulls = cmds  # the round of two closed (backup's), and the switch
