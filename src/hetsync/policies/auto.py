@@ -536,17 +536,20 @@ class Auto(Policy):
         h = self.config.h if "local-sgd" in self.candidates else None
         steps = np.array(rows)
         half = steps.shape[1] // 2
+        overhead_s = self.overhead_s()
         # the whole window, then its newest half: a change shows there about twice as soon
         for cols in (steps, steps[:, steps.shape[1] - half :]) if half >= max(4, 2 * (h or 1)) else (steps,):
-            chosen = self._best_of(cols, live, h)
+            chosen = self._best_of(cols, live, h, overhead_s)
             if chosen is not None:
                 return chosen[0], chosen[1], windows
         return None
 
-    def _best_of(self, steps: np.ndarray, live: list[int], h: int | None) -> tuple[str, dict[str, float]] | None:
+    def _best_of(
+        self, steps: np.ndarray, live: list[int], h: int | None, overhead_s: float
+    ) -> tuple[str, dict[str, float]] | None:
         """The candidate whose predicted gain over the current one clears the
         margin with ``confidence`` on these replayed steps, and the rates."""
-        times = round_times(steps, self.fixed[live], self.ctx.batch_size, self.config.b, h, self.overhead_s())
+        times = round_times(steps, self.fixed[live], self.ctx.batch_size, self.config.b, h, overhead_s)
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
