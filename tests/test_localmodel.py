@@ -2,6 +2,8 @@ import pytest
 import torch
 
 from hetsync.localmodel import LocalModel, push_sum_mix, weighted_average
+from hetsync.optim import Stepper
+from hetsync.recipe import OptimizerConfig, ScheduleConfig
 
 
 def test_delta_carries_the_local_steps_and_the_reference_moves():
@@ -12,6 +14,16 @@ def test_delta_carries_the_local_steps_and_the_reference_moves():
     assert torch.equal(p.payload, torch.full((3,), -1.0))
     assert (p.steps, p.samples, p.base_version) == (2, 16, 4)
     assert torch.equal(m.take_push("delta").payload, torch.zeros(3))  # nothing new since
+
+
+def test_a_step_given_a_clock_takes_the_schedule_there_and_counts_on_from_it():
+    step_at = ScheduleConfig(name="step", milestones=(10.0,), gamma=0.1)  # lr × 0.1 from clock 10
+    m = LocalModel(torch.zeros(1), stepper=Stepper(OptimizerConfig(), step_at, None))
+    m.finish_step(torch.ones(1), batch=8, base=0, local_lr=1.0)  # clock 0: the full rate
+    assert m.local.item() == pytest.approx(-1.0) and m.local_clock == 1
+    m.finish_step(torch.ones(1), batch=8, base=0, local_lr=1.0, clock=9.5)  # handed over: the schedule's rate at 9.5
+    m.finish_step(torch.ones(1), batch=8, base=0, local_lr=1.0)  # and 10.5 after it
+    assert m.local.item() == pytest.approx(-2.1) and m.local_clock == pytest.approx(11.5)
 
 
 def test_a_step_begun_before_a_pull_reports_the_older_base():

@@ -123,7 +123,8 @@ class LocalModel:
         # the worker's optimizer for local steps; None: plain SGD. Its state
         # survives pulls (a pull replaces the parameters, not the optimizer).
         self.stepper = stepper
-        self.local_clock = 0  # local steps taken so far: the worker's schedule clock
+        # the worker's schedule clock: local steps taken so far, or from where a Compute.clock set it
+        self.local_clock: float = 0
         self.weight = 1.0  # peer to peer: the push-sum weight (module docstring)
         self.base_version = version
         self.grad: torch.Tensor | None = None
@@ -134,8 +135,13 @@ class LocalModel:
         self.local_samples = 0
         self.local_base = version  # version the oldest unpushed local step was computed on
 
-    def finish_step(self, grad: torch.Tensor | None, batch: int, base: int, local_lr: float | None) -> int:
-        """Book a finished step; returns how many steps it made obsolete (0 or 1)."""
+    def finish_step(
+        self, grad: torch.Tensor | None, batch: int, base: int, local_lr: float | None, clock: float | None = None
+    ) -> int:
+        """Book a finished step; returns how many steps it made obsolete (0 or 1).
+        ``clock`` (Compute.clock): the schedule clock this local step is taken at."""
+        if clock is not None:
+            self.local_clock = clock
         if local_lr is not None:
             if grad is not None:
                 if self.stepper is None:

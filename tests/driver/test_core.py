@@ -229,19 +229,27 @@ def test_real_processes_refuse_a_simulator_only_policy_before_anything_starts() 
     ]
 
 
-def test_auto_that_may_turn_to_local_sgd_is_refused_with_an_lr_schedule_naming_the_fix() -> None:
-    spec = "auto:candidates=bsp+local-sgd"
-    scheduled = make_scenario(schedule={"name": "step", "milestones": [10], "gamma": 0.1})
-    for driver in ("sim", "dist"):
-        with pytest.raises(
-            BadInput,
-            match=r"^policy 'auto:candidates=bsp\+local-sgd' may switch to local SGD.*"
-            r"drop local-sgd from its candidates, or the schedule$",
-        ):
-            policy_labels(scheduled, ["bsp", spec], driver=driver)
-    assert policy_labels(scheduled, ["auto"]) == ["auto"]  # (its default candidates take no local step)
-    assert policy_labels(make_scenario(), [spec]) == ["auto(candidates=bsp+local-sgd)"]  # (constant lr)
-    assert policy_labels(scheduled, [spec], driver="loop") == ["auto(candidates=bsp+local-sgd)"]  # (its own optimizer)
+def test_auto_turning_to_local_sgd_hands_its_workers_the_schedule_s_clock() -> None:
+    """A scheduled run that switches from BSP to local SGD midway: each
+    worker's local steps go on at the server's clock (samples applied in
+    global batches), not from 0, so the schedule is not started over."""
+    spec = "auto:candidates=bsp+local-sgd:window=4:h=2"
+    # slow links: each round's two transfers outweigh its step, local SGD's case
+    scheduled = make_scenario(
+        schedule={"name": "step", "milestones": [10], "gamma": 0.1}, bandwidth_Bps=[2.6e4] * 4, max_steps=40
+    )
+    assert policy_labels(scheduled, ["bsp", spec], driver="dist") == [
+        "bsp",
+        "auto(candidates=bsp+local-sgd,window=4,h=2)",
+    ]
+    sim = Simulation(scheduled, spec)
+    sim.run()
+    (switch,) = [s for s in sim.policy.switches if s["to"] == "local-sgd"]  # type: ignore[attr-defined]
+    led = sim.ledger
+    server_clock = led.applied_samples / led.global_batch
+    assert switch["t"] > 0 and server_clock > 4  # some BSP rounds, then some of local SGD's
+    for w in sim.workers:  # a worker is at most one round's H = 2 local steps (+ one unbooked) past the server
+        assert server_clock <= w.model.local_clock <= server_clock + 3
 
 
 def test_fragment_transfers_name_their_range_and_width(tmp_path: Path) -> None:

@@ -190,6 +190,8 @@ def test_the_type_bits_are_the_layout_hand_indexing_code_reads():
     assert P.get_float(hdr, P.H_LR) == 0.05 and int(hdr[P.H_PUSH_AFTER]) == P.KINDS["delta"]
     assert int(hdr[P.H_CONTINUOUS]) == 0
     assert int(P.WorkCmd(step=P.StepOrder(batch_size=1, continuous=True)).encode()[P.H_CONTINUOUS]) == 1
+    handed = P.WorkCmd(step=P.StepOrder(batch_size=8, local_lr=0.05, clock=12.375))  # (auto's handover)
+    assert P.decode_command(handed.encode()) == handed and P.decode_command(P.WorkCmd(step=step).encode()).step == step
     assert P.command_has_payload(hdr) and not P.command_has_payload(P.WorkCmd(step=step).encode())
     done = P.WorkDone(
         pulled=P.Pulled(version=1, start_s=0.0, end_s=0.0),

@@ -93,6 +93,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="local SGD (H=4) among the fixed policies and auto's candidates (not auto's default set)",
     )
+    p.add_argument(
+        "--auto",
+        default=None,
+        metavar="SPEC",
+        help="auto as this spec instead (e.g. auto:start=local-sgd:candidates=bsp+lb-bsp+backup+local-sgd)",
+    )
     ex.add_quick_argument(p, 2.0)
     from hetsync.scenario import add_override_argument
 
@@ -111,6 +117,10 @@ def run(args: argparse.Namespace) -> list[Row]:
         raise BadInput(f"--jobs must be >= 1, got {args.jobs}")
     overrides = ex.overrides_of(args, quick_max_time_s=2.0)
     policies = WITH_LOCAL_SGD if args.with_local_sgd else POLICIES
+    if args.auto is not None:
+        if args.auto.split(":")[0].strip() != "auto":
+            raise BadInput(f"--auto: give a spec of policy auto (auto:key=value:...), got {args.auto!r}")
+        policies = (*policies[:-1], args.auto)
     exp = ex.Experiment(
         cases=tuple(ex.Case(key=n, scenario=CASES[n][0], overrides=CASES[n][1]) for n in names),
         seeds=tuple(parse_seeds(args.seeds)),

@@ -94,10 +94,7 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
     """Validate the specs up front (before any run starts) and return labels.
     ``driver="dist"`` (real processes: ``hetsync run``, ``compare --runtime
     dist``, ``hetsync.init``) also refuses a policy the runtime does not
-    implement yet (``Policy.simulator_only``). A policy that may turn to local
-    steps midway (auto with local-sgd among its candidates: ``local_steps_midway``)
-    is refused with a learning-rate schedule, which the workers' local steps
-    would start over (a training loop of one's own schedules its own optimizer)."""
+    implement yet (``Policy.simulator_only``)."""
     policycall.call_timeout_s()  # (HETSYNC_POLICY_CALL_TIMEOUT_S: a bad value is refused now)
     ctx = policy_context(scenario)
     policies = [make_policy(spec, ctx) for spec in specs]
@@ -106,12 +103,6 @@ def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "si
             raise BadInput(
                 f"policy {spec!r} is simulator only for now: the runtime (real processes) does not run "
                 f"{policy.name} yet; use hetsync compare or simulate without --runtime dist"
-            )
-        if driver != "loop" and getattr(policy, "local_steps_midway", False) and not scenario.job.schedule.constant:
-            raise BadInput(
-                f"policy {spec!r} may switch to local SGD midway, whose local steps keep a schedule clock of their "
-                f"own from 0 and would start this scenario's {scenario.job.schedule.name} lr schedule over; "
-                "drop local-sgd from its candidates, or the schedule"
             )
         config = policy.config
         if (

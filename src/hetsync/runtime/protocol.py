@@ -116,7 +116,9 @@ C_LEAVE_GROUP = 8192  # collective path: the workers' group is broken (a member 
     H_MERGE,  # COMPUTE: merge the fragments pulled so far, then step (StepOrder.merge)
     H_PULL_BITS,  # PULL of a fragment: 0, its float32 values come; else the mean of its deltas, at this width ...
     H_PULL_NBYTES,  # ... in this many bytes (the worker takes the outer step itself)
-) = range(30)
+    H_HAS_CLOCK,  # COMPUTE: set the worker's schedule clock first (Compute.clock) ...
+    H_CLOCK,  # float bits: ... to this
+) = range(32)
 
 # worker → server: R_TYPE bits
 R_PULLED, R_COMPUTED, R_PUSHED, R_BYE, R_RESET = 1, 2, 4, 8, 16
@@ -295,6 +297,7 @@ class StepOrder:
     push_after: PushKind | None = None  # push this right after the step
     continuous: bool = False  # start the step again as each is reported, until HaltCmd
     merge: bool = False  # first merge the fragments pulled and held (Streaming DiLoCo)
+    clock: float | None = None  # the schedule clock to take this local step at (Compute.clock)
 
     def __post_init__(self) -> None:
         _check_kind("push_after", self.push_after)
@@ -337,6 +340,8 @@ class WorkCmd:
             f |= {H_BATCH: s.batch_size, H_CONTINUOUS: int(s.continuous), H_MERGE: int(s.merge)}
             if s.local_lr is not None:
                 f |= {H_HAS_LR: 1, H_LR: _bits(s.local_lr)}
+            if s.clock is not None:
+                f |= {H_HAS_CLOCK: 1, H_CLOCK: _bits(s.clock)}
             f[H_PUSH_AFTER] = KINDS[s.push_after] if s.push_after is not None else 0
         return _header(f)
 
@@ -351,6 +356,7 @@ class WorkCmd:
                 push_after=_kind_name(h[H_PUSH_AFTER]) if h[H_PUSH_AFTER] else None,
                 continuous=bool(h[H_CONTINUOUS]),
                 merge=bool(h[H_MERGE]),
+                clock=_float(h[H_CLOCK]) if h[H_HAS_CLOCK] else None,
             )
         return cls(
             push=_kind_name(h[H_PUSH_KIND]) if t & C_PUSH else None,

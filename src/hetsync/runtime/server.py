@@ -903,6 +903,7 @@ class _Run:
                 push_after=step.push,
                 continuous=step.continuous,
                 merge=step.merge,
+                clock=step.clock,
             )
             self.local_steps |= step.local_lr is not None
             self.halted.discard(w)

@@ -668,7 +668,7 @@ class WorkerProcess:
             time.sleep(extra)
         committed = 0
         with self.model_lock:
-            replaced = self.model.finish_step(grad, step.batch_size, base, step.local_lr)
+            replaced = self.model.finish_step(grad, step.batch_size, base, step.local_lr, step.clock)
             if self.p2p:
                 committed = self.model.commit_local()
         end = self._now_s()

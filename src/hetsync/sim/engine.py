@@ -425,7 +425,7 @@ class Simulation:
         else:
             grad, w.inflight_grad = w.inflight_grad, None
         replaced = bool(
-            w.model.finish_step(grad, b, base, cmd.local_lr)
+            w.model.finish_step(grad, b, base, cmd.local_lr, cmd.clock)
         )  # an unpushed gradient replaced by a newer one
         committed = w.model.commit_local() if self.p2p else 0  # p2p: the step is the update
         if self.math:
