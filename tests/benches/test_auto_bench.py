@@ -54,7 +54,7 @@ def test_a_quick_bench_runs_every_policy_and_keeps_autos_switches(tmp_path, caps
     results = json.loads((out / "results.json").read_text())
     assert [c["case"] for c in results["cases"]] == ["stress", "hetero"]
     for case in results["cases"]:
-        assert [a["policy"] for a in case["aggregate"]] == ["bsp", "lb-bsp", "backup", "auto"]
+        assert [a["policy"] for a in case["aggregate"]] == ["bsp", "lb-bsp", "backup", "local-sgd", "auto"]
         (auto,) = [r for r in case["runs"]["0"] if r["policy"] == "auto"]
         assert "policy_notes" in auto
     page = (out / "auto.md").read_text()
@@ -74,9 +74,14 @@ def test_jobs_below_one_are_refused(tmp_path, capsys, jobs):
     assert "--jobs must be >= 1" in capsys.readouterr().err
 
 
-def test_with_local_sgd_the_verdict_counts_fixed_local_sgd_among_the_fixed_policies():
+def test_the_verdict_counts_fixed_local_sgd_among_the_fixed_policies():
     aggs = [_agg("bsp", 8.3), _agg("lb-bsp", 7.8), _agg("backup", 7.8), _agg("local-sgd", 4.5), _agg("auto", 5.5)]
-    assert bench.WITH_LOCAL_SGD[-1].startswith("auto:") and "local-sgd" in bench.WITH_LOCAL_SGD[-1]
-    judged = bench.verdict("even", aggs, bench.WITH_LOCAL_SGD[:-1])
+    assert "local-sgd:H=4" in bench.FIXED
+    judged = bench.verdict("even", aggs)
     assert judged["best_fixed_s"] == 4.5 and judged["met"] is False  # fixed local SGD is the one to beat
-    assert bench.verdict("even", aggs)["met"] is True  # (against the default set only, auto would pass)
+    assert bench.verdict("even", aggs, ("bsp", "lb-bsp", "backup:b=1"))["met"] is True  # (without it auto would pass)
+
+
+def test_an_auto_spec_of_another_policy_is_refused_in_one_line(tmp_path, capsys):
+    assert main(["bench", "auto", "--auto", "bsp", "--out", str(tmp_path)]) == 2
+    assert "--auto: give a spec of policy auto" in capsys.readouterr().err

@@ -50,6 +50,15 @@ def test_a_fitted_fixed_share_is_the_intercepts_share_at_the_common_batch():
     assert fixed_share(batches, 0.04 + 0.0 * batches, 16) == 0.95  # all fixed: capped (LB-BSP needs a batch to move)
 
 
+def test_backup_is_ranked_as_it_runs_once_workers_have_left_it_no_more_than_b():
+    """Backup closes a round with at least one gradient: two workers left of
+    three, b = 2, it waits for the faster one (a live run under backup whose
+    other workers' loops had ended ranked it and found no backup rate)."""
+    steps = np.array([[1.0, 3.0], [2.0, 1.0]])
+    samples, times = round_times(steps, np.zeros(2), 8, b=2)["backup"]
+    assert samples == 8 and list(times) == [1.0, 1.0]
+
+
 def test_rates_rank_lb_bsp_first_for_a_slow_worker_whose_time_grows_with_its_batch():
     steps = np.array([[1.0] * 4, [1.0] * 4, [3.0] * 4])  # worker 2 three times slower, every round
     rates = predicted_rates(steps, np.zeros(3), batch_size=8, b=1)
@@ -321,7 +330,10 @@ def test_local_sgd_s_h_is_checked_naming_it():
         Auto(ctx(3), h=33)
     with pytest.raises(BadInput, match="'h' .*half its window"):
         Auto(ctx(3), candidates="bsp+local-sgd", window=10, h=6)
-    assert Auto(ctx(3), window=10, h=6).candidates == ("bsp", "lb-bsp", "backup")  # (not a candidate: not checked)
+    # the default set: local SGD among them; a window shorter than two of its rounds leaves it out
+    assert Auto(ctx(3)).candidates == ("bsp", "lb-bsp", "backup", "local-sgd")
+    assert Auto(ctx(3), window=10, h=6).candidates == ("bsp", "lb-bsp", "backup")
+    assert Auto(ctx(3), window=7).candidates == ("bsp", "lb-bsp", "backup")
     assert Auto(ctx(3), candidates="bsp+local-sgd", start="local-sgd").inner.name == "local-sgd"
 
 

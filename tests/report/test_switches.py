@@ -14,7 +14,8 @@ def test_each_switch_is_one_line_with_its_time_gain_and_cause(auto_switch_run):
     ((heading, (line,)),) = switch_lines([{"label": "bsp", "policy_notes": []}, run])
     assert (
         heading
-        == "auto: 1 switch of policy (among bsp, lb-bsp, backup, by measured samples a second (each candidate's convergence per sample is BSP's))"
+        == "auto: 1 switch of policy (among bsp, lb-bsp, backup, local-sgd, by measured samples a second (each candidate's "
+        "convergence per sample taken as BSP's: local SGD's is only close to it, at a small H))"
     )
     d = note["detail"]
     assert line.startswith(f"{note['t']:.2f} s  bsp → lb-bsp: predicted {d['gain']:.2f}× the samples a second")
@@ -38,7 +39,10 @@ def test_hetsync_report_prints_the_switches_and_the_page_lists_them(auto_switch_
     printed = capsys.readouterr().out
     assert "auto: 1 switch of policy" in printed and "bsp → lb-bsp: predicted" in printed
     page = (out / "report.html").read_text()
-    assert "<h2>auto: 1 switch of policy (among bsp, lb-bsp, backup" in page and "bsp → lb-bsp: predicted" in page
+    assert (
+        "<h2>auto: 1 switch of policy (among bsp, lb-bsp, backup, local-sgd" in page
+        and "bsp → lb-bsp: predicted" in page
+    )
 
 
 def test_a_switch_at_the_first_full_window_says_there_was_nothing_earlier_to_compare(auto_switch_run):

@@ -40,7 +40,7 @@ HELP: dict[str, str] = {
     "faults": "a fault soak on real processes: every policy family, a user's loop, with workers killed or stopped, "
     "rank 0 killed (checkpoints, --max-restarts) and a link slowed at drawn times; finished, lost, left over, "
     "time to recover, throughput kept",
-    "auto": "-p auto against BSP, LB-BSP and backup workers fixed, on clusters that change at 4 s (a stress tool, "
+    "auto": "-p auto against BSP, LB-BSP, backup workers and local SGD fixed, on clusters that change at 4 s (a stress tool, "
     "links a tenth as fast, a worker lost) and two that do not, 3 seeds (simulator)",
     "shards": "ASP through 1, 2 and 4 sharded servers vs BSP on the collective path, 4 equal workers, MLPs of "
     "12M and 50M parameters: samples/s, rank 0's CPU, bytes at the busiest process",

@@ -15,8 +15,10 @@ target. The cases:
 - ``even``: ``homogeneous-8`` as shipped (static);
 - ``hetero``: ``hetero-4`` as shipped (static; slow workers by fixed delays).
 
-Policies: auto (its defaults: BSP first, then among BSP, LB-BSP and backup
-workers with b = 1) and each of its candidates fixed. Seeds 0, 1, 2.
+Policies: auto (its defaults: BSP first, then among BSP, LB-BSP, backup
+workers with b = 1 and local SGD with H = 4) and each of its candidates
+fixed (``--auto SPEC`` runs another auto in its place: a start, a set of
+candidates). Seeds 0, 1, 2.
 
 The issue's targets, checked per case by :func:`verdict` on the mean time to
 target (a policy that misses the target on a seed has no mean): on a static
@@ -45,10 +47,8 @@ from hetsync.benches.common import Row, add_output_arguments, parse_seeds, split
 from hetsync.runner import write_json_atomic
 
 NAME = "auto"
-POLICIES = ("bsp", "lb-bsp", "backup:b=1", "auto")
+POLICIES = ("bsp", "lb-bsp", "backup:b=1", "local-sgd:H=4", "auto")
 FIXED = POLICIES[:-1]
-# --with-local-sgd: local SGD (a candidate auto takes only when named) fixed, and auto choosing it too
-WITH_LOCAL_SGD = ("bsp", "lb-bsp", "backup:b=1", "local-sgd:H=4", "auto:candidates=bsp+lb-bsp+backup+local-sgd")
 SEEDS = "0,1,2"
 CHANGE_S = 4.0
 _FROM_CHANGE = {"period_s": 1000.0, "on_s": 1000.0 - CHANGE_S, "random_phase": False, "phase_s": 1000.0 - CHANGE_S}
@@ -89,15 +89,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="seeds run at once, each in a process (default: 1)")
     p.add_argument("--real", action="store_true", help="also the stress change on real processes (4 workers, 20 s)")
     p.add_argument(
-        "--with-local-sgd",
-        action="store_true",
-        help="local SGD (H=4) among the fixed policies and auto's candidates (not auto's default set)",
-    )
-    p.add_argument(
         "--auto",
-        default=None,
+        default="auto",
         metavar="SPEC",
-        help="auto as this spec instead (e.g. auto:start=local-sgd:candidates=bsp+lb-bsp+backup+local-sgd)",
+        help="auto as this spec (e.g. auto:candidates=bsp+lb-bsp+backup; default: %(default)s)",
     )
     ex.add_quick_argument(p, 2.0)
     from hetsync.scenario import add_override_argument
@@ -116,11 +111,9 @@ def run(args: argparse.Namespace) -> list[Row]:
     if args.jobs < 1:
         raise BadInput(f"--jobs must be >= 1, got {args.jobs}")
     overrides = ex.overrides_of(args, quick_max_time_s=2.0)
-    policies = WITH_LOCAL_SGD if args.with_local_sgd else POLICIES
-    if args.auto is not None:
-        if args.auto.split(":")[0].strip() != "auto":
-            raise BadInput(f"--auto: give a spec of policy auto (auto:key=value:...), got {args.auto!r}")
-        policies = (*policies[:-1], args.auto)
+    if args.auto.split(":")[0].strip() != "auto":
+        raise BadInput(f"--auto: give a spec of policy auto (auto:key=value:...), got {args.auto!r}")
+    policies = (*FIXED, args.auto)
     exp = ex.Experiment(
         cases=tuple(ex.Case(key=n, scenario=CASES[n][0], overrides=CASES[n][1]) for n in names),
         seeds=tuple(parse_seeds(args.seeds)),

@@ -12,20 +12,20 @@ worth, so they can be ranked by throughput alone — what can be measured for
 any model, a user's own included (the policies that trade convergence for
 throughput, ASP, SSP, need the simulator's ranking: not here yet).
 
-One more may be named (``candidates=bsp+lb-bsp+backup+local-sgd``; not in
-the default set): ``local-sgd`` (Stich, ICLR 2019), every worker taking H
-local steps at the common batch, then the mean of their deltas applied (its
-H is ``h``, default 4). Its convergence per sample is *not* exactly BSP's:
-BSP steps once along the mean gradient of N·B samples, local SGD H times
-along each worker's own gradient of B, then averages — close to H steps of
-BSP at a small H (the models drift apart little between averages), further
-as H grows, hence a small ``h``. auto assumes it is BSP's and ranks it by
-samples a second like the others. It is not the default because that
-assumption is one the others need not make and, on the bench's clusters, the
-ranking, before it weighed a round's transfers, never chose it (``hetsync
-bench auto --with-local-sgd`` now: it switches to it on every
-homogeneous-8 case; its progress per sample, better than BSP's there, is
-still not weighed).
+And one whose convergence per sample is only close to BSP's: ``local-sgd``
+(Stich, ICLR 2019), every worker taking H local steps at the common batch,
+then the mean of their deltas applied (its H is ``h``, default 4). BSP steps
+once along the mean gradient of N·B samples, local SGD H times along each
+worker's own gradient of B, then averages — close to H steps of BSP at a
+small H (the models drift apart little between averages), further as H
+grows, hence a small ``h``. auto assumes it is BSP's and ranks it by samples
+a second like the others (the candidates note says so). It is in the default
+set since 2026-12-07: on every ``hetsync bench auto`` case auto with it
+reached the target sooner than without it (its H times fewer rounds pay
+their transfers H times less often; its progress per sample, better than
+BSP's on those clusters, is still not weighed). ``candidates=bsp+lb-bsp+backup``
+leaves it out; so does a ``window`` under 2·h, when the set is the default
+(a named one is refused: the ranking replays whole rounds of h steps).
 
 Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
 the last ``window`` of each worker are kept, and a smoothed time per batch
@@ -166,7 +166,7 @@ from hetsync.policies.lb_bsp import LBBSP
 from hetsync.policies.local_sgd import LocalSGD
 
 CANDIDATES = ("bsp", "lb-bsp", "backup", "local-sgd")
-DEFAULT_CANDIDATES = "bsp+lb-bsp+backup"
+DEFAULT_CANDIDATES = "bsp+lb-bsp+backup+local-sgd"
 BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
@@ -279,7 +279,9 @@ def round_times(
     whole rounds), which waits for the slowest worker's sum of H. Every
     round of every candidate also takes ``overhead_s``, the measured time a
     round spends beyond its slowest worker's steps (the push, the server,
-    the pull: :func:`round_overhead_s`); local SGD pays it once per H steps."""
+    the pull: :func:`round_overhead_s`); local SGD pays it once per H steps.
+    Backup waits for the (N − b)-th, or for the first where N ≤ b (workers
+    have left: BackupWorkers closes a round with at least one)."""
     step_s = replayed(step_s, h)
     n = step_s.shape[0]
     total = n * batch_size
@@ -290,8 +292,8 @@ def round_times(
     x = np.clip(batch_size * (tau / mean_s - fixed) / grow, 1.0, None)
     x *= total / x.sum()
     times["lb-bsp"] = (total, np.max(step_s * (fixed + grow * x / batch_size)[:, None], axis=0))
-    if n > b:
-        times["backup"] = ((n - b) * batch_size, np.sort(step_s, axis=0)[n - b - 1])  # the (N − b)-th to finish
+    need = max(1, n - b)  # the (N − b)-th to finish; at least one (backup's own rule, once workers have left)
+    times["backup"] = (need * batch_size, np.sort(step_s, axis=0)[need - 1])
     if h is not None:
         sums = step_s.reshape(n, -1, h).sum(axis=2)  # each worker's H steps of each round
         times["local-sgd"] = (total * h, np.max(sums, axis=0))
@@ -358,7 +360,7 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = "of bsp, lb-bsp, backup[, local-sgd]: the one the cluster runs fastest, switched as it changes"
+    summary = "of bsp, lb-bsp, backup, local-sgd: the one the cluster runs fastest, switched as it changes"
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
@@ -382,6 +384,9 @@ class Auto(Policy):
                     f"policy 'auto' starts with backup, whose b must be < workers ({self.n}), got {self.config.b}"
                 )
             names = tuple(s for s in names if s != "backup")
+        short = self.config.h * 2 > self.config.window  # (the ranking replays whole rounds of h steps)
+        if short and self.config.candidates == DEFAULT_CANDIDATES and self.config.start != "local-sgd":
+            names = tuple(s for s in names if s != "local-sgd")  # (not named: a short window leaves it out)
         if "local-sgd" in names and self.config.h * 2 > self.config.window:
             raise BadInput(
                 f"policy 'auto' parameter 'h' ({self.config.h}) must be at most half its window "
