@@ -32,7 +32,7 @@ def _agg(policy, tta, reached=3):
 
 
 def test_the_verdict_applies_the_issues_targets():
-    fixed = [_agg("bsp", 10.0), _agg("lb-bsp", 8.0), _agg("backup", 9.0)]
+    fixed = [_agg("bsp", 10.0), _agg("lb-bsp", 8.0), _agg("backup", 9.0), _agg("local-sgd", 8.5)]
     # static: within 5% of the best fixed policy
     assert bench.verdict("even", [*fixed, _agg("auto", 8.3)])["met"] is True
     assert bench.verdict("even", [*fixed, _agg("auto", 8.6)])["met"] is False
@@ -41,7 +41,8 @@ def test_the_verdict_applies_the_issues_targets():
     assert bench.verdict("stress", [*fixed, _agg("auto", 7.5)])["met"] is False
     missed = bench.verdict("stress", [*fixed, _agg("auto", 5.0, reached=2)])
     assert missed["met"] is None and missed["auto_s"] is None  # a seed that missed: no mean to judge
-    nobody = [_agg("bsp", 10.0, 0), _agg("lb-bsp", 8.0, 1), _agg("backup", 9.0, 2), _agg("auto", 7.0)]
+    nobody = [_agg("bsp", 10.0, 0), _agg("lb-bsp", 8.0, 1), _agg("backup", 9.0, 2), _agg("local-sgd", 6.0, 2)]
+    nobody.append(_agg("auto", 7.0))
     assert bench.verdict("link", nobody)["met"] is True  # auto reached it on every seed, no fixed one did
 
 
