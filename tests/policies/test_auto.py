@@ -20,7 +20,18 @@ from hetsync.policies.auto import (
     smoothed,
     switch_moves,
 )
-from hetsync.policies.base import Apply, Compute, ComputeDone, Drop, Note, Pull, PushArrived, WorkerLeft
+from hetsync.policies.base import (
+    Apply,
+    Compute,
+    ComputeDone,
+    Drop,
+    Forecast,
+    ForecastDone,
+    Note,
+    Pull,
+    PushArrived,
+    WorkerLeft,
+)
 from hetsync.report.switches import run_switches
 from tests.policies.helpers import ctx
 
@@ -374,10 +385,18 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
 
     # 4 equal workers; from t=1 s a stress tool makes two of them 3x slower
     sc = _four_workers("stress-midway", stress_from_s=1.0, max_time_s=2.0)
-    run = simulate(sc, "auto", trace_path=tmp_path / "trace.jsonl").summary
+    run = simulate(sc, "auto:forecast=on", trace_path=tmp_path / "trace.jsonl").summary
     (note,) = run_switches(run)
-    assert note["what"] == "switch" and (note["detail"]["from"], note["detail"]["to"]) == ("bsp", "lb-bsp")
+    d = note["detail"]
+    assert note["what"] == "switch" and d["from"] == "bsp" and d["to"] != "bsp"
     assert 1.0 < note["t"] < 2.0  # within a window (20 rounds of about 51 ms) of the change
+    # the throughput ranking proposed it; the forecast (each candidate simulated from the live model on the
+    # measured cluster, two seeds) chose the lowest loss, lower than BSP's on every seed
+    losses = d["forecast"]["losses"]
+    assert set(losses) == {"bsp", "lb-bsp", "backup", "local-sgd"}
+    assert d["to"] == min(losses, key=lambda k: sum(losses[k])) and max(losses[d["to"]]) < min(losses["bsp"])
+    (asked,) = [n for n in run["policy_notes"] if n["what"] == "forecast"]
+    assert asked["t"] < note["t"] and asked["detail"] == d["forecast"]
     assert [r for r in read_trace(tmp_path / "trace.jsonl") if r["ev"] == "note" and r["what"] == "switch"] == [
         {"ev": "note", **note}
     ]
@@ -466,3 +485,53 @@ def test_a_change_in_the_newest_half_of_the_window_is_acted_on_before_it_fills_t
     steps = np.array([[s[w] for s in before + after] for w in range(2)])
     rates = predicted_rates(steps, np.zeros(2), batch_size=8, b=1)
     assert rates["lb-bsp"] < 1.1 * rates["bsp"]
+
+
+def _until_forecast(p: Auto) -> list:
+    """BSP rounds of 3 workers, worker 2 three times slower from the 4th: the round close that asks."""
+    p.start(0.0)
+    for r in range(6):
+        cmds = _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0 if r >= 3 else 1.0})
+        if any(isinstance(c, Forecast) for c in cmds):
+            return cmds
+    raise AssertionError("no forecast asked")
+
+
+def test_a_proposed_switch_is_forecast_first_and_the_lowest_loss_is_taken_at_the_next_round_close():
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    cmds = _until_forecast(p)
+    *round_close, ask = cmds
+    assert isinstance(round_close[0], Apply) and all(isinstance(c, Pull) for c in round_close[1:])  # BSP goes on
+    assert p.current == "bsp" and not p.switches
+    assert ask.candidates == ("bsp", "lb-bsp", "backup:b=1")  # (window 3: too short for local SGD's rounds)
+    assert ask.step_s == ((1.0,) * 3, (1.0,) * 3, (1.0, 3.0, 3.0)) and ask.fixed == (0.0, 0.0, 0.0)
+    assert ask.horizon_s == pytest.approx(2 * 3 * (1.0 + p.overhead_s())) and ask.seeds == 2
+    # the forecast: backup's loss the lowest on every seed (not the throughput ranking's LB-BSP)
+    scores = (("bsp", (0.9, 0.91)), ("lb-bsp", (0.8, 0.82)), ("backup:b=1", (0.6, 0.7)))
+    (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, scores=scores))
+    assert said.what == "forecast" and said.detail["chosen"] == "backup" and said.detail["proposed"] == "lb-bsp"
+    assert p.current == "bsp"  # the switch waits for a round close
+    cmds = _round(p, 6.0, dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "backup" and p.switches[-1]["forecast"]["losses"]["backup"] == [0.6, 0.7]
+    assert isinstance(cmds[0], Note) and cmds[0].what == "switch"
+
+
+def test_a_forecast_that_keeps_the_policy_in_force_or_cannot_tell_it_apart_makes_no_switch():
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    ask = _until_forecast(p)[-1]
+    overlap = (("bsp", (0.7, 0.8)), ("lb-bsp", (0.75, 0.9)), ("backup:b=1", (0.65, 0.85)))  # within the seeds
+    (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, scores=overlap))
+    assert said.detail["chosen"] == "bsp"
+    for r in range(6, 9):  # it stays, and ranks again only once the dwell has passed
+        cmds = _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "bsp" and any(isinstance(c, Forecast) and c.ask == ask.ask + 1 for c in cmds)
+    assert p.on_event(ForecastDone(now_s=9.0, ask=ask.ask, scores=overlap)) == []  # (an old answer: ignored)
+
+
+def test_a_driver_that_cannot_forecast_leaves_the_throughput_ranking_to_decide():
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    ask = _until_forecast(p)[-1]
+    (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, why="real processes do not forecast yet"))
+    assert said.detail == {"by": "throughput", "why": "real processes do not forecast yet"}
+    _round(p, 6.0, dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "lb-bsp" and "forecast" not in p.switches[-1] and not p.forecasting

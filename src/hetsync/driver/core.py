@@ -50,6 +50,7 @@ from hetsync.policies.base import (
     ComputeDone,
     Drop,
     Event,
+    Forecast,
     Fragment,
     ModelArrived,
     Multicast,
@@ -327,7 +328,7 @@ class DriverCore:
         elif isinstance(cmd, (Apply, Drop)):
             if self.own:  # (hetsync's own build them right; the ledger checks which pushes they name)
                 self._pushes(cmd)
-        elif not isinstance(cmd, (SetTimer, Note)):
+        elif not isinstance(cmd, (SetTimer, Note, Forecast)):
             raise self.breach(f"unknown command {policycall.one_line(repr(cmd))}")
 
     def _worker(self, cmd: Command, index: object) -> None:

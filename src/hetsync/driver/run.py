@@ -37,6 +37,7 @@ from hetsync.policies.base import (
     Command,
     Compute,
     Drop,
+    Forecast,
     Multicast,
     Note,
     Policy,
@@ -60,6 +61,7 @@ class DataPlane(Protocol):
     def set_timer(self, cmd: SetTimer) -> None: ...  # a TimerFired for the policy at ``cmd.at_s``
     def multicast(self, cmd: Multicast) -> None: ...  # peer-to-peer: a model copy to receivers
     def allreduce(self, cmd: AllReduce) -> None: ...  # peer-to-peer: an all-reduce among workers
+    def forecast(self, cmd: Forecast) -> None: ...  # a ForecastDone for the policy (scores None: not here)
 
 
 class Run:
@@ -110,6 +112,7 @@ class Run:
             SetTimer: plane.set_timer,
             Multicast: plane.multicast,
             AllReduce: plane.allreduce,
+            Forecast: plane.forecast,
             Note: self.core.note,  # (the record's: no data plane moves anything)
         }
 

@@ -127,10 +127,26 @@ backup's); ``fixed``, for a switch to or from LB-BSP, the fitted fixed
 shares (largest first, at most ``SHOWN``). The drivers name the policy in
 force on the progress line from these notes (``auto→lb-bsp``), the plots mark
 the phases and ``hetsync report`` lists each switch with its cause
-(hetsync.report.switches). Not yet (issue 31): the simulator's ranking of
-asynchronous candidates in a background process (which would also weigh
-convergence per sample, where local SGD gains most); handover to and from
-local-model policies other than local SGD.
+(hetsync.report.switches).
+
+Forecasts (``forecast=on``; off by default): a switch the throughput ranking
+proposes is first forecast — a ``Forecast`` command asks the driver to
+simulate every candidate from the global model as it is, on the cluster the
+proposal was ranked on (each live worker's window at the common batch, its
+fitted fixed share, the round overhead), for two windows' worth of steps,
+two seeds each (hetsync.sim.forecast). The answer (``ForecastDone``, a note
+``forecast``) gives each candidate's loss at the end: the lowest is taken at
+the next round close if it beat the policy in force on every seed, else the
+policy stays (and ranks again after ``dwell`` rounds). This is what weighs
+convergence per sample (local SGD's loss 0.25 against BSP's 0.35 on the
+bench's homogeneous-8 at 2.4 s). A driver that cannot forecast (real
+processes, a user's loop: not yet) answers with no scores; the proposal then
+stands, a round later, and no more forecasts are asked. Off by default
+because on ``hetsync bench auto`` it gained nothing: the same switches, a
+round or a dwell later (docs/results-auto.md). Not yet (issue 31): forecasts
+in a background process on real processes; asynchronous candidates (ASP,
+SSP), which only a forecast can rank; handover to and from local-model
+policies other than local SGD.
 """
 
 from __future__ import annotations
@@ -150,6 +166,8 @@ from hetsync.policies.base import (
     ComputeDone,
     Drop,
     Event,
+    Forecast,
+    ForecastDone,
     Note,
     Policy,
     PolicyConfig,
@@ -178,6 +196,8 @@ RANKED_BY_LOCAL = (  # (with local-sgd among them)
     "close to it, at a small H)"
 )
 SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
+FORECAST_SEEDS = 2  # seeds each candidate's forecast runs
+FORECAST_WINDOWS = 2  # a forecast's horizon: this many windows of the measured steps (and their overheads)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +218,14 @@ class AutoConfig(PolicyConfig):
         help="local SGD's H: local steps between averages (small: its convergence per sample is BSP's only then)",
         ge=1,
         le=32,
+        quiet=True,
+    )
+    forecast: str = param(
+        "off",
+        help="when the measured throughput proposes a switch, first simulate every candidate from the live model "
+        "on the measured cluster and take the one with the lowest loss (where the driver can: the simulator; "
+        "off by default: on the bench auto cases it gained nothing)",
+        choices=("on", "off"),
         quiet=True,
     )
     confidence: float = param(
@@ -416,6 +444,13 @@ class Auto(Policy):
         # the schedule's clock as the ledger keeps it: samples applied, from the pushes the Applies name
         self.arrived: dict[int, int] = {}  # push id -> its samples, until applied or dropped
         self.applied_samples = 0
+        # forecasts (the simulator's ranking): the ask in flight and the throughput ranking's choice that
+        # prompted it; the forecast's choice, taken at the next round close; off once a driver says it cannot
+        self.forecasting = self.config.forecast == "on"
+        self.asks = 0
+        self.asked: tuple[int, tuple[str, dict[str, float], dict[int, np.ndarray]]] | None = None
+        self.decided: tuple[str, dict[str, float], dict[int, np.ndarray]] | None = None
+        self.forecast_said: dict[str, Any] | None = None  # the forecast behind the decided switch (its note)
 
     @property
     def local_steps_midway(self) -> bool:
@@ -491,6 +526,8 @@ class Auto(Policy):
             self.draining.pop(event.worker, None)
         if isinstance(event, WorkerJoined):
             self.alive.add(event.worker)
+        if isinstance(event, ForecastDone):
+            return self._answered(event)
         return self._from_inner(self.inner.on_event(event), event.now_s)
 
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
@@ -508,10 +545,80 @@ class Auto(Policy):
         self.since_switch += applies * (self.config.h if self.current == "local-sgd" else 1)
         if not applies or self.since_switch < self.dwell:
             return cmds
+        if self.decided is not None:  # a forecast chose: the switch is at this round close
+            choice, self.decided = self.decided, None
+            return self._switch(choice, cmds, now_s)
+        if self.asked is not None:
+            return cmds  # a forecast in flight
         best = self._rank(now_s)
         if best is None:
             return cmds
+        if self.forecasting:
+            return [*cmds, self._ask(best)]
         return self._switch(best, cmds, now_s)
+
+    # ------------------------------------------------------------ forecasts
+    def _specs(self, live: int) -> dict[str, str]:
+        """Each candidate's policy spec for a forecast on ``live`` workers."""
+        specs = {
+            "bsp": "bsp",
+            "lb-bsp": "lb-bsp",
+            "backup": f"backup:b={self.config.b}",
+            "local-sgd": f"local-sgd:H={self.config.h}",
+        }
+        return {name: specs[name] for name in self.candidates if name != "backup" or self.config.b < live}
+
+    def _ask(self, proposal: tuple[str, dict[str, float], dict[int, np.ndarray]]) -> Forecast:
+        """The throughput ranking proposes a switch: first simulate every
+        candidate from the live model on the cluster as measured (the rows
+        the proposal was ranked on, their fixed shares, the round overhead)."""
+        self.asks += 1
+        self.asked = (self.asks, proposal)
+        windows = proposal[2]
+        live = sorted(windows)
+        overhead_s = self.overhead_s()
+        typical_s = float(np.median(np.concatenate([windows[u] for u in live])))
+        return Forecast(
+            ask=self.asks,
+            candidates=tuple(self._specs(len(live)).values()),
+            step_s=tuple(tuple(float(t) for t in windows[u]) for u in live),
+            fixed=tuple(float(self.fixed[u]) for u in live),
+            overhead_s=overhead_s,
+            horizon_s=FORECAST_WINDOWS * self.config.window * (typical_s + overhead_s),
+            seeds=FORECAST_SEEDS,
+        )
+
+    def _answered(self, event: ForecastDone) -> list[Command]:
+        """A forecast's answer: the candidate with the lowest loss, if it beat
+        the policy in force on every seed, is switched to at the next round
+        close; else it stays (and ranks again after ``dwell`` rounds). A
+        driver that cannot forecast: the throughput ranking's choice stands,
+        and no more forecasts are asked."""
+        if self.asked is None or event.ask != self.asked[0]:
+            return []
+        proposal = self.asked[1]
+        self.asked = None
+        if event.scores is None:
+            self.forecasting = False
+            self.decided = proposal
+            return [Note(what="forecast", detail={"by": "throughput", "why": event.why})]
+        names = {spec: name for name, spec in self._specs(len(proposal[2])).items()}
+        losses = {names[spec]: values for spec, values in event.scores if spec in names}
+        best = min(losses, key=lambda k: float(np.mean(losses[k])))
+        now = losses.get(self.current)
+        beats = best != self.current and (now is None or max(losses[best]) < min(now))
+        said = {
+            "metric": event.metric,
+            "losses": {k: [round(v, 4) for v in vs] for k, vs in losses.items()},
+            "proposed": proposal[0],
+            "chosen": best if beats else self.current,
+        }
+        if beats:
+            self.decided = (best, proposal[1], proposal[2])
+            self.forecast_said = said
+        else:
+            self.since_switch = 0  # it stays; ranked again once the dwell has passed
+        return [Note(what="forecast", detail=said)]
 
     # ------------------------------------------------------------- ranking
     def _round_closed(self, now_s: float) -> None:
@@ -619,6 +726,9 @@ class Auto(Policy):
             "gain": round(rates[name] / rates[self.current], 3),
             **self._cause(name, windows),
         }
+        if self.forecast_said is not None:  # chosen by a forecast: its losses
+            detail["forecast"] = self.forecast_said
+            self.forecast_said = None
         self.switches.append({"t": now_s, **detail})
         self.reference = None  # (the next full window, under the new policy, is the next switch's reference)
         self.reference_s = now_s

@@ -193,6 +193,19 @@ class AllReduceDone(Event):
     workers: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForecastDone(Event):
+    """The answer to the ``Forecast`` with the same ``ask``: each candidate's
+    ``metric`` (``loss``: lower is better) at the end of each simulated seed,
+    as ``(spec, (value per seed, ...))``; ``scores`` None: this driver does
+    not forecast (``why`` says so), rank by what you measure."""
+
+    ask: int
+    metric: str = "loss"
+    scores: tuple[tuple[str, tuple[float, ...]], ...] | None = None
+    why: str = ""
+
+
 # ------------------------------------------------------------------ fragments
 FRAGMENT_BITS = (32, 8, 4)
 """Widths a fragment's values may travel at (hetsync.algos.quantize)."""
@@ -326,6 +339,41 @@ class AllReduce(Command):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Forecast(Command):
+    """Simulate each of ``candidates`` (policy specs) from the global model as
+    it is now, on the cluster the run measured — ``step_s``, each live
+    worker's latest step times at the common batch (a row each, oldest
+    first), ``fixed``, the share of each worker's step that does not grow
+    with the batch, ``overhead_s``, a round's time beyond its slowest step —
+    for ``horizon_s`` of simulated time, over ``seeds`` seeds; the answer is
+    a ``ForecastDone`` with the same ``ask`` (in the simulator at once; a
+    driver that cannot forecast answers ``scores=None``). It moves nothing of
+    the run's own."""
+
+    ask: int
+    candidates: tuple[str, ...]
+    step_s: tuple[tuple[float, ...], ...]
+    fixed: tuple[float, ...]
+    overhead_s: float = 0.0
+    horizon_s: float
+    seeds: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.candidates:
+            raise ValueError("Forecast.candidates must name at least one policy")
+        if not self.step_s or len(self.fixed) != len(self.step_s) or any(not row for row in self.step_s):
+            raise ValueError(
+                f"Forecast.step_s must be a non-empty row of step times per worker and fixed one share per row, "
+                f"got {len(self.step_s)} rows and {len(self.fixed)} shares"
+            )
+        if not (self.horizon_s > 0 and self.overhead_s >= 0 and self.seeds >= 1):
+            raise ValueError(
+                f"Forecast needs horizon_s > 0, overhead_s >= 0 and seeds >= 1, got {self.horizon_s!r}, "
+                f"{self.overhead_s!r} and {self.seeds!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SetTimer(Command):
     at_s: float
     tag: str
@@ -391,6 +439,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     WorkerJoined,
     ModelArrived,
     AllReduceDone,
+    ForecastDone,
 )
 COMMAND_TYPES: tuple[type[Command], ...] = (
     Compute,
@@ -402,6 +451,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     AllReduce,
     SetTimer,
     Note,
+    Forecast,
 )
 for _cls in EVENT_TYPES + COMMAND_TYPES:
     _quick_init(_cls)

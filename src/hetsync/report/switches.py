@@ -69,6 +69,18 @@ def _cause(detail: Mapping[str, Any], t: Any) -> list[str]:
         parts.append(
             "fitted fixed shares: " + ", ".join(f"w{f['w']} {f['share']:.2f}" for f in fixed if isinstance(f, Mapping))
         )
+    said = detail.get("forecast")  # chosen by a forecast (auto:forecast=on): each candidate's simulated loss
+    losses = said.get("losses") if isinstance(said, Mapping) else None
+    if isinstance(losses, Mapping) and losses:
+        shown = [
+            f"{name} {sum(v) / len(v):.3g}"
+            for name, v in sorted(losses.items(), key=lambda kv: sum(kv[1]) / max(len(kv[1]), 1))
+            if isinstance(v, list) and v and all(_finite(x) for x in v)
+        ]
+        parts.append(
+            f"forecast {said.get('metric', 'loss')} (mean of {len(next(iter(losses.values())))} seeds): "
+            + ", ".join(shown)
+        )
     return parts
 
 

@@ -58,6 +58,8 @@ from hetsync.policies.base import (
     Compute,
     Drop,
     Event,
+    Forecast,
+    ForecastDone,
     Fragment,
     Multicast,
     Pull,
@@ -310,7 +312,7 @@ class _Run:
         self.peers = [_Peer() for _ in range(server.n)]
         self.watchdog = Watchdog(server.n, server.opts.worker_timeout_s)
         self._p2p_comm_before = [0.0] * server.n  # a resumed p2p run: comm time booked before its checkpoint
-        self.timers: list[tuple[float, int, str]] = []
+        self.timers: list[tuple[float, int, str | ForecastDone]] = []  # (a tag: a TimerFired; else the event)
         self._timer_seq = 0
         sc = self.sc
         self.eval_every_s = eval_interval_s(sc, floor_s=MIN_EVAL_EVERY_S)
@@ -584,7 +586,9 @@ class _Run:
                 self._admit(*srv.joins.get())
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
-                self.deliver(TimerFired(now_s=now, tag=tag))
+                self.deliver(
+                    TimerFired(now_s=now, tag=tag) if isinstance(tag, str) else dataclasses.replace(tag, now_s=now)
+                )
             for w in self.watchdog.overdue(srv.alive, now):
                 self.left(w, f"no reply within worker_timeout_s={self.watchdog.timeout_s}")
             if now >= self.next_eval:
@@ -866,6 +870,13 @@ class _Run:
     def set_timer(self, cmd: SetTimer) -> None:
         self._timer_seq += 1
         heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
+
+    def forecast(self, cmd: Forecast) -> None:
+        """Not on real processes yet: answered at once, with no scores (the
+        policy ranks by what it measures; hetsync.sim.forecast is the simulator's)."""
+        self._timer_seq += 1
+        why = "real processes do not forecast yet (the simulator does: hetsync.sim.forecast)"
+        heapq.heappush(self.timers, (self.now(), self._timer_seq, ForecastDone(now_s=0.0, ask=cmd.ask, why=why)))
 
     def _command(self, cmd: Compute | Pull | Push) -> None:
         w = cmd.worker

@@ -98,6 +98,8 @@ from hetsync.policies.base import (
     Compute,
     Drop,
     Event,
+    Forecast,
+    ForecastDone,
     Fragment,
     Multicast,
     Policy,
@@ -217,6 +219,7 @@ class Simulation:
         batch_math: bool = True,
         path: str = "ps",
         servers: int = 1,
+        initial_model: torch.Tensor | None = None,
     ) -> None:
         if not scenario.timing.resolved:
             raise BadInput(
@@ -267,7 +270,8 @@ class Simulation:
 
         theta = None
         if math:
-            theta = self.workload.init_params(scenario.job.seed)
+            # (a forecast starts from the model of the run that asked: hetsync.sim.forecast)
+            theta = initial_model.clone() if initial_model is not None else self.workload.init_params(scenario.job.seed)
             self.shards = self.workload.make_shards(n, scenario.job.seed, scenario.job.label_skew)
         # None: one gradient call per step, as it starts
         self.batcher = (
@@ -357,6 +361,14 @@ class Simulation:
 
     def set_timer(self, cmd: SetTimer) -> None:
         self._schedule(max(cmd.at_s, self.now), _TIMER, cmd.tag)
+
+    def forecast(self, cmd: Forecast) -> None:
+        """Simulated at once, in no simulated time (a background process as
+        fast as one can wish: hetsync.sim.forecast), answered as the next event."""
+        from hetsync.sim import forecast
+
+        answer = forecast.forecast(self.sc, self.workload, self.ledger.theta, cmd, self.now, simulation=Simulation)
+        self._schedule(self.now, _TIMER, answer)
 
     def compute(self, cmd: Compute) -> None:
         w = self.workers[cmd.worker]
@@ -1137,6 +1149,8 @@ class Simulation:
                 self._compute_done(payload)
             elif prio == _SERVE:
                 self._serve(*payload)
+            elif isinstance(payload, ForecastDone):
+                self._deliver(payload)
             else:
                 self._deliver(TimerFired(now_s=at, tag=payload))
             if self._net_dirty:
