@@ -177,13 +177,15 @@ def _round(p: Auto, t: float, batches: dict[int, int], seconds: dict[int, float]
 def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_close():
     p = Auto(ctx(3, batch_size=8), window=3)
     said, *first = p.start(0.0)
-    assert first == [Compute(worker=w, batch_size=8, push="grad") for w in range(3)]
+    # BSP's steps, a pair of workers probing a second batch size (the global batch kept: _probe)
+    assert [(c.worker, c.push) for c in first] == [(w, "grad") for w in range(3)]
+    assert sorted(c.batch_size for c in first) == [7, 8, 9]
     # what it chooses among and by what, said at the start (a user's loop is told so: its report's heading)
     assert isinstance(said, Note) and said.what == "candidates"
     assert said.detail["candidates"] == ["bsp", "lb-bsp", "backup"] and "samples a second" in said.detail["by"]
     for r in range(3):  # homogeneous: stays
         cmds = _round(p, float(r), dict.fromkeys(range(3), 8), dict.fromkeys(range(3), 1.0))
-        assert isinstance(cmds[0], Apply) and all(c.then.batch_size == 8 for c in cmds[1:])
+        assert isinstance(cmds[0], Apply) and sum(c.then.batch_size for c in cmds[1:]) == 24
     assert p.current == "bsp" and not p.switches
     for r in range(3, 6):  # worker 2's steps take 3x longer (its time per sample)
         cmds = _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
@@ -457,7 +459,8 @@ def test_the_stress_example_s_switch_note_says_its_predicted_gain_and_the_change
     assert all(2.0 < m["to_s"] / m["from_s"] < 3.5 for m in d["moved"])
     assert d["since_s"] < 1.0 and d["rounds"] == 20
     assert d["slowest"][0]["w"] in (6, 7) and sum(s["rounds"] for s in d["slowest"]) <= d["rounds"]
-    assert d["fixed"] == []  # BSP ran one batch size: no fixed share fitted yet
+    # BSP's probe rounds fitted each worker's fixed share: 0.002 / (0.002 + 0.0005 * 32) = 0.11 in the scenario
+    assert d["fixed"] and all(0.0 < f["share"] < 0.4 for f in d["fixed"])
     notes = [r for r in read_trace(auto_switch_run.out / run["trace"]) if r["ev"] == "note"]
     assert [n["what"] for n in notes] == ["candidates", "switch"] and notes[1] == {"ev": "note", **note}
 
@@ -535,3 +538,29 @@ def test_a_driver_that_cannot_forecast_leaves_the_throughput_ranking_to_decide()
     assert said.detail == {"by": "throughput", "why": "real processes do not forecast yet"}
     _round(p, 6.0, dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
     assert p.current == "lb-bsp" and "forecast" not in p.switches[-1] and not p.forecasting
+
+
+def test_under_bsp_pairs_of_workers_probe_a_second_batch_size_so_a_fixed_delay_is_not_taken_for_lb_bsp_s_case():
+    """Worker 2 is slow by a fixed 0.3 s a step (hetero-4's stragglers), which
+    no batch size changes. BSP's first rounds split the same global batch
+    unevenly between pairs of workers, so each worker's step is measured at
+    two sizes: its fixed share is known before the first ranking, and auto
+    takes backup (dropping the late gradient), not LB-BSP."""
+    p = Auto(ctx(3, batch_size=8), window=20)
+    _, *first = p.start(0.0)
+    assert sorted(c.batch_size for c in first) == [7, 8, 9]  # one pair probes; the global batch stays 24
+    batches = {c.worker: c.batch_size for c in first}
+    probed, t = [], 0.0
+    for _ in range(30):
+        seconds = {w: 0.01 * batches[w] / 8 + (0.3 if w == 2 else 0.0) for w in range(3)}
+        t += max(seconds.values())  # (the round closes when its slowest push is in: no time beyond it)
+        cmds = _round(p, t, batches, seconds)
+        if p.switches:
+            break
+        batches = {c.worker: c.then.batch_size for c in cmds if isinstance(c, Pull)}
+        assert sum(batches.values()) == 24
+        probed.append(sorted(batches.values()) != [8, 8, 8])
+    assert probed[0] and not probed[-1]  # probes first, then BSP's even split once every share is fitted
+    assert p.probed == {0, 1, 2}
+    assert p.fixed[2] == pytest.approx(0.95) and p.fixed[0] < 0.05  # (all fixed cost: capped)
+    assert [(s["from"], s["to"]) for s in p.switches] == [("bsp", "backup")]

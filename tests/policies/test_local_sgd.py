@@ -42,6 +42,19 @@ def test_a_worker_whose_loop_ends_mid_round_pushes_the_steps_it_took_in_it():
     assert p.on_event(WorkerLeft(now_s=1.0, worker=1)) == [Apply(contributions=((flushed.push_id, 1.0),))]
 
 
+def test_a_loop_that_ends_when_its_rounds_last_step_was_given_pushes_the_h_minus_1_before_it():
+    """(A user's loop under auto ended 3 steps into a round of 4, its 4th step
+    given with the push and withdrawn: the 3 steps were never pushed.)"""
+    p = LocalSGD(ctx(1, lr=0.3), H=4)
+    p.start(0.0)
+    for _ in range(2):
+        p.on_event(done(0))
+    assert p.on_event(done(0)) == [local(0, push="delta")]  # steps 1-3 done, the 4th given
+    assert p.on_event(WorkerLeaving(now_s=1.0, worker=0)) == [Push(worker=0, kind="delta")]
+    flushed = arrived(0, kind="delta", steps=3)
+    assert p.on_event(flushed) == [Apply(contributions=((flushed.push_id, 1.0),))]
+
+
 def test_a_worker_that_leaves_after_its_round_push_has_nothing_more_to_push():
     p = LocalSGD(ctx(2, lr=0.3), H=2)
     p.start(0.0)

@@ -196,6 +196,8 @@ RANKED_BY_LOCAL = (  # (with local-sgd among them)
     "close to it, at a small H)"
 )
 SHOWN = 8  # workers a switch note lists at most (moved, fixed shares), the largest first
+PROBE_SHARE = 0.125  # probe rounds (BSP): pairs of workers at B·(1 ± this), the global batch unchanged
+PROBE_STEPS = 4  # steps a worker takes at each of two batch sizes before its fixed share is fitted
 FORECAST_SEEDS = 2  # seeds each candidate's forecast runs
 FORECAST_WINDOWS = 2  # a forecast's horizon: this many windows of the measured steps (and their overheads)
 
@@ -427,6 +429,8 @@ class Auto(Policy):
         self.fixed = np.zeros(self.n)  # each worker's fixed share of a step, once batches varied (LB-BSP) tell it
         # each worker's step time at the batch sizes it ran lately (smoothed; the latest last): the fixed share's fit
         self.by_batch: list[dict[int, float]] = [{} for _ in range(self.n)]
+        self.counts: list[dict[int, int]] = [{} for _ in range(self.n)]  # steps seen at each of those batch sizes
+        self.probed: set[int] = set()  # workers whose fixed share BSP's probe rounds fitted (_probe)
         self.current = self.config.start
         self.inner = self._make(self.current)
         self.draining: dict[int, Compute] = {}  # computing for the old policy: its first step once its push is dropped
@@ -531,6 +535,7 @@ class Auto(Policy):
         return self._from_inner(self.inner.on_event(event), event.now_s)
 
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
+        cmds = self._probe(cmds)
         for c in cmds:
             if isinstance(c, Apply):
                 self.applied_samples += sum(self.arrived.pop(i, 0) for i, _ in c.contributions)
@@ -635,11 +640,69 @@ class Auto(Policy):
         return float(np.median(self.overheads)) if self.overheads else 0.0
 
     def _remember(self, w: int, batch: int, duration_s: float) -> None:
-        seen = self.by_batch[w]
+        seen, counts = self.by_batch[w], self.counts[w]
         before = seen.pop(batch, None)
         seen[batch] = duration_s if before is None else before + SMOOTHING * (duration_s - before)
+        counts[batch] = counts.get(batch, 0) + 1
         while len(seen) > BATCHES_KEPT:
-            del seen[next(iter(seen))]  # the batch size run longest ago
+            oldest = next(iter(seen))  # the batch size run longest ago
+            del seen[oldest]
+            counts.pop(oldest, None)
+        if self.current == "bsp" and w not in self.probed and self._fitted(w):
+            # probed: its share fitted once, and the probe sizes forgotten (left in, their times would go stale
+            # as the cluster changes and mix with the common batch's in every later fit)
+            f = fixed_share(np.array(list(seen)), np.array(list(seen.values())), self.ctx.batch_size)
+            if f is not None:
+                self.fixed[w] = f
+            B = self.ctx.batch_size
+            self.by_batch[w] = {B: seen[B]} if B in seen else {}
+            self.counts[w] = {B: counts[B]} if B in counts else {}
+            self.probed.add(w)
+
+    # -------------------------------------------------------------- probes
+    def _fitted(self, w: int) -> bool:
+        """Whether worker ``w`` ran PROBE_STEPS steps at each of two batch
+        sizes at least 10% apart (what :func:`fixed_share` needs)."""
+        sizes = sorted(b for b, k in self.counts[w].items() if k >= PROBE_STEPS)
+        return len(sizes) >= 2 and sizes[-1] >= 1.1 * sizes[0]
+
+    def _probe(self, cmds: list[Command]) -> list[Command]:
+        """Under BSP, until every live worker's fixed share can be fitted:
+        pairs of workers (rotating, so each takes its turn) run B·(1 + p) and
+        B·(1 − p), the sign alternating from round to round. BSP's round is
+        the batch-weighted mean gradient of the same global batch, only split
+        otherwise (as LB-BSP splits it), so the model's update is BSP's; what
+        it buys is each worker's step time at two batch sizes, so that a
+        step's fixed share is known before LB-BSP is ranked (a straggler by
+        fixed delays — hetero-4's — is not LB-BSP's case)."""
+        live = sorted(self.alive)
+        if self.current != "bsp" or "lb-bsp" not in self.candidates or len(live) < 2:
+            return cmds
+        if all(w in self.probed for w in live):
+            return cmds
+        B = self.ctx.batch_size
+        delta = max(1, round(PROBE_SHARE * B))
+        if B - delta < 1:
+            return cmds
+        k = self.version % len(live)
+        turn = live[k:] + live[:k]
+        sign = 1 if (self.version // len(live)) % 2 == 0 else -1
+        sized: dict[int, int] = {}
+        caps = self.ctx.max_batch
+        for a, b in zip(turn[0::2], turn[1::2], strict=False):
+            up, down = (a, b) if sign > 0 else (b, a)
+            if caps and caps[up] < B + delta:
+                continue
+            sized[up], sized[down] = B + delta, B - delta
+        out: list[Command] = []
+        for c in cmds:
+            step = c if isinstance(c, Compute) else c.then if isinstance(c, Pull) else None
+            if step is None or step.worker not in sized or step.batch_size != B or step.local_lr is not None:
+                out.append(c)
+                continue
+            resized = replace(step, batch_size=sized[step.worker])
+            out.append(replace(c, then=resized) if isinstance(c, Pull) else resized)
+        return out
 
     def _rank(self, now_s: float) -> tuple[str, dict[str, float], dict[int, np.ndarray]] | None:
         """The candidate to switch to, the predicted rates and each live

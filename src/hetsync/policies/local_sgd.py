@@ -67,6 +67,9 @@ class LocalSGD(Policy):
         self.h = self.config.H
         self.local_lr: float = ctx.lr  # subclasses (DiLoCo) may take another
         self.local_steps = [0] * self.n
+        # the H-th step of the round given (its counter is back at 0) and not yet done: a loop that ends
+        # now has H − 1 steps to push (_flush)
+        self.last_given = [False] * self.n
         self.alive = set(range(self.n))
         self.leaving: set[int] = set()  # own loops ended: no more steps (WorkerLeft follows)
         self.joining: set[int] = set()  # joined during the round in flight: live from the next one
@@ -81,6 +84,7 @@ class LocalSGD(Policy):
         last = self.local_steps[w] == self.h
         if last:
             self.local_steps[w] = 0
+        self.last_given[w] = last
         return Compute(worker=w, batch_size=self.ctx.batch_size, local_lr=self.local_lr, push="delta" if last else None)
 
     def start(self, now_s: float) -> list[Command]:
@@ -89,7 +93,10 @@ class LocalSGD(Policy):
     def on_event(self, event: Event) -> list[Command]:
         if isinstance(event, ComputeDone):
             # steps 1..H-1 of a round go straight on; the H-th pushed itself
-            return [self._compute(event.worker)] if self.local_steps[event.worker] else []
+            if self.local_steps[event.worker]:
+                return [self._compute(event.worker)]
+            self.last_given[event.worker] = False
+            return []
         if isinstance(event, PushArrived):
             self.round.append(event)
             return self._maybe_close()
@@ -111,9 +118,13 @@ class LocalSGD(Policy):
         """A worker whose own loop ended mid-round pushes the local steps it
         took in it, so they count: its round closes as if H had been reached
         (its delta then carries fewer steps, averaged like the others)."""
-        in_flight = self.local_steps[w] > 0  # (the step given after the last one done: withdrawn)
-        done = self.local_steps[w] - 1 if in_flight else 0
+        if self.last_given[w]:  # the round's H-th step was given and is withdrawn: the H − 1 before it
+            done = self.h - 1
+        else:
+            in_flight = self.local_steps[w] > 0  # (the step given after the last one done: withdrawn)
+            done = self.local_steps[w] - 1 if in_flight else 0
         self.local_steps[w] = 0
+        self.last_given[w] = False
         self.leaving.add(w)
         return [Push(worker=w, kind="delta")] if done > 0 else []
 
