@@ -31,7 +31,17 @@ Measuring: every ``ComputeDone`` gives a worker's step time at its batch;
 the last ``window`` of each worker are kept, and a smoothed time per batch
 size for its last few batch sizes, from which :func:`fixed_share` fits the
 share of its step that does not grow with the batch (0 until its batches
-have varied, as under LB-BSP). Ranking (:func:`predicted_rates`): the window,
+have varied). So that it is known before LB-BSP is ranked, BSP's first
+rounds are probe rounds (:meth:`Auto._probe`): pairs of workers, taking
+turns, run B·(1 + 1/8) and B·(1 − 1/8) of the same global batch (BSP's
+update is the batch-weighted mean of the global batch, only split
+otherwise) until every worker has ``PROBE_STEPS`` steps at each of two sizes;
+its share is fitted then, once, and the probe sizes are forgotten (their
+times would go stale as the cluster changes). Without it a straggler slow by
+fixed delays (hetero-4's) was taken for LB-BSP's case (``hetsync bench
+auto``'s hetero: LB-BSP at 0.84 s, the worst fixed policy there; with it,
+BSP stays). The fits are noisy at 4 steps a size (0.07–0.24 for a true 0.11
+on stress-midway-8). Ranking (:func:`predicted_rates`): the window,
 each step brought to the common batch with that share, is replayed as
 rounds — round r takes each worker's r-th latest time — and each
 candidate's round time is what it would be with those times: BSP waits for
