@@ -3,7 +3,7 @@
 (loop_auto.py), on a machine with a noisy neighbour (its last worker 40 ms
 slower a step from its 6th), switches away from BSP while the loop runs,
 loses no step, and the console says what it switched to and why. Asked to
-forecast (``forecast=on``), real processes answer that they do not yet, and
+forecast (``forecast=on``), a loop of one's own answers that the simulator cannot run its model, and
 the measured throughput decides."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_auto_in_your_loop_leaves_bsp_for_a_noisy_neighbour_and_loses_no_step(la
     switches = [n for n in run["policy_notes"] if n["what"] == "switch"]
     assert switches and switches[0]["detail"]["from"] == "bsp", run["policy_notes"]
     (asked,) = [n for n in run["policy_notes"] if n["what"] == "forecast"]  # (asked once: then it stops asking)
-    assert asked["detail"]["by"] == "throughput" and "do not forecast" in asked["detail"]["why"]
+    assert asked["detail"]["by"] == "throughput" and "simulator cannot run it" in asked["detail"]["why"]
     assert asked["t"] <= switches[0]["t"] and "forecast" not in switches[0]["detail"]
     assert all(a["detail"]["to"] == b["detail"]["from"] for a, b in itertools.pairwise(switches))
     # every step the three loops took is in the model or booked as dropped (backup's late ones, a switch's)

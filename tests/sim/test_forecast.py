@@ -56,3 +56,22 @@ def test_each_candidate_is_simulated_from_the_given_model_and_scored_by_its_loss
         forecast(sc, workload, trained.params, _ask(), now_s=5.0, simulation=Simulation) == on
     )  # (seeded: the same answer)
     assert forecast(sc, workload, None, _ask(), now_s=5.0, simulation=Simulation).scores is None
+
+
+def test_a_forecast_job_answers_the_request_a_run_wrote_and_says_why_when_it_cannot(tmp_path):
+    """``python -m hetsync.sim.forecast_job`` (the runtime's forecasts, in a
+    process of their own): a pickled request in, a pickled answer out."""
+    import pickle
+
+    from hetsync.sim import forecast_job
+
+    sc = make_scenario(workers=2, max_steps=None, max_time_s=1.0)
+    theta = make_workload(sc.job.workload).init_params(0).numpy()
+    request = {"scenario": sc, "cmd": _ask(), "theta": theta, "now_s": 2.0}
+    (tmp_path / "request.pkl").write_bytes(pickle.dumps(request))
+    assert forecast_job.main([str(tmp_path / "request.pkl"), str(tmp_path / "answer.pkl")]) == 0
+    done = pickle.loads((tmp_path / "answer.pkl").read_bytes())
+    assert done.ask == 3 and [spec for spec, _ in done.scores] == ["bsp", "local-sgd:H=2"]
+    assert not (tmp_path / "answer.pkl.part").exists()
+    unknown = forecast_job.answer({**request, "scenario": make_scenario(workload="nosuch")})
+    assert unknown.scores is None and unknown.why.startswith("the forecast failed: BadInput")

@@ -149,12 +149,15 @@ two seeds each (hetsync.sim.forecast). The answer (``ForecastDone``, a note
 the next round close if it beat the policy in force on every seed, else the
 policy stays (and ranks again after ``dwell`` rounds). This is what weighs
 convergence per sample (local SGD's loss 0.25 against BSP's 0.35 on the
-bench's homogeneous-8 at 2.4 s). A driver that cannot forecast (real
-processes, a user's loop: not yet) answers with no scores; the proposal then
-stands, a round later, and no more forecasts are asked. Off by default
-because on ``hetsync bench auto`` it gained nothing: the same switches, a
-round or a dwell later (docs/results-auto.md). Not yet (issue 31): forecasts
-in a background process on real processes; asynchronous candidates (ASP,
+bench's homogeneous-8 at 2.4 s). The simulator answers at once (in no
+simulated time); real processes run it in a process of their own (``python
+-m hetsync.sim.forecast_job``) while the workers train on, and answer when
+it ends (about 5 s on a busy 2-core machine). A driver that cannot forecast
+(a user's own loop, whose model the simulator cannot run; sharded servers)
+answers with no scores; the proposal then stands, a round later, and no more
+forecasts are asked. Off by default because on ``hetsync bench auto`` it
+gained nothing: the same switches, a round or a dwell later
+(docs/results-auto.md). Not yet (issue 31): asynchronous candidates (ASP,
 SSP), which only a forecast can rank; handover to and from local-model
 policies other than local SGD.
 """

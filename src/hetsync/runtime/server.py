@@ -32,9 +32,13 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import os
+import pickle
 import queue
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -91,6 +95,7 @@ REPORTS_QUEUED_MAX = 256  # per worker, read off the wire but not yet handled by
 # evaluator beside it that busy on a machine whose CPUs the workers need
 EVAL_SHARE_WARN = 0.1
 EVAL_CPU_WARN = 0.5
+FORECAST_POLL_S = 0.05  # how often the loop looks for a forecast process's answer while one runs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,6 +318,8 @@ class _Run:
         self.watchdog = Watchdog(server.n, server.opts.worker_timeout_s)
         self._p2p_comm_before = [0.0] * server.n  # a resumed p2p run: comm time booked before its checkpoint
         self.timers: list[tuple[float, int, str | ForecastDone]] = []  # (a tag: a TimerFired; else the event)
+        # forecasts running in processes of their own (forecast): the process, its folder, the ask
+        self.forecasts: list[tuple[subprocess.Popen[bytes], Path, int]] = []
         self._timer_seq = 0
         sc = self.sc
         self.eval_every_s = eval_interval_s(sc, floor_s=MIN_EVAL_EVERY_S)
@@ -451,6 +458,7 @@ class _Run:
             self._release_parked()
             self.core.ended(wall, self.stop_reason)
         finally:
+            self._end_forecasts()
             if self.parked:  # (a run that failed or was stopped: they must not wait for ever)
                 self._release_parked()
             if self.evaluator is not None:
@@ -562,13 +570,15 @@ class _Run:
             if not busy and (spent or not srv.alive):
                 self.stop_reason = "max_steps" if spent else "no workers left"
                 return
-            if not busy and not self.timers:
+            if not busy and not self.timers and not self.forecasts:
                 raise DeadlockError(
                     f"{self.label} stalled at t={now:.3f}s: no worker has work and no timer is set "
                     f"({self.ledger.started_steps} steps started, workers alive: {sorted(srv.alive)}); "
                     f"the policy's last event: {describe(self.core.heard, self.core.heard_s or 0.0)}"
                 )
             wake = min(limit, self.next_eval, self.timers[0][0] if self.timers else limit)
+            if self.forecasts:
+                wake = min(wake, now + FORECAST_POLL_S)
             try:
                 item = srv.take(min(1.0, max(0.0, wake - now)))
             except queue.Empty:
@@ -584,6 +594,8 @@ class _Run:
                     self._report(w, report, payload, now)
             while not srv.joins.empty():
                 self._admit(*srv.joins.get())
+            if self.forecasts:
+                self._forecasts_done(now)
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
                 self.deliver(
@@ -872,11 +884,65 @@ class _Run:
         heapq.heappush(self.timers, (cmd.at_s, self._timer_seq, cmd.tag))
 
     def forecast(self, cmd: Forecast) -> None:
-        """Not on real processes yet: answered at once, with no scores (the
-        policy ranks by what it measures; hetsync.sim.forecast is the simulator's)."""
-        self._timer_seq += 1
-        why = "real processes do not forecast yet (the simulator does: hetsync.sim.forecast)"
-        heapq.heappush(self.timers, (self.now(), self._timer_seq, ForecastDone(now_s=0.0, ask=cmd.ask, why=why)))
+        """Simulate the candidates from the global model in a process of its
+        own (``python -m hetsync.sim.forecast_job``: the workers train on
+        meanwhile; the loop delivers its answer when it is written). A
+        training loop of one's own, whose model the simulator cannot run, and
+        sharded servers are answered at once with no scores."""
+        why = None
+        if self.srv.gradient_stepper is not None:
+            why = "your own model: the simulator cannot run it (ranked by measured throughput)"
+        elif self.srv.ranges is not None:
+            why = "sharded servers do not forecast yet"
+        if why is not None:
+            self._timer_seq += 1
+            heapq.heappush(self.timers, (self.now(), self._timer_seq, ForecastDone(now_s=0.0, ask=cmd.ask, why=why)))
+            return
+        folder = Path(tempfile.mkdtemp(prefix="hetsync-forecast-"))
+        theta = self.ledger.theta
+        request = {
+            "scenario": self.sc,
+            "cmd": cmd,
+            "theta": theta.detach().cpu().numpy() if theta is not None else None,
+            "now_s": self.now(),
+        }
+        with (folder / "request.pkl").open("wb") as f:
+            pickle.dump(request, f)
+        log = (folder / "stderr.txt").open("wb")
+        cmd_line = [
+            sys.executable,
+            "-m",
+            "hetsync.sim.forecast_job",
+            str(folder / "request.pkl"),
+            str(folder / "answer.pkl"),
+        ]
+        proc = subprocess.Popen(cmd_line, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        log.close()
+        self.forecasts.append((proc, folder, cmd.ask))
+
+    def _forecasts_done(self, now: float) -> None:
+        """Deliver the answers of the forecast processes that have ended."""
+        for job in [j for j in self.forecasts if j[0].poll() is not None]:
+            proc, folder, ask = job
+            self.forecasts.remove(job)
+            try:
+                with (folder / "answer.pkl").open("rb") as f:
+                    done = dataclasses.replace(pickle.load(f), now_s=now)
+            except OSError:
+                tail = (folder / "stderr.txt").read_text(errors="replace").strip().splitlines()[-1:]
+                why = f"the forecast process exited {proc.returncode}" + (f": {tail[0]}" if tail else "")
+                done = ForecastDone(now_s=now, ask=ask, why=why)
+            shutil.rmtree(folder, ignore_errors=True)
+            self.deliver(done)
+
+    def _end_forecasts(self) -> None:
+        """The run is over: forecasts still running are stopped, their files removed."""
+        for proc, folder, _ in self.forecasts:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+        self.forecasts.clear()
 
     def _command(self, cmd: Compute | Pull | Push) -> None:
         w = cmd.worker
