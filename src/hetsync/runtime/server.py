@@ -32,13 +32,9 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import os
-import pickle
 import queue
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -79,6 +75,7 @@ from hetsync.runtime.checkpointer import Checkpointer, trace_resume_point
 from hetsync.runtime.config import OWN_STORE_ENV, ProcessOptions, leave_s_of
 from hetsync.runtime.coordinator import Coordinator, Received
 from hetsync.runtime.evaluator import BackgroundEvaluator, Spent
+from hetsync.runtime.forecasts import ForecastJobs
 from hetsync.runtime.progress import Progress
 from hetsync.runtime.session import JoinWatcher, Link, Rejoined, SessionLink, WorldLink, absent_at_start, rejoins
 from hetsync.runtime.shards import ShardClient, join_states, shard_ranges, slice_state, unfinished
@@ -318,8 +315,7 @@ class _Run:
         self.watchdog = Watchdog(server.n, server.opts.worker_timeout_s)
         self._p2p_comm_before = [0.0] * server.n  # a resumed p2p run: comm time booked before its checkpoint
         self.timers: list[tuple[float, int, str | ForecastDone]] = []  # (a tag: a TimerFired; else the event)
-        # forecasts running in processes of their own (forecast): the process, its folder, the ask
-        self.forecasts: list[tuple[subprocess.Popen[bytes], Path, int]] = []
+        self.forecasts = ForecastJobs()  # running in processes of their own (forecast)
         self._timer_seq = 0
         sc = self.sc
         self.eval_every_s = eval_interval_s(sc, floor_s=MIN_EVAL_EVERY_S)
@@ -458,7 +454,7 @@ class _Run:
             self._release_parked()
             self.core.ended(wall, self.stop_reason)
         finally:
-            self._end_forecasts()
+            self.forecasts.close()
             if self.parked:  # (a run that failed or was stopped: they must not wait for ever)
                 self._release_parked()
             if self.evaluator is not None:
@@ -594,8 +590,8 @@ class _Run:
                     self._report(w, report, payload, now)
             while not srv.joins.empty():
                 self._admit(*srv.joins.get())
-            if self.forecasts:
-                self._forecasts_done(now)
+            for done in self.forecasts.answers(now) if self.forecasts else ():
+                self.deliver(done)
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
                 self.deliver(
@@ -898,51 +894,7 @@ class _Run:
             self._timer_seq += 1
             heapq.heappush(self.timers, (self.now(), self._timer_seq, ForecastDone(now_s=0.0, ask=cmd.ask, why=why)))
             return
-        folder = Path(tempfile.mkdtemp(prefix="hetsync-forecast-"))
-        theta = self.ledger.theta
-        request = {
-            "scenario": self.sc,
-            "cmd": cmd,
-            "theta": theta.detach().cpu().numpy() if theta is not None else None,
-            "now_s": self.now(),
-        }
-        with (folder / "request.pkl").open("wb") as f:
-            pickle.dump(request, f)
-        log = (folder / "stderr.txt").open("wb")
-        cmd_line = [
-            sys.executable,
-            "-m",
-            "hetsync.sim.forecast_job",
-            str(folder / "request.pkl"),
-            str(folder / "answer.pkl"),
-        ]
-        proc = subprocess.Popen(cmd_line, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-        log.close()
-        self.forecasts.append((proc, folder, cmd.ask))
-
-    def _forecasts_done(self, now: float) -> None:
-        """Deliver the answers of the forecast processes that have ended."""
-        for job in [j for j in self.forecasts if j[0].poll() is not None]:
-            proc, folder, ask = job
-            self.forecasts.remove(job)
-            try:
-                with (folder / "answer.pkl").open("rb") as f:
-                    done = dataclasses.replace(pickle.load(f), now_s=now)
-            except OSError:
-                tail = (folder / "stderr.txt").read_text(errors="replace").strip().splitlines()[-1:]
-                why = f"the forecast process exited {proc.returncode}" + (f": {tail[0]}" if tail else "")
-                done = ForecastDone(now_s=now, ask=ask, why=why)
-            shutil.rmtree(folder, ignore_errors=True)
-            self.deliver(done)
-
-    def _end_forecasts(self) -> None:
-        """The run is over: forecasts still running are stopped, their files removed."""
-        for proc, folder, _ in self.forecasts:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            shutil.rmtree(folder, ignore_errors=True)
-        self.forecasts.clear()
+        self.forecasts.start(self.sc, cmd, self.ledger.theta, self.now())
 
     def _command(self, cmd: Compute | Pull | Push) -> None:
         w = cmd.worker
