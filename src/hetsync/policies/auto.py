@@ -688,10 +688,10 @@ class Auto(Policy):
         it buys is each worker's step time at two batch sizes, so that a
         step's fixed share is known before LB-BSP is ranked (a straggler by
         fixed delays — hetero-4's — is not LB-BSP's case)."""
+        if not cmds or self.current != "bsp" or "lb-bsp" not in self.candidates or self.alive <= self.probed:
+            return cmds  # (most events give no command: nothing sorted for them)
         live = sorted(self.alive)
-        if self.current != "bsp" or "lb-bsp" not in self.candidates or len(live) < 2:
-            return cmds
-        if all(w in self.probed for w in live):
+        if len(live) < 2:
             return cmds
         B = self.ctx.batch_size
         delta = max(1, round(PROBE_SHARE * B))
