@@ -238,8 +238,8 @@ class AutoConfig(PolicyConfig):
     forecast: str = param(
         "off",
         help="when the measured throughput proposes a switch, first simulate every candidate from the live model "
-        "on the measured cluster and take the one with the lowest loss (where the driver can: the simulator; "
-        "off by default: on the bench auto cases it gained nothing)",
+        "on the measured cluster and take the one with the lowest loss (the simulator: at once; real processes: "
+        "in a process of its own; not in your own loop; off by default: on the bench auto cases it gained nothing)",
         choices=("on", "off"),
         quiet=True,
     )
