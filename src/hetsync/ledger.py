@@ -250,6 +250,13 @@ class Ledger:
             return rec
         return dataclasses.replace(rec, payload=delay_compensated(rec.payload, self.theta, then, lam))
 
+    @property
+    def clock(self) -> float:
+        """The schedule's clock: the samples applied so far, in global batches
+        (the server's optimizer steps at it; Compute.sync_clock hands it to a
+        worker's local steps)."""
+        return self.applied_samples / self.global_batch
+
     def apply(self, cmd: Apply, now_s: float) -> None:
         t0 = time.perf_counter()
         pushes, version = self.pushes, self.version
@@ -265,8 +272,7 @@ class Ledger:
             staleness.append(version - rec.base_version)
             ids.append(push_id)
             weights.append(weight)
-        # the schedule's clock: samples applied before this update, in global batches
-        lr = self.stepper.lr_at(cmd.lr, self.applied_samples / self.global_batch)
+        lr = self.stepper.lr_at(cmd.lr, self.clock)  # (the clock before this update)
         self.last_lr = lr  # (the collective path hands it to the workers, who take the step)
         if cmd.compensate > 0:
             recs = [(self._compensated(rec, cmd.compensate), weight) for rec, weight in recs]

@@ -287,8 +287,8 @@ def test_it_switches_to_local_sgd_and_back_each_at_a_round_close_with_every_work
     # BSP's last round is applied as it is; every worker pulls into local SGD's first local step
     note, apply, *pulls = cmds
     assert note.what == "switch" and isinstance(apply, Apply) and len(apply.contributions) == 4
-    # (each carries the schedule's clock where BSP left it: 8 rounds of 4 × 8 samples, in global batches)
-    local = Compute(worker=0, batch_size=8, local_lr=0.1, clock=8.0)
+    # (each takes the server's schedule clock first: the driver sets it where BSP left it)
+    local = Compute(worker=0, batch_size=8, local_lr=0.1, sync_clock=True)
     assert pulls == [Pull(worker=w, then=dataclasses.replace(local, worker=w)) for w in range(4)]
     assert not p.draining and p.version == 8
     # local SGD's rounds: H = 4 local steps a worker (the last pushes its delta), the mean of the deltas
@@ -320,8 +320,7 @@ def test_a_worker_still_computing_for_backup_has_its_push_dropped_and_pulls_into
     p.start(0.0)
     cmds = _backup_until_switch(p, "local-sgd", rounds=5)
     assert p.current == "local-sgd"  # near-equal workers: local SGD applies 3 batches a step, backup 2
-    # the schedule's clock: 5 rounds of 2 pushes of 8 applied (worker 2's, late, dropped), in global batches of 24
-    first = Compute(worker=0, batch_size=8, local_lr=0.1, clock=5 * 16 / 24)
+    first = Compute(worker=0, batch_size=8, local_lr=0.1, sync_clock=True)  # (the server's schedule clock first)
     note, apply, *pulls = cmds  # the round of two closed (backup's), and the switch
     assert note.what == "switch" and isinstance(apply, Apply) and len(apply.contributions) == 2
     assert pulls == [Pull(worker=w, then=dataclasses.replace(first, worker=w)) for w in (0, 1)]

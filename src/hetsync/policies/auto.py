@@ -108,10 +108,10 @@ default) stands, no worker holds an unpushed local step, and every worker
 pulls into the new policy's first step. The server keeps both optimizers'
 state across switches (the gradient one's for gradient rounds, the outer one's
 for delta rounds); each worker's optimizer for local steps keeps its own. Its
-schedule clock is handed over: local SGD's first steps carry the server's
-clock (``Compute.clock``: the samples applied so far in global batches, which
-auto counts from the pushes its rounds applied), so a learning-rate schedule
-goes on where the gradient rounds left it rather than starting over. auto is not a
+schedule clock is handed over: local SGD's first steps ask the driver to
+set it to the server's (``Compute.sync_clock``: the ledger's samples applied
+so far, in global batches), so a learning-rate schedule goes on where the
+gradient rounds left it rather than starting over. auto is not a
 collective policy (backup drops gradients; local SGD's rounds are of deltas,
 the others' of gradients): on ``path=collective`` it is refused, use
 ``path=ps``.
@@ -458,9 +458,6 @@ class Auto(Policy):
         self.busy_s = np.zeros(self.n)  # each worker's step times since the last round's close
         self.closed_s: float | None = None  # when the last round closed
         self.overheads: deque[float] = deque(maxlen=self.config.window)
-        # the schedule's clock as the ledger keeps it: samples applied, from the pushes the Applies name
-        self.arrived: dict[int, int] = {}  # push id -> its samples, until applied or dropped
-        self.applied_samples = 0
         # forecasts (the simulator's ranking): the ask in flight and the throughput ranking's choice that
         # prompted it; the forecast's choice, taken at the next round close; off once a driver says it cannot
         self.forecasting = self.config.forecast == "on"
@@ -474,12 +471,6 @@ class Auto(Policy):
         """Whether it may switch to local SGD after gradient rounds (what it
         ranks by then is measured throughput only: RANKED_BY_LOCAL)."""
         return "local-sgd" in self.candidates
-
-    @property
-    def clock(self) -> float:
-        """The schedule's clock where the server's optimizer is: samples
-        applied so far in global batches (the ledger's Apply)."""
-        return self.applied_samples / (self.n * self.ctx.batch_size)
 
     # ------------------------------------------------------------ policies
     def _make(self, name: str) -> Policy:
@@ -500,7 +491,6 @@ class Auto(Policy):
             "dwell": self.dwell,
             "switches": self.switches,
             "fixed": [float(f) for f in self.fixed],
-            "applied_samples": self.applied_samples,
             "inner": self.inner.state_dict(),  # (what the current policy learned: LB-BSP's batches)
         }
 
@@ -510,7 +500,6 @@ class Auto(Policy):
         self.switches = list(state["switches"])
         self.current = str(state["current"])
         self.fixed = np.array(state_list(self.name, state, "fixed", self.n), dtype=float)
-        self.applied_samples = int(state.get("applied_samples", 0))  # (0: a checkpoint from before it was kept)
         self.inner = self._make(self.current)
         self.inner.load_state_dict(state["inner"])
 
@@ -536,8 +525,6 @@ class Auto(Policy):
         if isinstance(event, PushArrived) and event.worker in self.draining:
             first = self.draining.pop(event.worker)
             return [Drop(push_ids=(event.push_id,), reason="policy switch"), Pull(worker=event.worker, then=first)]
-        if isinstance(event, PushArrived):
-            self.arrived[event.push_id] = event.samples
         if isinstance(event, WorkerLeft):
             self.alive.discard(event.worker)
             self.draining.pop(event.worker, None)
@@ -549,12 +536,6 @@ class Auto(Policy):
 
     def _from_inner(self, cmds: list[Command], now_s: float) -> list[Command]:
         cmds = self._probe(cmds)
-        for c in cmds:
-            if isinstance(c, Apply):
-                self.applied_samples += sum(self.arrived.pop(i, 0) for i, _ in c.contributions)
-            elif isinstance(c, Drop):
-                for i in c.push_ids:
-                    self.arrived.pop(i, None)
         applies = sum(isinstance(c, Apply) for c in cmds)
         if applies:
             self._round_closed(now_s)
@@ -813,7 +794,7 @@ class Auto(Policy):
             self.inner.on_event(WorkerLeft(now_s=now_s, worker=w))
         first = {c.worker: c for c in self.inner.start(now_s) if isinstance(c, Compute) and c.worker in self.alive}
         if name == "local-sgd":  # its local steps go on with the schedule where the rounds left it
-            first = {w: replace(c, clock=self.clock) for w, c in first.items()}
+            first = {w: replace(c, sync_clock=True) for w, c in first.items()}
         for w in self.draining:
             self.draining[w] = first[w]  # (still computing for the policy before the last)
         for steps in self.steps:

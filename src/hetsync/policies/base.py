@@ -246,17 +246,17 @@ class Compute(Command):
     push: PushKind | None = None  # push right after the step
     continuous: bool = False  # start the same step again as each ends (train nonstop)
     merge: bool = False  # first merge the fragment pulls that have arrived (Pull with a fragment)
-    # set the worker's schedule clock for local steps to this first (in global batches: the server's
-    # clock, Ledger.apply): a handover from gradient rounds to local steps (auto) goes on with the schedule
-    clock: float | None = None
+    # first set the worker's schedule clock for local steps to the server's (Ledger.clock: samples applied,
+    # in global batches): a handover from gradient rounds to local steps (auto) goes on with the schedule
+    sync_clock: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"Compute.batch_size must be >= 1, got {self.batch_size}")
-        if self.clock is not None and not (self.clock >= 0 and self.local_lr is not None and not self.continuous):
+        if self.sync_clock and (self.local_lr is None or self.continuous):
             raise ValueError(
-                f"Compute.clock must be >= 0 and set on a local step (local_lr) that is not continuous, "
-                f"got clock={self.clock!r}, local_lr={self.local_lr!r}, continuous={self.continuous}"
+                f"Compute.sync_clock is for a local step (local_lr) that is not continuous, "
+                f"got local_lr={self.local_lr!r}, continuous={self.continuous}"
             )
         if self.push not in (None, "grad", "delta"):
             raise ValueError(f"Compute.push must be None, 'grad' or 'delta', got {self.push!r}")

@@ -116,7 +116,7 @@ C_LEAVE_GROUP = 8192  # collective path: the workers' group is broken (a member 
     H_MERGE,  # COMPUTE: merge the fragments pulled so far, then step (StepOrder.merge)
     H_PULL_BITS,  # PULL of a fragment: 0, its float32 values come; else the mean of its deltas, at this width ...
     H_PULL_NBYTES,  # ... in this many bytes (the worker takes the outer step itself)
-    H_HAS_CLOCK,  # COMPUTE: set the worker's schedule clock first (Compute.clock) ...
+    H_HAS_CLOCK,  # COMPUTE: set the worker's schedule clock first (Compute.sync_clock: the server's) ...
     H_CLOCK,  # float bits: ... to this
 ) = range(32)
 
@@ -297,7 +297,7 @@ class StepOrder:
     push_after: PushKind | None = None  # push this right after the step
     continuous: bool = False  # start the step again as each is reported, until HaltCmd
     merge: bool = False  # first merge the fragments pulled and held (Streaming DiLoCo)
-    clock: float | None = None  # the schedule clock to take this local step at (Compute.clock)
+    clock: float | None = None  # the schedule clock to take this local step at (Compute.sync_clock: the server's)
 
     def __post_init__(self) -> None:
         _check_kind("push_after", self.push_after)

@@ -590,7 +590,7 @@ class _Run:
                     self._report(w, report, payload, now)
             while not srv.joins.empty():
                 self._admit(*srv.joins.get())
-            for done in self.forecasts.answers(now) if self.forecasts else ():
+            for done in self.forecasts.answers(now):
                 self.deliver(done)
             while self.timers and self.timers[0][0] <= now:
                 at, _, tag = heapq.heappop(self.timers)
@@ -932,7 +932,7 @@ class _Run:
                 push_after=step.push,
                 continuous=step.continuous,
                 merge=step.merge,
-                clock=step.clock,
+                clock=self.ledger.clock if step.sync_clock else None,
             )
             self.local_steps |= step.local_lr is not None
             self.halted.discard(w)

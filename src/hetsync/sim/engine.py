@@ -437,7 +437,8 @@ class Simulation:
         else:
             grad, w.inflight_grad = w.inflight_grad, None
         replaced = bool(
-            w.model.finish_step(grad, b, base, cmd.local_lr, cmd.clock)
+            # (the server's clock: no Apply can come between this step's start and end, its round waits for it)
+            w.model.finish_step(grad, b, base, cmd.local_lr, self.ledger.clock if cmd.sync_clock else None)
         )  # an unpushed gradient replaced by a newer one
         committed = w.model.commit_local() if self.p2p else 0  # p2p: the step is the update
         if self.math:
