@@ -102,7 +102,7 @@ def run_process(
         if not 0 < rank <= workers:
             raise BadInput(f"{REJOIN_ENV} is for a worker's process, and this is rank {rank}")
         return _rejoin(rank - 1, epoch, scenario, workload, specs, opts)
-    _form_group(rank, opts)
+    _form_group(rank, opts, settle=any(absent_at_start(scenario, w) for w in range(workers)))
     if 0 < rank <= workers and absent_at_start(scenario, rank - 1):
         _leave_the_group_at_once(rank, opts)
     if rank == 0:
@@ -221,9 +221,13 @@ def come_back(w: int, epoch: int, opts: ProcessOptions) -> Any:
     return link
 
 
-def _form_group(rank: int, opts: ProcessOptions) -> None:
+def _form_group(rank: int, opts: ProcessOptions, *, settle: bool = False) -> None:
     """Join the process group, or leave with a one-line reason after
-    ``startup_timeout_s``.
+    ``startup_timeout_s``. ``settle`` (a worker starts absent and leaves the
+    group at once): every rank waits at a barrier until every other has
+    formed it — rank 0's group forming is not another worker's, and a worker
+    still connecting to the one that leaves failed with "Connection closed by
+    peer" (seen under load in tests/runtime/test_rejoin.py).
 
     The group's timeout is a day, not the start-up's: gloo keeps it for every
     later receive, and a worker waits for its next command as long as the
@@ -251,6 +255,8 @@ def _form_group(rank: int, opts: ProcessOptions) -> None:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(days=1))
     else:
         dist.init_process_group("gloo", timeout=timedelta(days=1))
+    if settle:  # (every rank computes it from the same scenario: all or none take part)
+        dist.barrier()
     if opts.path == "collective":  # (every rank, in the same order: new_group is collective)
         from hetsync.runtime.collective import form_workers_group
 
