@@ -51,7 +51,9 @@ def compare(
     if isinstance(policies, str) or policies is None:
         specs = runner.policy_specs(policies, sc)
     else:
-        specs = [str(p) for p in policies]
+        from hetsync.driver.advised import resolve_specs
+
+        specs = resolve_specs([str(p) for p in policies])[0]  # (auto:start=ADVICE resolved)
     runner.policy_labels(sc, specs)
     if workload is not None and not isinstance(workload, Workload):
         raise BadInput(f"workload must be a hetsync Workload (from_module), got {type(workload).__name__}")

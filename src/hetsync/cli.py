@@ -1191,7 +1191,26 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     files = ", ".join(p.name for p in written if not p.name.startswith("trace-"))
     where = f"on {result.jobs} processes" if result.jobs > 1 else "in one process"
     _say(con, f"simulated in {result.elapsed_s:.0f} s {where}; wrote {out}/: {files} and {traces} seed-0 traces")
+    _say_auto_start(con, args, result, out)
     return code
+
+
+def _say_auto_start(con: Any, args: argparse.Namespace, result: Any, out: Path) -> None:
+    """advise's last line: how to start auto from this advice (if it can), so that it adapts when the cluster changes."""
+    from hetsync.driver.advised import advised_start
+
+    spec = f"auto:start={out}"
+    try:
+        advised = advised_start(spec)
+    except BadInput:
+        return  # (no entry auto can start on)
+    if advised is None:
+        return
+    if result.scenario.job.script is None:
+        run = f"hetsync run -s {args.scenario} -p {spec}"
+    else:
+        run = f"hetsync.init({spec!r}, ...) in your script"
+    _say(con, f"to start there and switch when the cluster changes: {run} ({advised.said})", style="bold")
 
 
 def _verify_advice(con: Any, args: argparse.Namespace, result: Any, out: Path) -> tuple[Any, int]:
@@ -1438,12 +1457,29 @@ def run(argv: Sequence[str] | None = None) -> int:
     bench_name = argv[1] if len(argv) > 1 and argv[0] == "bench" else None
     args = build_parser(bench_name).parse_args(argv)
     try:
+        _resolve_advised(args)
         code = _dispatch(args)
     except BaseException:
         _settle_out(ok=False)
         raise
     _settle_out(ok=code == 0)
     return code
+
+
+def _resolve_advised(args: argparse.Namespace) -> None:
+    """``-p auto:start=runs/advise``: auto's start (and its h or b) read from
+    that advice, once, here; the note says what it starts on and why."""
+    if args.command not in ("compare", "simulate", "run"):
+        return
+    from hetsync.driver.advised import resolve_specs
+
+    key = "policy" if args.command == "simulate" else "policies"
+    given = getattr(args, key, None)
+    if not given:
+        return
+    specs, said = resolve_specs([s.strip() for s in given.split(",") if s.strip()])
+    setattr(args, key, ",".join(specs))
+    _show_notes(args, said)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

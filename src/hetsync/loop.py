@@ -243,6 +243,13 @@ def init(
 
     # under `hetsync advise --verify` (HETSYNC_RUN_AS): its policy, cluster and job, said on rank 0
     policy, scenario, overrides, throttle = impose(policy, scenario, overrides, throttle, rank)
+    from hetsync.driver.advised import advised_start
+
+    advised = advised_start(policy)  # auto:start=ADVICE: its start read from that advice, on every rank
+    if advised is not None:
+        policy = advised.spec
+        if rank == 0:
+            print(f"hetsync: note: {advised.said}", file=sys.stderr, flush=True)
     sc = _scenario(scenario, workers, overrides)
     (label,) = policy_labels(sc, [policy], driver="loop")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)

@@ -10,6 +10,7 @@ import pytest
 from hetsync import advise
 from hetsync.advise import Candidate, Features
 from hetsync.cli import main
+from hetsync.driver.advised import advised_start
 from hetsync.errors import BadInput
 from hetsync.policies import REGISTRY
 from hetsync.scenario import load_scenario
@@ -326,6 +327,10 @@ def test_advise_end_to_end(tmp_path, tiny, capsys):
     assert advice["seeds"] == [0, 1] and all(len(r["time_to_target_s"]) == 2 for r in ranking)
     assert advice["features"]["slow_workers"] == [3]
     assert "recommendation:" in shown and "why:" in shown
+    # its last line: auto started from this advice (its best candidate here: BSP), held until the cluster changes
+    assert f"-p auto:start={out}" in " ".join(shown.split())
+    advised = advised_start(f"auto:start={out}")
+    assert advised is not None and advised.spec == "auto:start=bsp:keep_start=until-change"
     top_row = next(line for line in shown.splitlines() if line.startswith("│ 1 │"))
     assert f" {ranking[0]['label']} " in top_row
     # summary.json: the seed-0 runs, ranked, as compare writes them; only seed 0 keeps traces

@@ -11,6 +11,7 @@ import pytest
 from hetsync.errors import BadInput
 from hetsync.policies.auto import (
     Auto,
+    cluster_changed,
     fixed_share,
     gain_quantile,
     predicted_rates,
@@ -195,6 +196,30 @@ def test_a_worker_that_turns_slow_makes_it_switch_from_bsp_to_lb_bsp_at_a_round_
     assert [c.worker for c in cmds[1:]] == [0, 1, 2] and all(isinstance(c, Pull) for c in cmds[1:])
     assert sum(c.then.batch_size for c in cmds[1:]) == 24
     assert p.version == 6
+
+
+def test_held_on_its_start_it_ranks_only_once_the_cluster_changes():
+    # the case above (worker 2 slow from the start: LB-BSP's) with keep_start=until-change: the advice the
+    # start came from weighed convergence, which the measured ranking cannot, so BSP stands while nothing moves
+    p = Auto(ctx(3, batch_size=8), window=3, candidates="bsp+lb-bsp", keep_start="until-change")
+    said, *_ = p.start(0.0)
+    assert said.detail["held"] == "on the start until the cluster changes"
+    for r in range(12):
+        _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "bsp" and not p.switches
+    for r in range(12, 18):  # worker 1 turns slow too: the cluster changed, it ranks as usual
+        _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 3.0, 2: 3.0})
+    assert [(s["from"], s["to"]) for s in p.switches] == [("bsp", "lb-bsp")]
+    assert p.switches[0]["moved"][0]["w"] == 1 and not p.held
+
+
+def test_a_change_is_a_moved_step_time_a_moved_round_overhead_or_other_live_workers():
+    ref = {0: 1.0, 1: 1.0}
+    same = {0: np.array([1.0, 1.02, 0.98]), 1: np.array([1.0, 1.0, 1.0])}
+    assert not cluster_changed(ref, same, 0.2, 0.21)
+    assert cluster_changed(ref, {**same, 1: np.array([1.0, 2.0, 2.0])}, 0.2, 0.2)  # a step time
+    assert cluster_changed(ref, same, 0.2, 0.5)  # the transfers (a link)
+    assert cluster_changed(ref, {0: same[0]}, 0.2, 0.2)  # a worker left
 
 
 def test_a_switch_from_lb_bsp_lists_the_fitted_fixed_shares_that_made_it():

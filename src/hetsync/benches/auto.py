@@ -44,6 +44,7 @@ from typing import Any
 
 from hetsync.benches import experiment as ex
 from hetsync.benches.common import Row, add_output_arguments, parse_seeds, split_list
+from hetsync.policies.auto import CANDIDATES
 from hetsync.runner import write_json_atomic
 
 NAME = "auto"
@@ -113,7 +114,13 @@ def run(args: argparse.Namespace) -> list[Row]:
     overrides = ex.overrides_of(args, quick_max_time_s=2.0)
     if args.auto.split(":")[0].strip() != "auto":
         raise BadInput(f"--auto: give a spec of policy auto (auto:key=value:...), got {args.auto!r}")
-    policies = (*FIXED, args.auto)
+    from hetsync.driver.advised import advised_start
+
+    advised = advised_start(args.auto)  # (auto:start=ADVICE: its start read from that advice, once)
+    if advised is not None:
+        print(f"note: {advised.said}")
+    spec = args.auto if advised is None else advised.spec
+    policies = (*fixed_for(spec), spec)
     exp = ex.Experiment(
         cases=tuple(ex.Case(key=n, scenario=CASES[n][0], overrides=CASES[n][1]) for n in names),
         seeds=tuple(parse_seeds(args.seeds)),
@@ -138,6 +145,21 @@ def run(args: argparse.Namespace) -> list[Row]:
     command = ex.command_line(NAME, args, add_arguments)
     ex.publish(args, lambda where: (where / "auto.md").write_text(page(results, command), encoding="utf-8"))
     return ex.results_rows(results, columns)
+
+
+def fixed_for(spec: str) -> tuple[str, ...]:
+    """The policies auto given by ``spec`` is measured against: every one of
+    auto's candidates (whether or not ``spec`` narrows them), each fixed with
+    auto's own settings (its backup's b, its local SGD's H). The default auto
+    gives :data:`FIXED`; ``auto:h=8`` (an advised start, say) has local SGD
+    with H = 8 run fixed in place of H = 4."""
+    from hetsync.driver import policy_context
+    from hetsync.policies import make_policy
+    from hetsync.scenario import load_scenario
+
+    auto = make_policy(spec, policy_context(load_scenario(CASES["even"][0])))
+    settings = {"backup": f"backup:b={auto.config.b}", "local-sgd": f"local-sgd:H={auto.config.h}"}
+    return tuple(settings.get(name, name) for name in CANDIDATES)
 
 
 def case_result(key: str, sc: Any, per_seed: ex.RunsBySeed, fixed: tuple[str, ...] = FIXED) -> dict[str, Any]:

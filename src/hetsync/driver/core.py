@@ -87,8 +87,12 @@ def policy_context(scenario: Scenario, model_bytes: int = 0, param_sizes: Sequen
 
 
 def policy_specs(text: str | None, scenario: Scenario) -> list[str]:
-    """``--policies a,b:k=v`` as a list, or the scenario's own list without it."""
-    return [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.job.policies)
+    """``--policies a,b:k=v`` as a list, or the scenario's own list without
+    it; auto's start from an advice resolved (hetsync.driver.advised)."""
+    from hetsync.driver.advised import resolve_specs
+
+    specs = [s.strip() for s in text.split(",") if s.strip()] if text else list(scenario.job.policies)
+    return resolve_specs(specs)[0]
 
 
 def policy_labels(scenario: Scenario, specs: Sequence[str], *, driver: str = "sim") -> list[str]:

@@ -222,7 +222,21 @@ class AutoConfig(PolicyConfig):
         help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup, local-sgd)",
         quiet=True,
     )
-    start: str = param("bsp", help="the policy it starts with", choices=CANDIDATES, quiet=True)
+    start: str = param(
+        "bsp",
+        help="the policy it starts with; or hetsync advise's advice.json (or its folder): the best-ranked "
+        "candidate there, held until the cluster changes (keep_start)",
+        choices=CANDIDATES,
+        quiet=True,
+    )
+    keep_start: str = param(
+        "no",
+        help="until-change: stay on the start until the cluster changes (a worker's step time or the round "
+        "overhead moves by more than 10% from the first window, or a worker leaves or joins), then rank as "
+        "usual; what start=ADVICE sets: the advice weighed convergence, the measured ranking cannot",
+        choices=("no", "until-change"),
+        quiet=True,
+    )
     window: int = param(20, help="steps per worker the ranking replays (the last ones)", ge=2, le=1000, quiet=True)
     margin: float = param(
         0.1, help="predicted gain a switch needs (0.1: 10% more samples a second)", ge=0.0, le=10.0, quiet=True
@@ -286,6 +300,19 @@ def switch_moves(before_s: dict[int, float], now_s: dict[int, float]) -> list[di
             moved.append((abs(float(np.log(b / a))), w, a, b))
     moved.sort(key=lambda m: (-m[0], m[1]))
     return [{"w": w, "from_s": float(f"{a:.4g}"), "to_s": float(f"{b:.4g}")} for _, w, a, b in moved]
+
+
+def cluster_changed(
+    reference: dict[int, float], windows: dict[int, np.ndarray], reference_overhead_s: float, overhead_s: float
+) -> bool:
+    """Whether the cluster changed since the reference window (``keep_start``):
+    a worker's :func:`smoothed` step time or the round overhead moved by more
+    than ``MOVED``, or the live workers are not the reference's."""
+    if set(reference) != set(windows):
+        return True
+    if switch_moves(reference, {u: smoothed(row) for u, row in windows.items()}):
+        return True
+    return reference_overhead_s > 0 and abs(overhead_s / reference_overhead_s - 1.0) > MOVED
 
 
 def slowest_counts(workers: list[int], step_s: np.ndarray) -> list[dict[str, int]]:
@@ -454,6 +481,8 @@ class Auto(Policy):
         # start or the last switch (None: not measured yet), and when: what a switch's cause is measured from
         self.reference: dict[int, float] | None = None
         self.reference_s = 0.0
+        self.reference_overhead_s = 0.0  # the round overhead then
+        self.held = self.config.keep_start == "until-change"  # on the start until the cluster changes
         # each round's time beyond its slowest worker's steps (transfers, the server): round_overhead_s
         self.busy_s = np.zeros(self.n)  # each worker's step times since the last round's close
         self.closed_s: float | None = None  # when the last round closed
@@ -491,6 +520,7 @@ class Auto(Policy):
             "dwell": self.dwell,
             "switches": self.switches,
             "fixed": [float(f) for f in self.fixed],
+            "held": self.held,
             "inner": self.inner.state_dict(),  # (what the current policy learned: LB-BSP's batches)
         }
 
@@ -499,6 +529,7 @@ class Auto(Policy):
         self.dwell = int(state["dwell"])
         self.switches = list(state["switches"])
         self.current = str(state["current"])
+        self.held = bool(state.get("held", False))  # (a resumed run's reference is measured again, held or not)
         self.fixed = np.array(state_list(self.name, state, "fixed", self.n), dtype=float)
         self.inner = self._make(self.current)
         self.inner.load_state_dict(state["inner"])
@@ -511,6 +542,7 @@ class Auto(Policy):
                 "start": self.current,
                 "candidates": list(self.candidates),
                 "by": RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY,
+                **({"held": "on the start until the cluster changes"} if self.held else {}),
             },
         )
         return [said, *self._from_inner(self.inner.start(now_s), now_s)]
@@ -717,13 +749,17 @@ class Auto(Policy):
             obs = np.array(self.steps[u], dtype=float)
             rows.append(obs[:, 1] / (fu + (1.0 - fu) * obs[:, 0] / B))  # each step as it would take at B
         windows = dict(zip(live, rows, strict=True))
+        overhead_s = self.overhead_s()
         if self.reference is None:
             self.reference = {u: smoothed(row) for u, row in windows.items()}
-            self.reference_s = now_s
+            self.reference_s, self.reference_overhead_s = now_s, overhead_s
+        if self.held:
+            if not cluster_changed(self.reference, windows, self.reference_overhead_s, overhead_s):
+                return None
+            self.held = False  # (from here on it ranks as usual)
         h = self.config.h if "local-sgd" in self.candidates else None
         steps = np.array(rows)
         half = steps.shape[1] // 2
-        overhead_s = self.overhead_s()
         # the whole window, then its newest half: a change shows there about twice as soon
         for cols in (steps, steps[:, steps.shape[1] - half :]) if half >= max(4, 2 * (h or 1)) else (steps,):
             chosen = self._best_of(cols, live, h, overhead_s)

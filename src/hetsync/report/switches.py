@@ -117,7 +117,8 @@ def run_candidates(run: Mapping[str, Any]) -> str:
         detail = n.get("detail") if isinstance(n, Mapping) else None
         if n.get("what") == "candidates" and isinstance(detail, Mapping) and isinstance(detail.get("candidates"), list):
             among = ", ".join(str(c) for c in detail["candidates"])
-            return f"among {among}, by {detail.get('by', '?')}"
+            held = f"; {detail['held']}" if isinstance(detail.get("held"), str) else ""
+            return f"among {among}, by {detail.get('by', '?')}{held}"
     return ""
 
 
