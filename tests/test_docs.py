@@ -72,6 +72,7 @@ SCRIPT_SHORT = {
     "custom_workload.py": ("--max-time-s", "3"),
 }
 TIMEOUT_S = 300
+ADVISED = re.compile(r":start=(?!(bsp|lb-bsp|backup|local-sgd)(:|$))[^:]+")  # auto:start=ADVICE (a folder, a file)
 
 
 # ------------------------------------------------------------------ reading the pages
@@ -305,6 +306,7 @@ def check_policies(specs: list[str], scenario: Any, *, real: bool, workers: int 
     from hetsync.driver import policy_labels
     from hetsync.policies import PolicyContext, make_policy
 
+    specs = [ADVISED.sub(":start=bsp", s) for s in specs]  # (an advice an earlier command writes: read when run)
     if scenario is not None:
         policy_labels(scenario, specs, driver="dist" if real else "sim")
         return

@@ -217,8 +217,11 @@ def test_a_change_is_a_moved_step_time_a_moved_round_overhead_or_other_live_work
     ref = {0: 1.0, 1: 1.0}
     same = {0: np.array([1.0, 1.02, 0.98]), 1: np.array([1.0, 1.0, 1.0])}
     assert not cluster_changed(ref, same, 0.2, 0.21)
+    assert not cluster_changed(ref, {**same, 1: np.array([1.2, 0.9, 1.2])}, 0.2, 0.2)  # within the noise
     assert cluster_changed(ref, {**same, 1: np.array([1.0, 2.0, 2.0])}, 0.2, 0.2)  # a step time
-    assert cluster_changed(ref, same, 0.2, 0.5)  # the transfers (a link)
+    assert cluster_changed(ref, same, 0.2, 0.6)  # the transfers (a link): 0.4 s more on a 1.2-s round
+    assert not cluster_changed(ref, same, 0.002, 0.004)  # twice as long, but 2 ms: not a change of the round
+    assert not cluster_changed(ref, same, 0.2, 0.6, steps_per_round=8)  # local SGD's round: 8 steps and 0.2 s
     assert cluster_changed(ref, {0: same[0]}, 0.2, 0.2)  # a worker left
 
 

@@ -66,6 +66,21 @@ straggler costs less, relatively, where every round pays for its
 transfers. On the bench's stress case the switch to LB-BSP came 0.2 s
 later for it, at 6.1 s.)
 
+Starting: on ``start`` (BSP by default). ``start`` may also name an advice
+(``hetsync advise``'s ``advice.json`` or its folder): the driver's set-up
+(hetsync.driver.advised, before any policy is made: this module reads no
+files) turns it into the best-ranked candidate there, with its ``h`` or
+``b``, and ``keep_start=until-change``: advise ranked by simulated time to
+target, convergence per sample included, which this ranking by measured
+throughput cannot weigh (on hetero-4 on real processes, unheld, it left the
+advised backup(b = 2) for LB-BSP at 0.97 s: a ranking by samples applied
+sees only that backup drops two gradients of four). Held, it ranks only once
+:func:`cluster_changed` says the cluster is no longer the first full
+window's: a worker's median step time moved by more than ``CHANGED`` (25%;
+a worker's smoothed time moved by 11% with nothing changed on 4 workers
+sharing 2 cores), the newest rounds' overhead by more than that share of a
+round, or a worker left or joined. From then on it ranks as below.
+
 Switching: ranked at every round close once each live worker has ``window``
 times; the best replaces the current policy only when its predicted rate
 beats the current one's by more than ``margin`` (a switch is not free:
@@ -202,6 +217,7 @@ BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
 MAX_FIXED_SHARE = 0.95  # (a step all fixed cost leaves LB-BSP no batch to move)
 MOVED = 0.1  # a worker's step time "moved" when it changed by more than this share since the reference
+CHANGED = 0.25  # keep_start=until-change: the cluster changed when a median step time moved by more than this share
 # what its ranking weighs, said at the start (a ``candidates`` note): in a user's loop it is all it can know
 RANKED_BY = "measured samples a second (each candidate's convergence per sample is BSP's)"
 RANKED_BY_LOCAL = (  # (with local-sgd among them)
@@ -231,8 +247,8 @@ class AutoConfig(PolicyConfig):
     )
     keep_start: str = param(
         "no",
-        help="until-change: stay on the start until the cluster changes (a worker's step time or the round "
-        "overhead moves by more than 10% from the first window, or a worker leaves or joins), then rank as "
+        help="until-change: stay on the start until the cluster changes (a worker's median step time or the "
+        "round moves by more than 25% from the first window, or a worker leaves or joins), then rank as "
         "usual; what start=ADVICE sets: the advice weighed convergence, the measured ranking cannot",
         choices=("no", "until-change"),
         quiet=True,
@@ -303,16 +319,30 @@ def switch_moves(before_s: dict[int, float], now_s: dict[int, float]) -> list[di
 
 
 def cluster_changed(
-    reference: dict[int, float], windows: dict[int, np.ndarray], reference_overhead_s: float, overhead_s: float
+    reference_s: dict[int, float],
+    windows: dict[int, np.ndarray],
+    reference_overhead_s: float,
+    overhead_s: float,
+    steps_per_round: int = 1,
 ) -> bool:
     """Whether the cluster changed since the reference window (``keep_start``):
-    a worker's :func:`smoothed` step time or the round overhead moved by more
-    than ``MOVED``, or the live workers are not the reference's."""
-    if set(reference) != set(windows):
+    a worker's median step time (``reference_s``: each worker's median over the
+    reference window; ``windows``: its window now) moved by more than
+    ``CHANGED``, the round overhead by more than ``CHANGED`` of the
+    reference's round (``steps_per_round`` of its slowest median step, plus
+    its overhead: a few
+    milliseconds of loopback overhead double with the machine's load and change
+    no round), or the live workers are not the reference's. Medians and a
+    threshold above ``MOVED``: on 4 workers sharing 2 cores a worker's
+    smoothed step time moved by 11% with nothing changed."""
+    if set(reference_s) != set(windows):
         return True
-    if switch_moves(reference, {u: smoothed(row) for u, row in windows.items()}):
-        return True
-    return reference_overhead_s > 0 and abs(overhead_s / reference_overhead_s - 1.0) > MOVED
+    for u, row in windows.items():
+        before, now = reference_s[u], float(np.median(row))
+        if before > 0 and abs(now / before - 1.0) > CHANGED:
+            return True
+    round_s = steps_per_round * max(reference_s.values(), default=0.0) + reference_overhead_s
+    return abs(overhead_s - reference_overhead_s) > CHANGED * round_s
 
 
 def slowest_counts(workers: list[int], step_s: np.ndarray) -> list[dict[str, int]]:
@@ -481,8 +511,10 @@ class Auto(Policy):
         # start or the last switch (None: not measured yet), and when: what a switch's cause is measured from
         self.reference: dict[int, float] | None = None
         self.reference_s = 0.0
-        self.reference_overhead_s = 0.0  # the round overhead then
         self.held = self.config.keep_start == "until-change"  # on the start until the cluster changes
+        # the cluster it is held on: each live worker's median step time at the common batch over the first full
+        # window, and the round overhead then (cluster_changed)
+        self.held_reference: tuple[dict[int, float], float] | None = None
         # each round's time beyond its slowest worker's steps (transfers, the server): round_overhead_s
         self.busy_s = np.zeros(self.n)  # each worker's step times since the last round's close
         self.closed_s: float | None = None  # when the last round closed
@@ -752,9 +784,16 @@ class Auto(Policy):
         overhead_s = self.overhead_s()
         if self.reference is None:
             self.reference = {u: smoothed(row) for u, row in windows.items()}
-            self.reference_s, self.reference_overhead_s = now_s, overhead_s
+            self.reference_s = now_s
         if self.held:
-            if not cluster_changed(self.reference, windows, self.reference_overhead_s, overhead_s):
+            # the round overhead of the newest rounds (a window of local SGD's rounds is H times as long)
+            per_round = self.config.h if self.current == "local-sgd" else 1
+            recent = list(self.overheads)[-max(3, self.config.window // (2 * per_round)) :]
+            recent_s = float(np.median(recent)) if recent else 0.0
+            if self.held_reference is None:  # (the cluster the start is held on: the first full window)
+                self.held_reference = ({u: float(np.median(row)) for u, row in windows.items()}, recent_s)
+            held_s, held_overhead_s = self.held_reference
+            if not cluster_changed(held_s, windows, held_overhead_s, recent_s, per_round):
                 return None
             self.held = False  # (from here on it ranks as usual)
         h = self.config.h if "local-sgd" in self.candidates else None
