@@ -26,9 +26,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
+from hetsync.algos.stepfit import fit_step_cost as fit_step_cost  # (also this module's API)
 from hetsync.scenario import Scenario, StepCost, Table
 from hetsync.workloads import Workload, make_workload
 
@@ -42,42 +42,6 @@ BATCHES_PER_SIZE = 4  # distinct real batches cycled through per size
 def describe_step_cost(fixed_s: float, per_sample_s: float) -> str:
     """``fixed 0.41 ms + 0.012 ms/sample``"""
     return f"fixed {fixed_s * 1e3:.3g} ms + {per_sample_s * 1e3:.3g} ms/sample"
-
-
-def fit_step_cost(
-    table: Sequence[tuple[int, float]],
-    *,
-    fixed_s: float | None = None,
-    per_sample_s: float | None = None,
-) -> tuple[float, float]:
-    """Least-squares ``(fixed_s, per_sample_s)`` of ``seconds = fixed_s +
-    per_sample_s · batch`` over the table's ``(batch, seconds)`` rows, both
-    coefficients >= 0. A coefficient given is kept and only the other is
-    fitted."""
-    if not table:
-        raise ValueError("no measurements to fit")
-    b = np.array([float(row[0]) for row in table])
-    t = np.array([float(row[1]) for row in table])
-    if fixed_s is not None and per_sample_s is not None:
-        return fixed_s, per_sample_s
-    if fixed_s is not None:
-        return fixed_s, _slope_through(b, t - fixed_s)
-    if per_sample_s is not None:
-        return max(0.0, float(np.mean(t - per_sample_s * b))), per_sample_s
-    # the two-variable problem: the unconstrained optimum if it is feasible,
-    # else the best of the boundary solutions (a convex problem: one of them)
-    candidates = [(max(0.0, float(np.mean(t))), 0.0), (0.0, _slope_through(b, t))]
-    if np.ptp(b) > 0:
-        slope, intercept = np.polyfit(b, t, 1)
-        if slope >= 0 and intercept >= 0:
-            candidates.insert(0, (float(intercept), float(slope)))
-    return min(candidates, key=lambda c: float(np.sum((c[0] + c[1] * b - t) ** 2)))
-
-
-def _slope_through(b: np.ndarray, t: np.ndarray) -> float:
-    """The least-squares slope of a line through the origin, clipped at 0."""
-    denom = float(np.sum(b * b))
-    return max(0.0, float(np.sum(b * t)) / denom) if denom > 0 else 0.0
 
 
 def batch_sizes_for(batch_size: int) -> tuple[int, ...]:

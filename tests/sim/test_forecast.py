@@ -34,9 +34,15 @@ def test_the_fitted_cluster_plays_each_workers_measured_step_and_its_fixed_share
     assert sc.nominal_step_s(0, 2 * B) == pytest.approx(0.2)  # all of it grows with the batch
     assert sc.nominal_step_s(1, 2 * B) == pytest.approx(0.3 * (0.5 + 0.5 * 2))  # half of it does not
     assert sc.cluster.latency_s == pytest.approx(0.01)  # a round's push and pull: the overhead once
-    assert sc.timing.jitter == 0.0  # (steps that never varied)
-    spread = fitted_scenario(make_scenario(), _ask(step_s=((0.1, 0.2), (0.1, 0.2))), seed=0)
-    assert spread.timing.jitter == pytest.approx(math.log(2) / 2)
+    assert sc.timing.jitter == 0.0 and sc.timing.straggler_prob == 0.0  # (steps that never varied)
+    # the noise as hetsync profile fits it: 1.4826 × the median absolute deviation of the log ratios
+    spread = fitted_scenario(make_scenario(), _ask(step_s=((0.1, 0.2), (0.1, 0.2)), fixed=(0.0, 0.0)), seed=0)
+    assert spread.timing.jitter == pytest.approx(1.4826 * math.log(2) / 2)
+    # and a step 3 times its worker's median: a transient straggler, as the profile counts them
+    rows = ((0.1,) * 9 + (0.3,), (0.1,) * 10)
+    straggled = fitted_scenario(make_scenario(), _ask(step_s=rows, fixed=(0.0, 0.0)), seed=0)
+    assert straggled.timing.straggler_prob == pytest.approx(1 / 20)
+    assert straggled.timing.straggler_factor == pytest.approx(3.0) and straggled.timing.jitter == 0.0
 
 
 def test_each_candidate_is_simulated_from_the_given_model_and_scored_by_its_loss():

@@ -157,8 +157,11 @@ the phases and ``hetsync report`` lists each switch with its cause
 Forecasts (``forecast=on``; off by default): a switch the throughput ranking
 proposes is first forecast — a ``Forecast`` command asks the driver to
 simulate every candidate from the global model as it is, on the cluster the
-proposal was ranked on (each live worker's window at the common batch, its
-fitted fixed share, the round overhead), for two windows' worth of steps,
+proposal was ranked on (each live worker's steps at the common batch that
+the proposal came from — the window's newest half when the change showed
+there, so that a cluster that changed midway is forecast as it is now, not
+as a mix of before and after — its fitted fixed share, the round overhead;
+the noise and stragglers fitted as ``hetsync profile`` fits them), for two windows' worth of steps,
 two seeds each (hetsync.sim.forecast). The answer (``ForecastDone``, a note
 ``forecast``) gives each candidate's loss at the end: the lowest is taken at
 the next round close if it beat the policy in force on every seed, else the
@@ -185,6 +188,7 @@ from typing import Any
 
 import numpy as np
 
+from hetsync.algos.stepfit import fit_step_cost
 from hetsync.errors import BadInput
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import (
@@ -285,12 +289,12 @@ class AutoConfig(PolicyConfig):
 
 def fixed_share(batches: np.ndarray, durations_s: np.ndarray, batch_size: int) -> float | None:
     """The share of a worker's step at ``batch_size`` that does not grow with
-    the batch, fitted (least squares, ``t = a + p·b``) from steps at batches
-    at least 10% apart; None when they are not (nothing to tell it by)."""
+    the batch, fitted (least squares, ``t = a + p·b``, a and p ≥ 0: the
+    profile's fit, :func:`~hetsync.algos.stepfit.fit_step_cost`) from steps at
+    batches at least 10% apart; None when they are not (nothing to tell it by)."""
     if batches.min() * 1.1 > batches.max():
         return None
-    p, a = np.polyfit(batches.astype(float), durations_s, 1)
-    p, a = max(float(p), 0.0), max(float(a), 0.0)
+    a, p = fit_step_cost(list(zip(batches.tolist(), durations_s.tolist(), strict=True)))
     at = a + p * batch_size
     return min(a / at, MAX_FIXED_SHARE) if at > 0 else None
 
@@ -526,6 +530,7 @@ class Auto(Policy):
         self.asked: tuple[int, tuple[str, dict[str, float], dict[int, np.ndarray]]] | None = None
         self.decided: tuple[str, dict[str, float], dict[int, np.ndarray]] | None = None
         self.forecast_said: dict[str, Any] | None = None  # the forecast behind the decided switch (its note)
+        self.ranked_steps = self.config.window  # how many of each worker's newest steps the last proposal was ranked on
 
     @property
     def local_steps_midway(self) -> bool:
@@ -637,7 +642,9 @@ class Auto(Policy):
         the proposal was ranked on, their fixed shares, the round overhead)."""
         self.asks += 1
         self.asked = (self.asks, proposal)
-        windows = proposal[2]
+        # the steps the proposal was ranked on (the window's newest half, when that is where it showed: a
+        # cluster that changed midway is forecast as it is now, not as the mix of before and after)
+        windows = {u: row[row.size - self.ranked_steps :] for u, row in proposal[2].items()}
         live = sorted(windows)
         overhead_s = self.overhead_s()
         typical_s = float(np.median(np.concatenate([windows[u] for u in live])))
@@ -803,6 +810,7 @@ class Auto(Policy):
         for cols in (steps, steps[:, steps.shape[1] - half :]) if half >= max(4, 2 * (h or 1)) else (steps,):
             chosen = self._best_of(cols, live, h, overhead_s)
             if chosen is not None:
+                self.ranked_steps = cols.shape[1]  # (the newest steps it was ranked on: a forecast's cluster)
                 return chosen[0], chosen[1], windows
         return None
 

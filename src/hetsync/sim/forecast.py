@@ -10,12 +10,14 @@ The cluster is fitted from the run's own measurements, not read from the
 scenario the simulator plays (on real processes there is no such scenario):
 each live worker's step at batch b takes ``T·(f + (1 − f)·b/B)`` — ``T`` the
 median of its latest step times at the common batch ``B``, ``f`` the share
-that does not grow with the batch (auto's fit) — with the window's spread as
-noise (the median over workers of the standard deviation of its log step
-times); every round pays the measured overhead once (as the latency of the
-push and of the pull, on links too fast to cost more). What is not measured
-is not played: no load that comes and goes, no membership, no straggler
-draws beyond the window's spread. The simulation starts from the ledger's
+that does not grow with the batch (auto's fit) — with the window's noise
+and transient stragglers fitted by the profile's code
+(:mod:`hetsync.algos.stepfit`: the robust spread of the steps that are not
+outliers, and how often and by how much the outliers straggle); every round
+pays the measured overhead once (as the latency of the push and of the
+pull, on links too fast to cost more). What is not measured is not played:
+no load that comes and goes (a window of steps has no times to see a
+period in), no membership. The simulation starts from the ledger's
 global model with fresh optimizer state (the server's momentum is not
 carried: the candidates start alike), a seed of its own per ask and seed.
 
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hetsync.algos.stepfit import fit_jitter, fit_transients
 from hetsync.policies.base import Forecast, ForecastDone
 from hetsync.scenario import Scenario, StepCost
 
@@ -43,13 +46,20 @@ def fitted_scenario(sc: Scenario, cmd: Forecast, seed: int) -> Scenario:
     """The cluster ``cmd`` measured, as a scenario of the job ``sc`` runs:
     one worker per row of ``cmd.step_s``, the step cost ``T·(f + (1 − f)·b/B)``
     (``fixed_s`` 0 and ``per_sample_s`` 1/B, so each worker's ``slowdown`` is
-    its growing part and its ``delay_s`` its fixed part), the window's spread
-    as ``jitter``, the round overhead as latency, ``horizon_s`` long."""
+    its growing part and its ``delay_s`` its fixed part), the window's noise
+    and transient stragglers as ``hetsync profile`` fits them (``jitter``:
+    :func:`~hetsync.algos.stepfit.fit_jitter`; ``straggler_prob`` and
+    ``straggler_factor``: :func:`~hetsync.algos.stepfit.fit_transients`), the
+    round overhead as latency, ``horizon_s`` long."""
     rows = [np.asarray(r, dtype=float) for r in cmd.step_s]
     typical = np.array([float(np.median(r)) for r in rows])
     fixed = np.clip(np.asarray(cmd.fixed, dtype=float), 0.0, 1.0)
-    spreads = [float(np.std(np.log(r))) for r in rows if len(r) > 1 and np.all(r > 0)]
-    jitter = min(float(np.median(spreads)), MAX_JITTER) if spreads else 0.0
+    # the window's noise and transient stragglers, as hetsync profile fits them (on the part a batch moves)
+    B = sc.job.batch_size
+    per_worker = [[(0.0, B, float(t), float(t)) for t in r] for r in rows]
+    delays = [float(d) for d in fixed * typical]
+    jitter = min(fit_jitter(per_worker, delays), MAX_JITTER)
+    straggler_prob, straggler_factor, _, _ = fit_transients(per_worker, delays)
     n = len(rows)
     cluster = dataclasses.replace(
         sc.cluster,
@@ -72,8 +82,8 @@ def fitted_scenario(sc: Scenario, cmd: Forecast, seed: int) -> Scenario:
         device="cpu",
         step=StepCost(fixed_s=0.0, per_sample_s=1.0 / sc.job.batch_size),
         jitter=jitter,
-        straggler_prob=0.0,
-        straggler_factor=1.0,
+        straggler_prob=straggler_prob,
+        straggler_factor=straggler_factor,
     )
     return dataclasses.replace(
         sc,
