@@ -15,6 +15,7 @@ from hetsync.policies.auto import (
     fixed_share,
     gain_quantile,
     predicted_rates,
+    rates_of,
     round_overhead_s,
     round_times,
     slowest_counts,
@@ -414,7 +415,8 @@ def test_in_the_simulator_a_stress_that_starts_midway_is_answered_by_a_switch_on
 
     # 4 equal workers; from t=1 s a stress tool makes two of them 3x slower
     sc = _four_workers("stress-midway", stress_from_s=1.0, max_time_s=2.0)
-    run = simulate(sc, "auto:forecast=on", trace_path=tmp_path / "trace.jsonl").summary
+    spec = "auto:candidates=bsp+lb-bsp+local-sgd+backup:forecast=on"  # (named: no asp, ssp; see below)
+    run = simulate(sc, spec, trace_path=tmp_path / "trace.jsonl").summary
     (note,) = run_switches(run)
     d = note["detail"]
     assert note["what"] == "switch" and d["from"] == "bsp" and d["to"] != "bsp"
@@ -528,12 +530,13 @@ def _until_forecast(p: Auto) -> list:
 
 
 def test_a_proposed_switch_is_forecast_first_and_the_lowest_loss_is_taken_at_the_next_round_close():
-    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    assert Auto(ctx(3, batch_size=8), window=3, forecast="on").candidates == ("bsp", "lb-bsp", "backup", "asp", "ssp")
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on", candidates="bsp+lb-bsp+backup")
     cmds = _until_forecast(p)
     *round_close, ask = cmds
     assert isinstance(round_close[0], Apply) and all(isinstance(c, Pull) for c in round_close[1:])  # BSP goes on
     assert p.current == "bsp" and not p.switches
-    assert ask.candidates == ("bsp", "lb-bsp", "backup:b=1")  # (window 3: too short for local SGD's rounds)
+    assert ask.candidates == ("bsp", "lb-bsp", "backup:b=1")
     assert ask.step_s == ((1.0,) * 3, (1.0,) * 3, (1.0, 3.0, 3.0)) and ask.fixed == (0.0, 0.0, 0.0)
     assert ask.horizon_s == pytest.approx(2 * 3 * (1.0 + p.overhead_s())) and ask.seeds == 2
     # the forecast: backup's loss the lowest on every seed (not the throughput ranking's LB-BSP)
@@ -547,7 +550,7 @@ def test_a_proposed_switch_is_forecast_first_and_the_lowest_loss_is_taken_at_the
 
 
 def test_a_forecast_that_keeps_the_policy_in_force_or_cannot_tell_it_apart_makes_no_switch():
-    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on", candidates="bsp+lb-bsp+backup")
     ask = _until_forecast(p)[-1]
     overlap = (("bsp", (0.7, 0.8)), ("lb-bsp", (0.75, 0.9)), ("backup:b=1", (0.65, 0.85)))  # within the seeds
     (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, scores=overlap))
@@ -559,12 +562,69 @@ def test_a_forecast_that_keeps_the_policy_in_force_or_cannot_tell_it_apart_makes
 
 
 def test_a_driver_that_cannot_forecast_leaves_the_throughput_ranking_to_decide():
-    p = Auto(ctx(3, batch_size=8), window=3, forecast="on")
+    p = Auto(ctx(3, batch_size=8), window=3, forecast="on", candidates="bsp+lb-bsp+backup")
     ask = _until_forecast(p)[-1]
     (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, why="real processes do not forecast yet"))
     assert said.detail == {"by": "throughput", "why": "real processes do not forecast yet"}
     _round(p, 6.0, dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
     assert p.current == "lb-bsp" and "forecast" not in p.switches[-1] and not p.forecasting
+
+
+def test_asp_s_replayed_rate_is_each_workers_own_steps_and_transfers_summed():
+    steps = np.array([[1.0, 1.0], [3.0, 3.0]])  # two workers, one 3x slower
+    times = round_times(steps, np.zeros(2), 8, 1, overhead_s=0.5, asynchronous=True)
+    rates = rates_of(times)
+    assert rates["asp"] == pytest.approx(8 / 1.5 + 8 / 3.5) and rates["ssp"] == rates["asp"]  # (SSP: a bound)
+    assert rates["bsp"] == pytest.approx(16 / 3.5)  # every round waits for the slow one
+    assert "asp" not in round_times(steps, np.zeros(2), 8, 1)
+
+
+def test_asp_and_ssp_are_candidates_only_with_forecasts_and_never_the_start():
+    with pytest.raises(BadInput, match="add forecast=on"):
+        Auto(ctx(3, batch_size=8), candidates="bsp+asp")
+    with pytest.raises(BadInput, match="starts on a policy whose convergence per sample is BSP's"):
+        Auto(ctx(3, batch_size=8), candidates="bsp+asp", start="asp", forecast="on")
+    p = Auto(ctx(3, batch_size=8), candidates="bsp+lb-bsp+asp+ssp", s=2, forecast="on", window=3)
+    said, *_ = p.start(0.0)
+    assert "only by forecasts" in said.detail["by"]
+    assert p._specs(3)["ssp"] == "ssp:s=2"
+
+
+def test_a_forecast_takes_it_to_asp_and_a_later_switch_drains_asp_s_steps_in_flight():
+    p = Auto(ctx(3, batch_size=8), candidates="bsp+lb-bsp+asp", window=3, forecast="on")
+    ask = _until_forecast(p)[-1]
+    assert set(ask.candidates) == {"bsp", "lb-bsp", "asp"}
+    scores = (("bsp", (0.9, 0.91)), ("lb-bsp", (0.8, 0.82)), ("asp", (0.5, 0.55)))
+    (said,) = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, scores=scores))
+    assert said.detail["chosen"] == "asp"
+    cmds = _round(p, 6.0, dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "asp" and [c.worker for c in cmds if isinstance(c, Pull)] == [0, 1, 2]
+    # ASP: each push applied as it arrives, the worker pulled into its next step; 3 Applies make a round
+    out = p.on_event(_push(0, 7.0, 8, base=p.version))
+    assert isinstance(out[0], Apply) and out[1] == Pull(worker=0, then=Compute(worker=0, batch_size=8, push="grad"))
+    assert p.since_switch == pytest.approx(1 / 3)
+    # out of it: at an Apply, the workers still computing for ASP have their pushes dropped, then pull
+    # (a decision as a forecast leaves it: taken at the next Apply once the dwell has passed)
+    p.since_switch, p.decided = float(p.dwell), ("bsp", {"bsp": 1.0, "asp": 1.0}, {w: np.ones(3) for w in range(3)})
+    cmds = p.on_event(_push(1, 7.5, 8, base=p.version))
+    assert p.current == "bsp" and isinstance(cmds[0], Note) and cmds[0].what == "switch"
+    assert [c.worker for c in cmds if isinstance(c, Pull)] == [1] and set(p.draining) == {0, 2}
+    late = _push(2, 8.0, 8, base=0)
+    drop, pull = p.on_event(late)
+    assert drop == Drop(push_ids=(late.push_id,), reason="policy switch") and pull.worker == 2
+
+
+def test_a_driver_that_cannot_forecast_takes_asp_and_ssp_out_of_the_candidates():
+    p = Auto(ctx(3, batch_size=8), candidates="bsp+lb-bsp+asp+ssp", window=3, forecast="on")
+    ask = _until_forecast(p)[-1]
+    assert p.asked is not None and p.asked[1][0] in ("asp", "ssp")  # (never waiting: the highest throughput)
+    said, narrowed = p.on_event(ForecastDone(now_s=6.0, ask=ask.ask, why="a user's own loop"))
+    assert p.candidates == ("bsp", "lb-bsp") and p.decided is None  # (the proposal was asynchronous: dropped)
+    assert narrowed.what == "candidates" and narrowed.detail["candidates"] == ["bsp", "lb-bsp"]
+    assert "only by forecasts" not in narrowed.detail["by"]
+    for r in range(6, 12):
+        _round(p, float(r), dict.fromkeys(range(3), 8), {0: 1.0, 1: 1.0, 2: 3.0})
+    assert p.current == "lb-bsp"  # ranked again among the rest
 
 
 def test_under_bsp_pairs_of_workers_probe_a_second_batch_size_so_a_fixed_delay_is_not_taken_for_lb_bsp_s_case():
@@ -591,3 +651,20 @@ def test_under_bsp_pairs_of_workers_probe_a_second_batch_size_so_a_fixed_delay_i
     assert p.probed == {0, 1, 2}
     assert p.fixed[2] == pytest.approx(0.95) and p.fixed[0] < 0.05  # (all fixed cost: capped)
     assert [(s["from"], s["to"]) for s in p.switches] == [("bsp", "backup")]
+
+
+def test_with_forecasts_on_hetero_4_it_takes_asp_which_no_throughput_ranking_could(tmp_path):
+    """hetero-4's stragglers are fixed delays: nobody waiting (ASP) is what the
+    forecast from the live model finds best (hetsync bench auto: ASP fixed
+    reaches the target in 2.0 s, BSP in 3.33 s), and only a forecast may take it."""
+    from hetsync.scenario import load_scenario
+    from hetsync.sim.engine import simulate
+
+    run = simulate(load_scenario("hetero-4", max_time_s=1.0), "auto:forecast=on").summary
+    (switch,) = run_switches(run)
+    assert (switch["detail"]["from"], switch["detail"]["to"]) == ("bsp", "asp")
+    losses = switch["detail"]["forecast"]["losses"]
+    assert set(losses) == {"bsp", "lb-bsp", "backup", "local-sgd", "asp", "ssp"}
+    assert max(losses["asp"]) < min(losses["bsp"])
+    computing = run["outstanding_detail"]["computing"]  # (every step on the books: applied, dropped or held)
+    assert run["steps"] == run["applied_steps"] + run["dropped_steps"] + run["outstanding_steps"] - computing

@@ -44,7 +44,7 @@ from typing import Any
 
 from hetsync.benches import experiment as ex
 from hetsync.benches.common import Row, add_output_arguments, parse_seeds, split_list
-from hetsync.policies.auto import CANDIDATES
+from hetsync.policies.auto import ASYNCHRONOUS, CANDIDATES
 from hetsync.runner import write_json_atomic
 
 NAME = "auto"
@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 def fixed_for(spec: str) -> tuple[str, ...]:
     """The policies auto given by ``spec`` is measured against: every one of
-    auto's candidates (whether or not ``spec`` narrows them), each fixed with
+    auto's synchronous candidates (whether or not ``spec`` narrows them), and
+    asp and ssp where ``spec`` names them, each fixed with
     auto's own settings (its backup's b, its local SGD's H). The default auto
     gives :data:`FIXED`; ``auto:h=8`` (an advised start, say) has local SGD
     with H = 8 run fixed in place of H = 4."""
@@ -158,8 +159,13 @@ def fixed_for(spec: str) -> tuple[str, ...]:
     from hetsync.scenario import load_scenario
 
     auto = make_policy(spec, policy_context(load_scenario(CASES["even"][0])))
-    settings = {"backup": f"backup:b={auto.config.b}", "local-sgd": f"local-sgd:H={auto.config.h}"}
-    return tuple(settings.get(name, name) for name in CANDIDATES)
+    settings = {
+        "backup": f"backup:b={auto.config.b}",
+        "local-sgd": f"local-sgd:H={auto.config.h}",
+        "ssp": f"ssp:s={auto.config.s}",
+    }
+    named = auto.candidates  # (asp and ssp only where auto may take them)
+    return tuple(settings.get(name, name) for name in CANDIDATES if name not in ASYNCHRONOUS or name in named)
 
 
 def case_result(key: str, sc: Any, per_seed: ex.RunsBySeed, fixed: tuple[str, ...] = FIXED) -> dict[str, Any]:

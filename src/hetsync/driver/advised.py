@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput
-from hetsync.policies.auto import CANDIDATES, DEFAULT_CANDIDATES, AutoConfig
+from hetsync.policies.auto import ASYNCHRONOUS, CANDIDATES, DEFAULT_CANDIDATES, AutoConfig
 from hetsync.policies.lb_bsp import LBBSPConfig
 
 ADVICE = "advice.json"  # what hetsync advise writes (hetsync.advise.pages)
@@ -66,6 +66,7 @@ def advised_start(spec: str) -> AdvisedStart | None:
         return None
     advice = _load(start)
     names = [s.strip().lower() for s in str(params.get("candidates", DEFAULT_CANDIDATES)).split("+") if s.strip()]
+    names = [s for s in names if s not in ASYNCHRONOUS]  # (auto starts on a policy whose convergence is BSP's)
     window = _int_param(params, "window", _default(AutoConfig, "window"))
     given = {k: _int_param(params, k, 0) for k in ("h", "b") if k in params}
     ranking = advice.get("ranking")
@@ -105,7 +106,8 @@ def _load(start: str) -> dict[str, Any]:
     file = path / ADVICE if path.is_dir() else path
     if not file.is_file():
         raise BadInput(
-            f"policy 'auto' parameter 'start' ({start}) must be one of {', '.join(CANDIDATES)} or an advice: "
+            f"policy 'auto' parameter 'start' ({start}) must be one of "
+            f"{', '.join(c for c in CANDIDATES if c not in ASYNCHRONOUS)} or an advice: "
             f"the {ADVICE} hetsync advise wrote, or its folder (hetsync advise -s cluster.yaml -o FOLDER)"
         )
     try:

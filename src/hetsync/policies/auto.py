@@ -190,6 +190,7 @@ import numpy as np
 
 from hetsync.algos.stepfit import fit_step_cost
 from hetsync.errors import BadInput
+from hetsync.policies.asp import ASP
 from hetsync.policies.backup import BackupWorkers
 from hetsync.policies.base import (
     Apply,
@@ -214,8 +215,10 @@ from hetsync.policies.base import (
 from hetsync.policies.bsp import BSP
 from hetsync.policies.lb_bsp import LBBSP
 from hetsync.policies.local_sgd import LocalSGD
+from hetsync.policies.ssp import SSP
 
-CANDIDATES = ("bsp", "lb-bsp", "backup", "local-sgd")
+CANDIDATES = ("bsp", "lb-bsp", "backup", "local-sgd", "asp", "ssp")
+ASYNCHRONOUS = ("asp", "ssp")  # candidates whose convergence per sample is not BSP's: only forecasts rank them
 DEFAULT_CANDIDATES = "bsp+lb-bsp+backup+local-sgd"
 BATCHES_KEPT = 4  # batch sizes whose step times the fit keeps, per worker
 SMOOTHING = 0.3  # the weight of a new step time in its batch size's average
@@ -224,6 +227,9 @@ MOVED = 0.1  # a worker's step time "moved" when it changed by more than this sh
 CHANGED = 0.25  # keep_start=until-change: the cluster changed when a median step time moved by more than this share
 # what its ranking weighs, said at the start (a ``candidates`` note): in a user's loop it is all it can know
 RANKED_BY = "measured samples a second (each candidate's convergence per sample is BSP's)"
+RANKED_BY_ASYNC = (  # (with asp or ssp among them: a switch to them only on a forecast)
+    "; asp and ssp, whose convergence per sample is not BSP's, only by forecasts from the live model"
+)
 RANKED_BY_LOCAL = (  # (with local-sgd among them)
     "measured samples a second (each candidate's convergence per sample taken as BSP's: local SGD's is only "
     "close to it, at a small H)"
@@ -239,7 +245,8 @@ FORECAST_WINDOWS = 2  # a forecast's horizon: this many windows of the measured 
 class AutoConfig(PolicyConfig):
     candidates: str = param(
         DEFAULT_CANDIDATES,
-        help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup, local-sgd)",
+        help="the policies to choose among, joined by '+' (of bsp, lb-bsp, backup, local-sgd; asp, ssp with "
+        "forecast=on: their convergence per sample is not BSP's, only a forecast can weigh it)",
         quiet=True,
     )
     start: str = param(
@@ -269,10 +276,12 @@ class AutoConfig(PolicyConfig):
         le=32,
         quiet=True,
     )
+    s: int = param(3, help="SSP's s, when ssp is a candidate: its staleness bound in steps", ge=0, quiet=True)
     forecast: str = param(
         "off",
         help="when the measured throughput proposes a switch, first simulate every candidate from the live model "
-        "on the measured cluster and take the one with the lowest loss (the simulator: at once; real processes: "
+        "on the measured cluster and take the one with the lowest loss; the default candidates then include asp "
+        "and ssp (the simulator: at once; real processes: "
         "in a process of its own; not in your own loop; off by default: on the bench auto cases it gained nothing)",
         choices=("on", "off"),
         quiet=True,
@@ -372,7 +381,13 @@ def replayed(step_s: np.ndarray, h: int | None) -> np.ndarray:
 
 
 def round_times(
-    step_s: np.ndarray, fixed: np.ndarray, batch_size: int, b: int, h: int | None = None, overhead_s: float = 0.0
+    step_s: np.ndarray,
+    fixed: np.ndarray,
+    batch_size: int,
+    b: int,
+    h: int | None = None,
+    overhead_s: float = 0.0,
+    asynchronous: bool = False,
 ) -> dict[str, tuple[int, np.ndarray]]:
     """Each candidate's samples applied per round and its round times when
     ``step_s`` (workers × rounds: each worker's step times at the common
@@ -385,7 +400,12 @@ def round_times(
     round spends beyond its slowest worker's steps (the push, the server,
     the pull: :func:`round_overhead_s`); local SGD pays it once per H steps.
     Backup waits for the (N − b)-th, or for the first where N ≤ b (workers
-    have left: BackupWorkers closes a round with at least one)."""
+    have left: BackupWorkers closes a round with at least one). With
+    ``asynchronous``, ASP and SSP too: no one waits, each worker's step and
+    its own push and pull (the overhead, taken as a worker's own) back to
+    back, so a round of N steps takes N / Σ 1/(T + overhead) — an upper bound
+    for SSP, whose bound may make the fastest wait; only a forecast ranks
+    them in earnest (their convergence per sample is not BSP's)."""
     step_s = replayed(step_s, h)
     n = step_s.shape[0]
     total = n * batch_size
@@ -403,6 +423,9 @@ def round_times(
         times["local-sgd"] = (total * h, np.max(sums, axis=0))
     if overhead_s > 0:
         times = {k: (samples, t + overhead_s) for k, (samples, t) in times.items()}
+    if asynchronous:
+        rate = np.sum(1.0 / (step_s + overhead_s), axis=0)  # steps a second, the cluster's
+        times["asp"] = times["ssp"] = (total, n / rate)
     return times
 
 
@@ -464,7 +487,7 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = "of bsp, lb-bsp, backup, local-sgd: the one the cluster runs fastest, switched as it changes"
+    summary = "of bsp, lb-bsp, backup, local-sgd (asp, ssp): the one the cluster runs fastest, switched as it changes"
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
@@ -482,6 +505,18 @@ class Auto(Policy):
             raise BadInput(
                 f"policy 'auto' parameter 'start' ({self.config.start}) must be one of its candidates {'+'.join(names)}"
             )
+        if self.config.start in ASYNCHRONOUS:
+            raise BadInput(
+                f"policy 'auto' parameter 'start' ({self.config.start}): auto starts on a policy whose convergence "
+                "per sample is BSP's (bsp, lb-bsp, backup, local-sgd); asp and ssp it takes only on a forecast"
+            )
+        if any(c in ASYNCHRONOUS for c in names) and self.config.forecast != "on":
+            raise BadInput(
+                f"policy 'auto' parameter 'candidates' ({self.config.candidates}) names asp or ssp, whose convergence "
+                "per sample is not BSP's: measured throughput cannot rank them, only forecasts can; add forecast=on"
+            )
+        if self.config.candidates == DEFAULT_CANDIDATES and self.config.forecast == "on":
+            names = (*names, *ASYNCHRONOUS)  # (what forecasts can rank and the throughput cannot: the default widens)
         if self.config.b >= self.n:  # a cluster too small for backup workers
             if self.config.start == "backup":
                 raise BadInput(
@@ -509,7 +544,7 @@ class Auto(Policy):
         self.inner = self._make(self.current)
         self.draining: dict[int, Compute] = {}  # computing for the old policy: its first step once its push is dropped
         self.switches: list[dict[str, Any]] = []
-        self.since_switch = 0  # rounds (Applies) since the last switch
+        self.since_switch = 0.0  # rounds since the last switch (an Apply; local SGD's counts H, ASP's 1/N)
         self.dwell = self.config.window  # rounds a switch stands at least: doubled by each switch back
         # each live worker's smoothed step time at the common batch over the first full window since the
         # start or the last switch (None: not measured yet), and when: what a switch's cause is measured from
@@ -546,6 +581,10 @@ class Auto(Policy):
             return LBBSP(self.ctx)
         if name == "local-sgd":
             return LocalSGD(self.ctx, H=self.config.h)
+        if name == "asp":
+            return ASP(self.ctx)
+        if name == "ssp":
+            return SSP(self.ctx, s=self.config.s)
         policy = BackupWorkers(self.ctx, b=self.config.b)
         policy.load_state_dict({"version": self.version})  # (what is late is judged by the ledger's versions)
         return policy
@@ -573,15 +612,7 @@ class Auto(Policy):
 
     # -------------------------------------------------------------- events
     def start(self, now_s: float) -> list[Command]:
-        said = Note(
-            what="candidates",
-            detail={
-                "start": self.current,
-                "candidates": list(self.candidates),
-                "by": RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY,
-                **({"held": "on the start until the cluster changes"} if self.held else {}),
-            },
-        )
+        said = self._candidates_note()
         return [said, *self._from_inner(self.inner.start(now_s), now_s)]
 
     def on_event(self, event: Event) -> list[Command]:
@@ -610,7 +641,7 @@ class Auto(Policy):
             self._round_closed(now_s)
         self.version += applies
         # (rounds of one step per worker: a round of local SGD counts its H, so a switch stands as many steps)
-        self.since_switch += applies * (self.config.h if self.current == "local-sgd" else 1)
+        self.since_switch += applies * self._round_share()
         if not applies or self.since_switch < self.dwell:
             return cmds
         if self.decided is not None:  # a forecast chose: the switch is at this round close
@@ -625,6 +656,30 @@ class Auto(Policy):
             return [*cmds, self._ask(best)]
         return self._switch(best, cmds, now_s)
 
+    def _candidates_note(self) -> Note:
+        """What it starts with, chooses among and by what (said at the start,
+        and again when a driver that cannot forecast narrows the set)."""
+        return Note(
+            what="candidates",
+            detail={
+                "start": self.config.start,
+                "candidates": list(self.candidates),
+                "by": (RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY)
+                + (RANKED_BY_ASYNC if any(c in ASYNCHRONOUS for c in self.candidates) else ""),
+                **({"held": "on the start until the cluster changes"} if self.held else {}),
+            },
+        )
+
+    def _round_share(self) -> float:
+        """What one Apply of the policy in force counts as, in rounds of one
+        step per worker: local SGD's round is H steps each, an asynchronous
+        policy's Apply one worker's step (N make a round)."""
+        if self.current == "local-sgd":
+            return float(self.config.h)
+        if self.current in ASYNCHRONOUS:
+            return 1.0 / max(1, len(self.alive))
+        return 1.0
+
     # ------------------------------------------------------------ forecasts
     def _specs(self, live: int) -> dict[str, str]:
         """Each candidate's policy spec for a forecast on ``live`` workers."""
@@ -633,6 +688,8 @@ class Auto(Policy):
             "lb-bsp": "lb-bsp",
             "backup": f"backup:b={self.config.b}",
             "local-sgd": f"local-sgd:H={self.config.h}",
+            "asp": "asp",
+            "ssp": f"ssp:s={self.config.s}",
         }
         return {name: specs[name] for name in self.candidates if name != "backup" or self.config.b < live}
 
@@ -670,8 +727,16 @@ class Auto(Policy):
         self.asked = None
         if event.scores is None:
             self.forecasting = False
-            self.decided = proposal
-            return [Note(what="forecast", detail={"by": "throughput", "why": event.why})]
+            # (asp and ssp only a forecast can rank: without one, they are candidates no more)
+            before = self.candidates
+            self.candidates = tuple(c for c in self.candidates if c not in ASYNCHRONOUS)
+            self.decided = proposal if proposal[0] in self.candidates else None
+            said = [Note(what="forecast", detail={"by": "throughput", "why": event.why})]
+            if self.decided is None:
+                self.since_switch = 0.0  # (ranked again, among the rest, once the dwell has passed)
+            if self.candidates != before:
+                said.append(self._candidates_note())  # (what it chooses among now)
+            return said
         names = {spec: name for name, spec in self._specs(len(proposal[2])).items()}
         losses = {names[spec]: values for spec, values in event.scores if spec in names}
         best = min(losses, key=lambda k: float(np.mean(losses[k])))
@@ -687,7 +752,7 @@ class Auto(Policy):
             self.decided = (best, proposal[1], proposal[2])
             self.forecast_said = said
         else:
-            self.since_switch = 0  # it stays; ranked again once the dwell has passed
+            self.since_switch = 0.0  # it stays; ranked again once the dwell has passed
         return [Note(what="forecast", detail=said)]
 
     # ------------------------------------------------------------- ranking
@@ -819,7 +884,8 @@ class Auto(Policy):
     ) -> tuple[str, dict[str, float]] | None:
         """The candidate whose predicted gain over the current one clears the
         margin with ``confidence`` on these replayed steps, and the rates."""
-        times = round_times(steps, self.fixed[live], self.ctx.batch_size, self.config.b, h, overhead_s)
+        asynchronous = any(c in ASYNCHRONOUS for c in self.candidates)
+        times = round_times(steps, self.fixed[live], self.ctx.batch_size, self.config.b, h, overhead_s, asynchronous)
         times = {k: v for k, v in times.items() if k in self.candidates}
         rates = rates_of(times)
         best = max(rates, key=lambda k: rates[k])
@@ -858,7 +924,7 @@ class Auto(Policy):
         name, rates, windows = choice
         if self.switches and self.switches[-1]["from"] == name:  # back to what it just left: the noise, likelier
             self.dwell *= 2
-        self.since_switch = 0
+        self.since_switch = 0.0
         detail = {
             "from": self.current,
             "to": name,

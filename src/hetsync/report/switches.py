@@ -109,11 +109,12 @@ def run_switches(run: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def run_candidates(run: Mapping[str, Any]) -> str:
-    """What the run's ``candidates`` note says it chose among and by what
-    (``among bsp, lb-bsp, backup, by measured samples a second ...``); ""
-    without one."""
+    """What the run's last ``candidates`` note says it chose among and by
+    what (``among bsp, lb-bsp, backup, by measured samples a second ...``);
+    "" without one. (A driver that cannot forecast narrows auto's set: asp and
+    ssp leave it, and auto says so in a second note.)"""
     notes = run.get("policy_notes")
-    for n in notes if isinstance(notes, list) else []:
+    for n in reversed(notes) if isinstance(notes, list) else []:  # (the last: a set narrowed midway, as it ended)
         detail = n.get("detail") if isinstance(n, Mapping) else None
         if n.get("what") == "candidates" and isinstance(detail, Mapping) and isinstance(detail.get("candidates"), list):
             among = ", ".join(str(c) for c in detail["candidates"])
