@@ -731,12 +731,12 @@ class Auto(Policy):
             before = self.candidates
             self.candidates = tuple(c for c in self.candidates if c not in ASYNCHRONOUS)
             self.decided = proposal if proposal[0] in self.candidates else None
-            said = [Note(what="forecast", detail={"by": "throughput", "why": event.why})]
+            notes: list[Command] = [Note(what="forecast", detail={"by": "throughput", "why": event.why})]
             if self.decided is None:
                 self.since_switch = 0.0  # (ranked again, among the rest, once the dwell has passed)
             if self.candidates != before:
-                said.append(self._candidates_note())  # (what it chooses among now)
-            return said
+                notes.append(self._candidates_note())  # (what it chooses among now)
+            return notes
         names = {spec: name for name, spec in self._specs(len(proposal[2])).items()}
         losses = {names[spec]: values for spec, values in event.scores if spec in names}
         best = min(losses, key=lambda k: float(np.mean(losses[k])))
