@@ -9,8 +9,8 @@ for an equal finish); ``backup`` (Chen et al. 2016: the round closes with the
 first N − b gradients, the b slowest are dropped). Choosing among them
 changes how many samples a second the job applies, not what a sample is
 worth, so they can be ranked by throughput alone — what can be measured for
-any model, a user's own included (the policies that trade convergence for
-throughput, ASP, SSP, need the simulator's ranking: not here yet).
+any model, a user's own included. (The policies that trade convergence for
+throughput, ``asp`` and ``ssp``, are candidates only with forecasts, below.)
 
 And one whose convergence per sample is only close to BSP's: ``local-sgd``
 (Stich, ICLR 2019), every worker taking H local steps at the common batch,
@@ -172,12 +172,28 @@ simulated time); real processes run it in a process of their own (``python
 -m hetsync.sim.forecast_job``) while the workers train on, and answer when
 it ends (about 5 s on a busy 2-core machine). A driver that cannot forecast
 (a user's own loop, whose model the simulator cannot run; sharded servers)
-answers with no scores; the proposal then stands, a round later, and no more
-forecasts are asked. Off by default because on ``hetsync bench auto`` it
-gained nothing: the same switches, a round or a dwell later
-(docs/results-auto.md). Not yet (issue 31): asynchronous candidates (ASP,
-SSP), which only a forecast can rank; handover to and from local-model
-policies other than local SGD.
+answers with no scores; the proposal then stands, a round later (unless it
+was asp or ssp), and no more forecasts are asked.
+
+Asynchronous candidates: ``asp`` and ``ssp`` (SSP with bound ``s``) trade
+convergence per sample for throughput, which only a forecast can weigh: they
+are candidates only with ``forecast=on`` (the default set then includes them;
+named without it, refused), never the start, and taken out of the set (a
+second ``candidates`` note says so) once a driver answers that it cannot
+forecast. The throughput ranking replays them as nobody waiting (each
+worker's step and its own push and pull back to back: N / Σ 1/(T + overhead)
+a round of N steps, SSP's the same upper bound), so they are proposed
+whenever they are faster and the forecast decides. Into them: at a round
+close, every worker pulls into their first step. Out of them: each Apply of
+one push is a round close for auto (counted as 1/N of a round toward the
+dwell); the worker pulled there starts the new policy, the others' steps in
+flight for ASP are dropped on arrival (``policy switch``) and they pull and
+start. On ``hetsync bench auto``'s hetero case the forecast took ASP at
+0.88 s on every seed (2.17 s to the target; ASP fixed 2.0, BSP 3.33).
+``forecast`` is off by default because on the bench's other cases it gained
+nothing: the same switches, a round or a dwell later (docs/results-auto.md).
+Not yet (issue 31): handover to and from local-model policies other than
+local SGD (WBSP-overlap, DiLoCo).
 """
 
 from __future__ import annotations
