@@ -503,7 +503,7 @@ def gain_quantile(
 
 class Auto(Policy):
     name = "auto"
-    summary = "of bsp, lb-bsp, backup, local-sgd (asp, ssp): the one the cluster runs fastest, switched as it changes"
+    summary = "of bsp, lb-bsp, backup, local-sgd (asp, ssp): the live cluster's fastest, switched as it changes"
     config_class = AutoConfig
     config: AutoConfig
     takes_joins = True
