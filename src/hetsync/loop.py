@@ -246,11 +246,10 @@ def init(
     from hetsync.driver.advised import advised_start
 
     advised = advised_start(policy)  # auto:start=ADVICE: its start read from that advice, on every rank
-    if advised is not None:
-        policy = advised.spec
-        if rank == 0:
-            print(f"hetsync: note: {advised.said}", file=sys.stderr, flush=True)
+    policy = policy if advised is None else advised.spec
     sc = _scenario(scenario, workers, overrides)
+    if advised is not None:  # (said with the scenario's notes: on rank 0, in the summary, by hetsync launch)
+        sc = dataclasses.replace(sc, notes=(*sc.notes, advised.said))
     (label,) = policy_labels(sc, [policy], driver="loop")  # a bad spec fails on every rank before any traffic
     if path is None or RUN_AS_ENV in os.environ:  # (a launcher's policy may not take the script's path)
         path = os.environ.get(PATH_ENV, "ps")
