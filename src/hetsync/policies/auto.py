@@ -774,7 +774,8 @@ class Auto(Policy):
     # ------------------------------------------------------------- ranking
     def _round_closed(self, now_s: float) -> None:
         live = sorted(self.alive)
-        if self.closed_s is not None and live:
+        # (an asynchronous policy's Apply closes one worker's step, not a round: nothing of a round to measure)
+        if self.closed_s is not None and live and self.current not in ASYNCHRONOUS:
             rest = round_overhead_s(now_s - self.closed_s, self.busy_s[live])
             if rest is not None:
                 self.overheads.append(rest)
