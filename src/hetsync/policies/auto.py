@@ -680,11 +680,16 @@ class Auto(Policy):
             detail={
                 "start": self.config.start,
                 "candidates": list(self.candidates),
-                "by": (RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY)
-                + (RANKED_BY_ASYNC if any(c in ASYNCHRONOUS for c in self.candidates) else ""),
+                "by": self._ranked_by(),
                 **({"held": "on the start until the cluster changes"} if self.held else {}),
             },
         )
+
+    def _ranked_by(self) -> str:
+        by = RANKED_BY_LOCAL if self.local_steps_midway else RANKED_BY
+        if not any(c in ASYNCHRONOUS for c in self.candidates):
+            return by
+        return by.replace("each candidate's", "each synchronous candidate's") + RANKED_BY_ASYNC
 
     def _round_share(self) -> float:
         """What one Apply of the policy in force counts as, in rounds of one
