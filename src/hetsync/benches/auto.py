@@ -44,7 +44,7 @@ from typing import Any
 
 from hetsync.benches import experiment as ex
 from hetsync.benches.common import Row, add_output_arguments, parse_seeds, split_list
-from hetsync.policies.auto import ASYNCHRONOUS, CANDIDATES
+from hetsync.policies.auto import ASYNCHRONOUS, CANDIDATES, candidate_specs
 from hetsync.runner import write_json_atomic
 
 NAME = "auto"
@@ -159,13 +159,9 @@ def fixed_for(spec: str) -> tuple[str, ...]:
     from hetsync.scenario import load_scenario
 
     auto = make_policy(spec, policy_context(load_scenario(CASES["even"][0])))
-    settings = {
-        "backup": f"backup:b={auto.config.b}",
-        "local-sgd": f"local-sgd:H={auto.config.h}",
-        "ssp": f"ssp:s={auto.config.s}",
-    }
+    specs = candidate_specs(auto.config)
     named = auto.candidates  # (asp and ssp only where auto may take them)
-    return tuple(settings.get(name, name) for name in CANDIDATES if name not in ASYNCHRONOUS or name in named)
+    return tuple(specs[name] for name in CANDIDATES if name not in ASYNCHRONOUS or name in named)
 
 
 def case_result(key: str, sc: Any, per_seed: ex.RunsBySeed, fixed: tuple[str, ...] = FIXED) -> dict[str, Any]:

@@ -312,6 +312,20 @@ class AutoConfig(PolicyConfig):
     )
 
 
+def candidate_specs(config: AutoConfig) -> dict[str, str]:
+    """Every candidate's policy spec with auto's settings for it (its
+    backup's b, its local SGD's H, its SSP's s): what a forecast simulates,
+    and what ``hetsync bench auto`` runs fixed beside auto."""
+    return {
+        "bsp": "bsp",
+        "lb-bsp": "lb-bsp",
+        "backup": f"backup:b={config.b}",
+        "local-sgd": f"local-sgd:H={config.h}",
+        "asp": "asp",
+        "ssp": f"ssp:s={config.s}",
+    }
+
+
 def fixed_share(batches: np.ndarray, durations_s: np.ndarray, batch_size: int) -> float | None:
     """The share of a worker's step at ``batch_size`` that does not grow with
     the batch, fitted (least squares, ``t = a + p·b``, a and p ≥ 0: the
@@ -691,27 +705,22 @@ class Auto(Policy):
             return by
         return by.replace("each candidate's", "each synchronous candidate's") + RANKED_BY_ASYNC
 
+    def _steps_per_round(self) -> int:
+        """Each worker's steps in a round of the synchronous policy in force: local SGD's H, else 1."""
+        return self.config.h if self.current == "local-sgd" else 1
+
     def _round_share(self) -> float:
         """What one Apply of the policy in force counts as, in rounds of one
         step per worker: local SGD's round is H steps each, an asynchronous
         policy's Apply one worker's step (N make a round)."""
-        if self.current == "local-sgd":
-            return float(self.config.h)
         if self.current in ASYNCHRONOUS:
             return 1.0 / max(1, len(self.alive))
-        return 1.0
+        return float(self._steps_per_round())
 
     # ------------------------------------------------------------ forecasts
     def _specs(self, live: int) -> dict[str, str]:
         """Each candidate's policy spec for a forecast on ``live`` workers."""
-        specs = {
-            "bsp": "bsp",
-            "lb-bsp": "lb-bsp",
-            "backup": f"backup:b={self.config.b}",
-            "local-sgd": f"local-sgd:H={self.config.h}",
-            "asp": "asp",
-            "ssp": f"ssp:s={self.config.s}",
-        }
+        specs = candidate_specs(self.config)
         return {name: specs[name] for name in self.candidates if name != "backup" or self.config.b < live}
 
     def _ask(self, proposal: tuple[str, dict[str, float], dict[int, np.ndarray]]) -> Forecast:
@@ -881,7 +890,7 @@ class Auto(Policy):
             self.reference_s = now_s
         if self.held:
             # the round overhead of the newest rounds (a window of local SGD's rounds is H times as long)
-            per_round = self.config.h if self.current == "local-sgd" else 1
+            per_round = self._steps_per_round()
             recent = list(self.overheads)[-max(3, self.config.window // (2 * per_round)) :]
             recent_s = float(np.median(recent)) if recent else 0.0
             if self.held_reference is None:  # (the cluster the start is held on: the first full window)
