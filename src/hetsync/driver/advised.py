@@ -24,12 +24,13 @@ returns says so, and which rank the start had.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hetsync.errors import BadInput
 from hetsync.policies.auto import ASYNCHRONOUS, CANDIDATES, DEFAULT_CANDIDATES, AutoConfig
+from hetsync.policies.config import PolicyConfig, config_params
 from hetsync.policies.lb_bsp import LBBSPConfig
 
 ADVICE = "advice.json"  # what hetsync advise writes (hetsync.advise.pages)
@@ -67,7 +68,7 @@ def advised_start(spec: str) -> AdvisedStart | None:
     advice = _load(start)
     names = [s.strip().lower() for s in str(params.get("candidates", DEFAULT_CANDIDATES)).split("+") if s.strip()]
     names = [s for s in names if s not in ASYNCHRONOUS]  # (auto starts on a policy whose convergence is BSP's)
-    window = _int_param(params, "window", _default(AutoConfig, "window"))
+    window = _int_param(params, "window", int(_defaults(AutoConfig)["window"]))
     given = {k: _int_param(params, k, 0) for k in ("h", "b") if k in params}
     ranking = advice.get("ranking")
     if not isinstance(ranking, list):
@@ -119,8 +120,9 @@ def _load(start: str) -> dict[str, Any]:
     return data
 
 
-def _default(config: type, name: str) -> Any:
-    return next(f.default for f in fields(config) if f.name == name)
+def _defaults(config_class: type[PolicyConfig]) -> dict[str, Any]:
+    """Each parameter's default, as the config declares it."""
+    return {p.name: p.default for p in config_params(config_class)}
 
 
 def _int_param(params: dict[str, Any], key: str, default: int) -> int:
@@ -143,7 +145,7 @@ def _carried(entry: Any, names: list[str], window: int, given: dict[str, int]) -
     if policy == "bsp":
         return policy, {}
     if policy == "lb-bsp":
-        defaults = {f.name: f.default for f in fields(LBBSPConfig)}
+        defaults = _defaults(LBBSPConfig)
         differs = any(k in defaults and v != defaults[k] for k, v in params.items())
         return None if differs else (policy, {})  # (auto's LB-BSP: its defaults)
     key, value = ("h", params.get("H")) if policy == "local-sgd" else ("b", params.get("b"))
